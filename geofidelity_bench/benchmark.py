@@ -1,0 +1,703 @@
+"""The domain model (City, Block, ReferenceImage, Benchmark) and the canonical format.
+
+A benchmark is a folder (or a Hub dataset repo) of Parquet files, one config each:
+
+* ``blocks``: one row per street block (SPEC section 1 fields),
+* ``references``: one row per block-image assignment, the image embedded as
+  ``datasets.Image()`` (``{"bytes", "path"}`` struct),
+* ``cities``: one row per city (key, name, country, center, driving side),
+* ``world`` (optional): a pool of single street-level photos from all over the world.
+
+The folder's ``README.md`` declares the configs in its YAML header, so plain
+``datasets.load_dataset(folder, "blocks")`` reads it too.
+
+Held-out split (SPEC section 1): a block's references are ordered by ``reference_id``
+(ascending string order), shuffled with ``random.Random(seed)`` where ``seed`` is the first
+8 bytes, big-endian, of ``sha256(f"0|{block_id}")``, and the first
+``k = max(1, min(4, n // 2))`` of the shuffled order are held out as real queries; the rest
+is the block's gallery (its panel everywhere: as target and as negative).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import io
+import json
+import math
+import os
+import random
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from .images import ImageDecodeError, load_image
+
+DEMO_NAME = "demo"
+STRATA = ("major", "residential", "pedestrian", "tertiary")
+NEGATIVE_ROLES = ("same_neighborhood", "same_city", "same_driving_side", "random_city")
+NEGATIVE_FIELDS = {role: f"neg_{role}" for role in NEGATIVE_ROLES}
+CONFIGS = ("blocks", "references", "cities", "world")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class BenchmarkError(ValueError):
+    """A benchmark is malformed; the message names the offending block, reference or file."""
+
+
+def display_name(city_key: str) -> str:
+    """``new_york`` -> ``New York`` (SPEC section 1)."""
+    return city_key.replace("_", " ").title()
+
+
+def is_safe_id(value: str) -> bool:
+    """True when ``value`` can be used as a single path component on every platform."""
+    return isinstance(value, str) and bool(_SAFE_ID.match(value)) and value not in (".", "..")
+
+
+@dataclass(frozen=True)
+class City:
+    key: str
+    name: str
+    country: str
+    center: tuple[float, float] | None
+    driving_side: str
+
+
+@dataclass(frozen=True)
+class Block:
+    block_id: str
+    city: str
+    country: str
+    driving_side: str
+    stratum: str | None
+    way_id: int | None
+    street_name: str | None
+    neighborhood: str | None
+    highway_tag: str | None
+    length_m: float
+    polyline: tuple[tuple[float, float], ...]
+    centroid: tuple[float, float]
+    bbox: tuple[float, float, float, float]
+    neg_same_neighborhood: str | None = None
+    neg_same_city: str | None = None
+    neg_same_driving_side: str | None = None
+    neg_random_city: str | None = None
+    notes: str = ""
+
+    @property
+    def city_name(self) -> str:
+        return display_name(self.city)
+
+
+@dataclass(frozen=True)
+class ReferenceImage:
+    reference_id: str
+    image_id: str
+    block_id: str
+    lat: float | None
+    lon: float | None
+    captured_at: int | None
+    compass_angle: float | None
+    sun_elevation_deg: float | None
+    camera_type: str | None
+    quality_score: float | None
+    source_url: str | None
+    license: str | None
+    attribution: str | None
+    image_bytes: bytes = field(repr=False, compare=False, default=b"")
+
+    def image(self):
+        """The decoded RGB PIL image."""
+        return load_image(self.image_bytes, name=f"reference {self.reference_id}")
+
+
+@dataclass(frozen=True)
+class PoolImage:
+    """A street-level photo that belongs to no block (the ``world`` distractor pool)."""
+
+    image_id: str
+    lat: float | None
+    lon: float | None
+    city: str | None
+    region: str | None
+    country: str | None
+    source_url: str | None
+    license: str | None
+    attribution: str | None
+    image_bytes: bytes = field(repr=False, compare=False, default=b"")
+
+    def image(self):
+        return load_image(self.image_bytes, name=f"world image {self.image_id}")
+
+
+def split_seed(block_id: str) -> int:
+    """Seed of a block's held-out shuffle: sha256(f"0|{block_id}"), first 8 bytes big-endian."""
+    return int.from_bytes(hashlib.sha256(f"0|{block_id}".encode()).digest()[:8], "big")
+
+
+def heldout_count(n: int) -> int:
+    """k = max(1, min(4, n // 2))."""
+    return max(1, min(4, n // 2))
+
+
+def split_references(block_id: str, references: Sequence[ReferenceImage]):
+    """Returns (heldout, gallery) lists for one block (see the module docstring)."""
+    ordered = sorted(references, key=lambda r: r.reference_id)
+    random.Random(split_seed(block_id)).shuffle(ordered)
+    k = heldout_count(len(ordered))
+    return ordered[:k], ordered[k:]
+
+
+class Benchmark:
+    """Blocks, their reference images and negatives; immutable after construction.
+
+    Args:
+        blocks: the blocks (their ids must be unique and path-safe).
+        references: the block-image assignments.
+        cities: optional City records; cities without one are derived from the blocks.
+        world: optional pool of world photos (PoolImage).
+        name: how to call this benchmark in messages and reports.
+        validate_images: decode-check every image (names the reference on failure).
+    """
+
+    def __init__(
+        self,
+        blocks: Iterable[Block],
+        references: Iterable[ReferenceImage],
+        *,
+        cities: Iterable[City] | None = None,
+        world: Iterable[PoolImage] | None = None,
+        name: str = "benchmark",
+        source: str | None = None,
+        validate_images: bool = True,
+    ):
+        self.name = name
+        self.source = source or name
+        self.blocks: list[Block] = sorted(blocks, key=lambda b: b.block_id)
+        self.references: list[ReferenceImage] = sorted(references, key=lambda r: r.reference_id)
+        self.world: list[PoolImage] = list(world or [])
+        self._by_id: dict[str, Block] = {}
+        for block in self.blocks:
+            if not is_safe_id(block.block_id):
+                raise BenchmarkError(
+                    f"{name}: unsafe block_id {block.block_id!r}: block ids must be a single path "
+                    "component of letters, digits, '.', '_' or '-' (no separators, no '..', not empty)"
+                )
+            if block.block_id in self._by_id:
+                raise BenchmarkError(f"{name}: duplicate block_id {block.block_id!r}")
+            self._by_id[block.block_id] = block
+        city_map = {c.key: c for c in (cities or [])}
+        for block in self.blocks:
+            if block.city not in city_map:
+                city_map[block.city] = City(block.city, display_name(block.city), block.country, None, block.driving_side)
+        self.cities: dict[str, City] = dict(sorted(city_map.items()))
+        self._validate(validate_images)
+
+    # -- validation ---------------------------------------------------------------------
+    def _validate(self, validate_images: bool) -> None:
+        name = self.name
+        if not self.blocks:
+            raise BenchmarkError(f"{name}: no blocks")
+        for block in self.blocks:
+            if block.stratum not in (None, "", *STRATA):
+                raise BenchmarkError(
+                    f"{name}: block {block.block_id!r} has stratum {block.stratum!r}; expected one of {STRATA} or empty"
+                )
+            if block.driving_side not in ("L", "R"):
+                raise BenchmarkError(
+                    f"{name}: block {block.block_id!r} has driving_side {block.driving_side!r}; expected 'L' or 'R'"
+                )
+            for role, fld in NEGATIVE_FIELDS.items():
+                neg = getattr(block, fld)
+                if neg is None:
+                    continue
+                if neg not in self._by_id:
+                    raise BenchmarkError(f"{name}: block {block.block_id!r} field {fld} points to unknown block {neg!r}")
+                if neg == block.block_id:
+                    raise BenchmarkError(f"{name}: block {block.block_id!r} field {fld} points to the block itself")
+        seen: set[str] = set()
+        per_block: dict[str, list[ReferenceImage]] = {b.block_id: [] for b in self.blocks}
+        for ref in self.references:
+            if ref.reference_id in seen:
+                raise BenchmarkError(f"{name}: duplicate reference_id {ref.reference_id!r}")
+            seen.add(ref.reference_id)
+            if ref.block_id not in per_block:
+                raise BenchmarkError(f"{name}: reference {ref.reference_id!r} belongs to unknown block {ref.block_id!r}")
+            if not ref.image_bytes:
+                raise BenchmarkError(f"{name}: reference {ref.reference_id!r} has no image data")
+            per_block[ref.block_id].append(ref)
+        if validate_images:
+            for ref in self.references:
+                _check_decodable(ref.image_bytes, f"reference {ref.reference_id!r} (block {ref.block_id!r})", name)
+            for img in self.world:
+                _check_decodable(img.image_bytes, f"world image {img.image_id!r}", name)
+        self._heldout: dict[str, list[ReferenceImage]] = {}
+        self._gallery: dict[str, list[ReferenceImage]] = {}
+        for block_id, refs in per_block.items():
+            heldout, gallery = split_references(block_id, refs)
+            if len(gallery) < 2:
+                raise BenchmarkError(
+                    f"{name}: block {block_id!r} has {len(refs)} reference image(s), leaving {len(gallery)} in its "
+                    "gallery after the held-out split; every block needs at least 2 gallery images (3 references)"
+                )
+            self._heldout[block_id] = heldout
+            self._gallery[block_id] = gallery
+
+    # -- access ---------------------------------------------------------------------------
+    @property
+    def block_ids(self) -> list[str]:
+        return [b.block_id for b in self.blocks]
+
+    def block(self, block_id: str) -> Block:
+        try:
+            return self._by_id[block_id]
+        except KeyError:
+            raise BenchmarkError(f"{self.name}: unknown block_id {block_id!r}") from None
+
+    def __contains__(self, block_id: object) -> bool:
+        return block_id in self._by_id
+
+    def references_of(self, block_id: str) -> list[ReferenceImage]:
+        self.block(block_id)
+        return sorted(self._heldout[block_id] + self._gallery[block_id], key=lambda r: r.reference_id)
+
+    def heldout(self, block_id: str) -> list[ReferenceImage]:
+        """The block's held-out real queries (never part of any panel)."""
+        self.block(block_id)
+        return list(self._heldout[block_id])
+
+    def gallery(self, block_id: str) -> list[ReferenceImage]:
+        """The block's panel: its references minus the held-out queries."""
+        self.block(block_id)
+        return list(self._gallery[block_id])
+
+    def negatives(self, block_id: str) -> dict[str, str | None]:
+        """Named negatives of a block: role -> block id (None when missing)."""
+        block = self.block(block_id)
+        return {role: getattr(block, fld) for role, fld in NEGATIVE_FIELDS.items()}
+
+    def city(self, key: str) -> City:
+        try:
+            return self.cities[key]
+        except KeyError:
+            raise BenchmarkError(f"{self.name}: unknown city {key!r}") from None
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """sha256 over block records and reference ids with their image hashes."""
+        h = hashlib.sha256()
+        for block in self.blocks:
+            h.update(json.dumps(_block_record(block), sort_keys=True, default=str).encode())
+        for ref in self.references:
+            h.update(f"{ref.reference_id}|{ref.block_id}|".encode())
+            h.update(hashlib.sha256(ref.image_bytes).digest())
+        return h.hexdigest()
+
+    def summary(self) -> dict[str, Any]:
+        """Counts a person wants to see first (used by ``geofidelity-bench info``)."""
+        blocks = []
+        for block in self.blocks:
+            negs = self.negatives(block.block_id)
+            blocks.append(
+                {
+                    "block_id": block.block_id,
+                    "city": block.city,
+                    "stratum": block.stratum or "",
+                    "street_name": block.street_name or "",
+                    "neighborhood": block.neighborhood or "",
+                    "n_references": len(self.references_of(block.block_id)),
+                    "n_heldout": len(self._heldout[block.block_id]),
+                    "n_gallery": len(self._gallery[block.block_id]),
+                    "negatives": sum(v is not None for v in negs.values()),
+                }
+            )
+        coverage = {
+            role: sum(getattr(b, fld) is not None for b in self.blocks) for role, fld in NEGATIVE_FIELDS.items()
+        }
+        return {
+            "name": self.name,
+            "source": self.source,
+            "fingerprint": self.fingerprint,
+            "n_cities": len(self.cities),
+            "n_blocks": len(self.blocks),
+            "n_references": len(self.references),
+            "n_distinct_images": len({r.image_id for r in self.references}),
+            "n_world": len(self.world),
+            "cities": [dataclasses.asdict(c) for c in self.cities.values()],
+            "blocks": blocks,
+            "negatives_coverage": coverage,
+        }
+
+    def __repr__(self) -> str:
+        return f"Benchmark({self.name!r}, {len(self.cities)} cities, {len(self.blocks)} blocks, {len(self.references)} references)"
+
+
+def _check_decodable(data: bytes, label: str, name: str) -> None:
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.verify()
+    except Exception as err:  # noqa: BLE001 - any decoder failure is a bad image
+        raise BenchmarkError(f"{name}: {label} is not a decodable image: {err}") from err
+
+
+# -- canonical format: records -------------------------------------------------------------
+
+
+def _opt_str(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    value = str(value)
+    return value if value.strip() else None
+
+
+def _opt_float(value: Any) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def _opt_int(value: Any) -> int | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return int(value)
+
+
+def _block_record(block: Block) -> dict[str, Any]:
+    rec = dataclasses.asdict(block)
+    rec["polyline"] = [list(p) for p in block.polyline]
+    rec["centroid"] = list(block.centroid)
+    rec["bbox"] = list(block.bbox)
+    return rec
+
+
+def block_from_record(rec: Mapping[str, Any], where: str = "blocks") -> Block:
+    try:
+        return Block(
+            block_id=str(rec["block_id"]),
+            city=str(rec["city"]),
+            country=str(rec["country"]),
+            driving_side=str(rec["driving_side"]),
+            stratum=_opt_str(rec.get("stratum")),
+            way_id=_opt_int(rec.get("way_id")),
+            street_name=_opt_str(rec.get("street_name")),
+            neighborhood=_opt_str(rec.get("neighborhood")),
+            highway_tag=_opt_str(rec.get("highway_tag")),
+            length_m=float(rec["length_m"]),
+            polyline=tuple((float(p[0]), float(p[1])) for p in rec["polyline"]),
+            centroid=(float(rec["centroid"][0]), float(rec["centroid"][1])),
+            bbox=tuple(float(v) for v in rec["bbox"]),  # type: ignore[arg-type]
+            neg_same_neighborhood=_opt_str(rec.get("neg_same_neighborhood")),
+            neg_same_city=_opt_str(rec.get("neg_same_city")),
+            neg_same_driving_side=_opt_str(rec.get("neg_same_driving_side")),
+            neg_random_city=_opt_str(rec.get("neg_random_city")),
+            notes=_opt_str(rec.get("notes")) or "",
+        )
+    except KeyError as err:
+        raise BenchmarkError(f"{where}: block {rec.get('block_id')!r} is missing field {err.args[0]!r}") from None
+    except (TypeError, ValueError, IndexError) as err:
+        raise BenchmarkError(f"{where}: block {rec.get('block_id')!r} has a malformed field: {err}") from None
+
+
+def _image_bytes(value: Any, label: str) -> bytes:
+    if isinstance(value, Mapping):
+        data = value.get("bytes")
+        if data is None and value.get("path"):
+            path = Path(value["path"])
+            if path.is_file():
+                return path.read_bytes()
+            raise BenchmarkError(f"{label}: image is not embedded and its path {value['path']!r} does not exist")
+        value = data
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    raise BenchmarkError(f"{label}: no image data")
+
+
+def reference_from_record(rec: Mapping[str, Any], where: str = "references") -> ReferenceImage:
+    rid = rec.get("reference_id")
+    label = f"{where}: reference {rid!r}"
+    try:
+        return ReferenceImage(
+            reference_id=str(rec["reference_id"]),
+            image_id=str(rec["image_id"]),
+            block_id=str(rec["block_id"]),
+            lat=_opt_float(rec.get("lat")),
+            lon=_opt_float(rec.get("lon")),
+            captured_at=_opt_int(rec.get("captured_at")),
+            compass_angle=_opt_float(rec.get("compass_angle")),
+            sun_elevation_deg=_opt_float(rec.get("sun_elevation_deg")),
+            camera_type=_opt_str(rec.get("camera_type")),
+            quality_score=_opt_float(rec.get("quality_score")),
+            source_url=_opt_str(rec.get("source_url")),
+            license=_opt_str(rec.get("license")),
+            attribution=_opt_str(rec.get("attribution")),
+            image_bytes=_image_bytes(rec.get("image"), label),
+        )
+    except KeyError as err:
+        raise BenchmarkError(f"{label} is missing field {err.args[0]!r}") from None
+    except (TypeError, ValueError) as err:
+        raise BenchmarkError(f"{label} has a malformed field: {err}") from None
+
+
+def _pool_from_record(rec: Mapping[str, Any]) -> PoolImage:
+    label = f"world: image {rec.get('image_id')!r}"
+    return PoolImage(
+        image_id=str(rec["image_id"]),
+        lat=_opt_float(rec.get("lat")),
+        lon=_opt_float(rec.get("lon")),
+        city=_opt_str(rec.get("city")),
+        region=_opt_str(rec.get("region")),
+        country=_opt_str(rec.get("country")),
+        source_url=_opt_str(rec.get("source_url")),
+        license=_opt_str(rec.get("license")),
+        attribution=_opt_str(rec.get("attribution")),
+        image_bytes=_image_bytes(rec.get("image"), label),
+    )
+
+
+def _city_from_record(rec: Mapping[str, Any]) -> City:
+    lat, lon = _opt_float(rec.get("center_lat")), _opt_float(rec.get("center_lon"))
+    return City(
+        key=str(rec["key"]),
+        name=_opt_str(rec.get("name")) or display_name(str(rec["key"])),
+        country=str(rec["country"]),
+        center=(lat, lon) if lat is not None and lon is not None else None,
+        driving_side=str(rec["driving_side"]),
+    )
+
+
+# -- canonical format: features and files -----------------------------------------------------
+
+
+def features(config: str):
+    """The ``datasets.Features`` of a config of the canonical format."""
+    from datasets import Features, Image, List, Value
+
+    if config == "blocks":
+        return Features(
+            {
+                "block_id": Value("string"),
+                "city": Value("string"),
+                "country": Value("string"),
+                "driving_side": Value("string"),
+                "stratum": Value("string"),
+                "way_id": Value("int64"),
+                "street_name": Value("string"),
+                "neighborhood": Value("string"),
+                "highway_tag": Value("string"),
+                "length_m": Value("float64"),
+                "polyline": List(List(Value("float64"))),
+                "centroid": List(Value("float64")),
+                "bbox": List(Value("float64")),
+                "neg_same_neighborhood": Value("string"),
+                "neg_same_city": Value("string"),
+                "neg_same_driving_side": Value("string"),
+                "neg_random_city": Value("string"),
+                "notes": Value("string"),
+            }
+        )
+    if config == "references":
+        return Features(
+            {
+                "reference_id": Value("string"),
+                "image_id": Value("string"),
+                "block_id": Value("string"),
+                "lat": Value("float64"),
+                "lon": Value("float64"),
+                "captured_at": Value("int64"),
+                "compass_angle": Value("float64"),
+                "sun_elevation_deg": Value("float64"),
+                "camera_type": Value("string"),
+                "quality_score": Value("float64"),
+                "source_url": Value("string"),
+                "license": Value("string"),
+                "attribution": Value("string"),
+                "image": Image(),
+            }
+        )
+    if config == "cities":
+        return Features(
+            {
+                "key": Value("string"),
+                "name": Value("string"),
+                "country": Value("string"),
+                "center_lat": Value("float64"),
+                "center_lon": Value("float64"),
+                "driving_side": Value("string"),
+            }
+        )
+    if config == "world":
+        return Features(
+            {
+                "image_id": Value("string"),
+                "lat": Value("float64"),
+                "lon": Value("float64"),
+                "city": Value("string"),
+                "region": Value("string"),
+                "country": Value("string"),
+                "source_url": Value("string"),
+                "license": Value("string"),
+                "attribution": Value("string"),
+                "image": Image(),
+            }
+        )
+    raise ValueError(f"unknown config {config!r}; expected one of {CONFIGS}")
+
+
+def _records(benchmark: Benchmark, config: str) -> list[dict[str, Any]]:
+    if config == "blocks":
+        return [_block_record(b) for b in benchmark.blocks]
+    if config == "references":
+        rows = []
+        for r in benchmark.references:
+            rec = dataclasses.asdict(r)
+            data = rec.pop("image_bytes")
+            rec["image"] = {"bytes": data, "path": f"{r.reference_id}.jpg"}
+            rows.append(rec)
+        return rows
+    if config == "cities":
+        return [
+            {
+                "key": c.key,
+                "name": c.name,
+                "country": c.country,
+                "center_lat": c.center[0] if c.center else None,
+                "center_lon": c.center[1] if c.center else None,
+                "driving_side": c.driving_side,
+            }
+            for c in benchmark.cities.values()
+        ]
+    if config == "world":
+        rows = []
+        for w in benchmark.world:
+            rec = dataclasses.asdict(w)
+            data = rec.pop("image_bytes")
+            rec["image"] = {"bytes": data, "path": f"{w.image_id}.jpg"}
+            rows.append(rec)
+        return rows
+    raise ValueError(f"unknown config {config!r}")
+
+
+def config_file(folder: str | os.PathLike, config: str) -> Path:
+    return Path(folder) / config / "train-00000-of-00001.parquet"
+
+
+def readme_configs_yaml(configs: Sequence[str]) -> str:
+    lines = ["configs:"]
+    for config in configs:
+        lines += [f"- config_name: {config}", "  data_files:", "  - split: train", f"    path: {config}/*.parquet"]
+    return "\n".join(lines)
+
+
+def save_benchmark(benchmark: Benchmark, folder: str | os.PathLike, *, card_body: str | None = None) -> Path:
+    """Writes ``benchmark`` to ``folder`` in the canonical Parquet format (atomically per file)."""
+    from datasets import Dataset
+
+    folder = Path(folder)
+    configs = ["blocks", "references", "cities"] + (["world"] if benchmark.world else [])
+    for config in configs:
+        target = config_file(folder, config)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        ds = Dataset.from_list(_records(benchmark, config), features=features(config))
+        tmp = target.with_name(target.name + ".tmp")
+        ds.to_parquet(str(tmp))
+        os.replace(tmp, target)
+    body = card_body or (
+        f"# {benchmark.name}\n\nA GeoFidelity-Bench benchmark in the canonical format: "
+        f"{len(benchmark.cities)} cities, {len(benchmark.blocks)} blocks, {len(benchmark.references)} reference images.\n"
+    )
+    (folder / "README.md").write_text(f"---\n{readme_configs_yaml(configs)}\n---\n{body}", encoding="utf-8")
+    return folder
+
+
+def _read_config(folder: Path, config: str) -> list[dict[str, Any]] | None:
+    import pyarrow.parquet as pq
+
+    files = sorted(glob.glob(str(folder / config / "*.parquet")))
+    if not files:
+        return None
+    rows: list[dict[str, Any]] = []
+    for file in files:
+        try:
+            rows.extend(pq.read_table(file).to_pylist())
+        except Exception as err:  # noqa: BLE001 - name the file whatever pyarrow raised
+            raise BenchmarkError(f"cannot read {file}: {err}") from err
+    return rows
+
+
+def demo_path() -> Path:
+    """Folder of the embedded demo benchmark shipped inside the package."""
+    return Path(__file__).resolve().parent / "data" / "demo"
+
+
+def resolve_benchmark_path(path_or_id: str | os.PathLike, *, revision: str | None = None) -> Path:
+    """``demo`` -> the embedded demo; a folder -> itself; else a Hub dataset repo id (downloaded)."""
+    text = str(path_or_id)
+    if text == DEMO_NAME:
+        return demo_path()
+    path = Path(text).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise BenchmarkError(f"benchmark path {text!r} is not a folder")
+        return path
+    if text.count("/") == 1 and not text.startswith((".", "/")):
+        from huggingface_hub import snapshot_download
+
+        try:
+            local = snapshot_download(
+                repo_id=text,
+                repo_type="dataset",
+                revision=revision,
+                allow_patterns=["README.md", *(f"{c}/*.parquet" for c in CONFIGS)],
+            )
+        except Exception as err:  # noqa: BLE001 - offline, missing repo, auth: one clear message
+            raise BenchmarkError(
+                f"cannot get benchmark {text!r} from the Hugging Face Hub ({type(err).__name__}: {err}). "
+                "Offline, pass a local benchmark folder or 'demo' (the embedded demo benchmark)."
+            ) from err
+        return Path(local)
+    raise BenchmarkError(
+        f"benchmark {text!r} is neither 'demo', an existing folder, nor a Hub dataset id of the form 'user/name'"
+    )
+
+
+def load_benchmark(
+    path_or_id: str | os.PathLike = DEMO_NAME,
+    *,
+    revision: str | None = None,
+    validate_images: bool = True,
+) -> Benchmark:
+    """Loads a benchmark: ``"demo"``, a canonical folder, or a Hub dataset repo id.
+
+    Example:
+        >>> bench = load_benchmark("demo")
+        >>> len(bench.gallery(bench.block_ids[0])) >= 2
+        True
+    """
+    folder = resolve_benchmark_path(path_or_id, revision=revision)
+    label = DEMO_NAME if str(path_or_id) == DEMO_NAME else str(path_or_id)
+    block_rows = _read_config(folder, "blocks")
+    ref_rows = _read_config(folder, "references")
+    if block_rows is None or ref_rows is None:
+        missing = [c for c, rows in (("blocks", block_rows), ("references", ref_rows)) if rows is None]
+        raise BenchmarkError(f"benchmark {label!r} ({folder}) has no Parquet files for config(s) {missing}")
+    where = f"{label}/blocks"
+    blocks = [block_from_record(r, where) for r in block_rows]
+    refs = [reference_from_record(r, f"{label}/references") for r in ref_rows]
+    city_rows = _read_config(folder, "cities") or []
+    world_rows = _read_config(folder, "world") or []
+    return Benchmark(
+        blocks,
+        refs,
+        cities=[_city_from_record(r) for r in city_rows],
+        world=[_pool_from_record(r) for r in world_rows],
+        name=label,
+        source=str(folder),
+        validate_images=validate_images,
+    )

@@ -1,0 +1,1 @@
+"""Building a benchmark from OpenStreetMap and Mapillary (SPEC section 8)."""

@@ -1,0 +1,139 @@
+"""Decoding images safely and hashing their content.
+
+Every component that reads a picture (benchmark validation, encoders, segmenters, the
+folder reader of generated panels, the app) goes through :func:`load_image`, so that bad
+input is rejected the same way everywhere, with the offending name in the message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import warnings
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+ImageSource = Union[Image.Image, str, os.PathLike, bytes, bytearray, np.ndarray]
+
+
+class ImageDecodeError(ValueError):
+    """An image could not be decoded; the message names the image."""
+
+
+def _describe(source: ImageSource, name: str | None) -> str:
+    if name:
+        return str(name)
+    if isinstance(source, (str, os.PathLike)):
+        return str(source)
+    return f"<{type(source).__name__}>"
+
+
+def _to_rgb(img: Image.Image, label: str) -> Image.Image:
+    """Converts any PIL mode to 8-bit RGB; alpha is composited on white."""
+    if img.mode == "RGB":
+        return img
+    if img.mode in ("I;16", "I;16B", "I;16L", "I"):
+        # 16/32-bit grayscale: rescale to 8 bit instead of PIL's clipping conversion.
+        arr = np.asarray(img, dtype=np.float64)
+        hi = float(arr.max()) if arr.size else 0.0
+        scale = 255.0 / 65535.0 if hi > 255 else 1.0
+        arr8 = np.clip(arr * scale, 0, 255).astype(np.uint8)
+        return Image.fromarray(arr8, mode="L").convert("RGB")
+    if img.mode == "P" and "transparency" in img.info:
+        img = img.convert("RGBA")
+    if img.mode in ("RGBA", "LA", "PA", "La", "RGBa"):
+        rgba = img.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    try:
+        return img.convert("RGB")
+    except (ValueError, OSError) as err:
+        raise ImageDecodeError(f"cannot convert image {label} from mode {img.mode} to RGB: {err}") from err
+
+
+def load_image(source: ImageSource, name: str | None = None) -> Image.Image:
+    """Decodes ``source`` into an RGB PIL image with EXIF orientation applied.
+
+    Args:
+        source: a PIL image, a path, encoded bytes, or an HxW / HxWx3 / HxWx4 uint8 array.
+        name: how to call the image in error messages (defaults to the path).
+
+    Raises:
+        ImageDecodeError: empty, truncated, undecodable or oversized (decompression bomb)
+            input; the message names the image.
+    """
+    label = _describe(source, name)
+    if isinstance(source, Image.Image):
+        img = source
+    elif isinstance(source, np.ndarray):
+        arr = source
+        if arr.dtype != np.uint8:
+            if np.issubdtype(arr.dtype, np.floating) and arr.size and 0.0 <= arr.min() and arr.max() <= 1.0:
+                arr = (arr * 255.0).round().astype(np.uint8)
+            else:
+                raise ImageDecodeError(f"image array {label} must be uint8 (or float in [0, 1]), got {arr.dtype}")
+        if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (1, 3, 4)) or arr.size == 0:
+            raise ImageDecodeError(f"image array {label} must be HxW or HxWxC with C in 1/3/4, got shape {arr.shape}")
+        if arr.ndim == 3 and arr.shape[2] == 1:
+            arr = arr[:, :, 0]
+        img = Image.fromarray(arr)
+    else:
+        if isinstance(source, (bytes, bytearray)):
+            data = bytes(source)
+        elif isinstance(source, (str, os.PathLike)):
+            path = Path(source)
+            if not path.is_file():
+                raise ImageDecodeError(f"image file not found: {label}")
+            data = path.read_bytes()
+        else:
+            raise ImageDecodeError(f"unsupported image input {label}: {type(source).__name__}")
+        if not data:
+            raise ImageDecodeError(f"image {label} is empty (0 bytes)")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                img = Image.open(io.BytesIO(data))
+                img.load()
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
+            raise ImageDecodeError(f"image {label} is too large to decode safely: {err}") from err
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+            raise ImageDecodeError(f"cannot decode image {label}: {err}") from err
+    try:
+        img = ImageOps.exif_transpose(img)
+    except Exception as err:  # noqa: BLE001 - a broken EXIF block must not hide the image
+        warnings.warn(f"ignoring unreadable EXIF orientation of {label}: {err}", stacklevel=2)
+    if img.width < 1 or img.height < 1:
+        raise ImageDecodeError(f"image {label} has no pixels ({img.width}x{img.height})")
+    return _to_rgb(img, label)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def content_sha256(source: ImageSource) -> str:
+    """Hash identifying an image's content.
+
+    Encoded inputs (paths, bytes) hash their file bytes; in-memory images hash mode, size and
+    pixels, so the same pixels give the same key whatever object carries them.
+    """
+    if isinstance(source, (bytes, bytearray)):
+        return sha256_bytes(bytes(source))
+    if isinstance(source, (str, os.PathLike)):
+        h = hashlib.sha256()
+        with open(source, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    if isinstance(source, np.ndarray):
+        source = Image.fromarray(np.ascontiguousarray(source))
+    if isinstance(source, Image.Image):
+        h = hashlib.sha256()
+        h.update(f"pil:{source.mode}:{source.size[0]}x{source.size[1]}:".encode())
+        h.update(source.tobytes())
+        return h.hexdigest()
+    raise TypeError(f"cannot hash image of type {type(source).__name__}")
