@@ -1,0 +1,35 @@
+"""Metrics of GeoFidelity-Bench (SPEC section 5): pure numpy/scipy functions on arrays.
+
+Panel similarity (:func:`cos_sim`), set fidelity (:func:`mmd2`, :func:`diversity`,
+:func:`diversity_gap`, :func:`dcsf`), scene composition (:func:`gaas`) and block retrieval
+(:func:`retrieval`). Inputs are raw embeddings of shape (images, dim) (or per-image group
+shares for GAAS); every function validates them and raises ``ValueError`` with a message
+naming the argument. Only :func:`mmd2` returns NaN (a set with fewer than 2 rows);
+:func:`mmd2_with_reason` also says why.
+
+This package imports nothing heavier than numpy, so the evaluate module and the demo app can
+use it without torch.
+"""
+
+from __future__ import annotations
+
+from .composition import GAAS_GROUPS, SEMANTIC_GROUPS, gaas
+from .panel import cos_sim, diversity
+from .retrieval import CANDIDATE_NAMES, RetrievalResult, retrieval
+from .set_fidelity import dcsf, diversity_gap, median_heuristic_gamma, mmd2, mmd2_with_reason
+
+__all__ = [
+    "CANDIDATE_NAMES",
+    "GAAS_GROUPS",
+    "SEMANTIC_GROUPS",
+    "RetrievalResult",
+    "cos_sim",
+    "dcsf",
+    "diversity",
+    "diversity_gap",
+    "gaas",
+    "median_heuristic_gamma",
+    "mmd2",
+    "mmd2_with_reason",
+    "retrieval",
+]

@@ -1,0 +1,178 @@
+"""Block retrieval: does each generated image pick its target block out of a line-up of
+negative blocks? Also the similarity margins (SPEC section 5).
+
+Candidates are identified by NAME, never by position, so a missing negative leaves a NaN in
+its own column and shifts nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ._validation import as_matrix, check_same_dim, unit_rows
+
+#: Every candidate role, in the column order of ``RetrievalResult.per_image_sims``.
+CANDIDATE_NAMES = ("target", "same_neighborhood", "same_city", "same_driving_side", "random_city")
+#: The negatives that make up the local margin (same-city negatives).
+LOCAL_NEGATIVES = ("same_neighborhood", "same_city")
+#: A negative whose similarity is within this of the target's counts as a tie. Identical
+#: galleries (a block used for two roles) must tie even when rounding differs in the last bit
+#: (numpy's summation order can depend on memory alignment); cosines live in [-1, 1], so this
+#: is far below any real difference.
+TIE_TOLERANCE = 1e-12
+
+
+@dataclass(frozen=True, eq=False)
+class RetrievalResult:
+    """What :func:`retrieval` returns for one generated panel.
+
+    Attributes:
+        accuracy: share of generated images whose target rank is 0.
+        mrr: mean reciprocal rank, mean of 1 / (rank + 1).
+        ranks: per generated image, the number of other candidates whose similarity is >=
+            the target's (ties count against the target); int array of shape (n,).
+        sims: for EVERY name in :data:`CANDIDATE_NAMES`, the mean over generated images of
+            the similarity to that candidate; NaN for an absent candidate.
+        per_image_sims: shape (n, len(CANDIDATE_NAMES)), columns in :data:`CANDIDATE_NAMES`
+            order, NaN columns for absent candidates.
+        best_candidate: per generated image, the candidate it matched best; ``"target"``
+            exactly when its rank is 0 (ties go to the negative, first in
+            :data:`CANDIDATE_NAMES` order).
+        local_margin: ``sims['target']`` minus the larger of the existing same-neighborhood
+            and same-city similarities; NaN if neither exists.
+        strongest_margin: ``sims['target']`` minus the largest existing negative similarity;
+            NaN if there is no negative.
+    """
+
+    accuracy: float
+    mrr: float
+    ranks: np.ndarray
+    sims: dict[str, float]
+    per_image_sims: np.ndarray
+    best_candidate: list[str]
+    local_margin: float
+    strongest_margin: float
+
+    def as_row(self) -> dict[str, float]:
+        """Flat scalars for a result table: accuracy, mrr, ``sim_<name>`` for every candidate
+        name (SPEC column names), local_margin, strongest_margin."""
+        row = {"accuracy": self.accuracy, "mrr": self.mrr}
+        row.update({f"sim_{name}": self.sims[name] for name in CANDIDATE_NAMES})
+        row["local_margin"] = self.local_margin
+        row["strongest_margin"] = self.strongest_margin
+        return row
+
+
+def _checked_candidates(
+    candidates: Mapping[str, ArrayLike], gen: np.ndarray
+) -> dict[str, np.ndarray]:
+    if not isinstance(candidates, Mapping):
+        raise TypeError(
+            "candidates must be a mapping from candidate name to gallery embeddings; got "
+            f"{type(candidates).__name__}"
+        )
+    for name in candidates:
+        if name not in CANDIDATE_NAMES:
+            raise ValueError(
+                f"unknown candidate {name!r} in candidates; names must come from "
+                f"{', '.join(CANDIDATE_NAMES)}"
+            )
+    if "target" not in candidates:
+        raise ValueError("candidates must include 'target' (the target block's gallery)")
+    checked = {}
+    for name in CANDIDATE_NAMES:
+        if name in candidates:
+            label = f"candidates[{name!r}]"
+            arr = as_matrix(candidates[name], label)
+            check_same_dim(gen, "gen", arr, label)
+            checked[name] = arr
+    return checked
+
+
+def retrieval(gen: ArrayLike, candidates: Mapping[str, ArrayLike]) -> RetrievalResult:
+    r"""Rank the target block among the candidate blocks for every generated image.
+
+    Each candidate panel c becomes :math:`p_c = \bar e_c / \lVert \bar e_c \rVert` (mean of
+    its RAW gallery embeddings, then L2-normalized); each generated embedding becomes
+    :math:`u_i = g_i / \lVert g_i \rVert`; similarity :math:`s_{ic} = u_i \cdot p_c`. Then
+
+    .. math::
+        \mathrm{rank}_i = \#\{c \ne \mathrm{target} : s_{ic} \ge s_{i,\mathrm{target}}\},\quad
+        \mathrm{accuracy} = \tfrac1n \sum_i [\mathrm{rank}_i = 0],\quad
+        \mathrm{MRR} = \tfrac1n \sum_i \frac{1}{\mathrm{rank}_i + 1}
+
+    Ties count AGAINST the target (a negative as similar as the target outranks it), so an
+    uninformative generator cannot score by ties; "as similar" means within
+    :data:`TIE_TOLERANCE`. A negative present under two names (one block used for two roles)
+    is two candidates and counts twice. Rescaling any embeddings changes nothing. An all-zero
+    vector has similarity 0 with everything.
+
+    Args:
+        gen: generated embeddings, shape (n, d), n >= 1.
+        candidates: candidate name -> that block's RAW gallery embeddings (m_c, d). Names
+            come from :data:`CANDIDATE_NAMES`; ``"target"`` is required, missing negatives
+            are simply left out.
+
+    Returns:
+        A :class:`RetrievalResult`.
+
+    Raises:
+        ValueError: on invalid embeddings, mismatched dimensions, a missing ``"target"`` or
+            an unknown candidate name.
+        TypeError: if ``candidates`` is not a mapping.
+
+    Example:
+        >>> gen = [[1.0, 0.1], [0.2, 1.0]]
+        >>> result = retrieval(gen, {"target": [[1.0, 0.0], [0.9, 0.1]],
+        ...                          "random_city": [[0.0, 1.0]]})
+        >>> result.ranks.tolist(), result.accuracy, result.mrr
+        ([0, 1], 0.5, 0.75)
+        >>> result.best_candidate
+        ['target', 'random_city']
+        >>> math.isnan(result.sims["same_city"]), math.isnan(result.local_margin)
+        (True, True)
+    """
+    g = as_matrix(gen, "gen")
+    panels = _checked_candidates(candidates, g)
+    present = list(panels)  # CANDIDATE_NAMES order, target first
+    means = np.stack([panels[name].mean(axis=0) for name in present])
+    sims = unit_rows(g) @ unit_rows(means).T  # (n, k)
+
+    target = sims[:, 0]
+    negatives = sims[:, 1:]
+    beats = negatives >= (target[:, None] - TIE_TOLERANCE)
+    ranks = beats.sum(axis=1).astype(np.int64)
+
+    if negatives.shape[1]:
+        top_negative = np.argmax(negatives, axis=1)  # first in CANDIDATE_NAMES order on ties
+        best = [present[1 + j] if r else "target" for j, r in zip(top_negative, ranks)]
+    else:
+        best = ["target"] * g.shape[0]
+
+    per_image = np.full((g.shape[0], len(CANDIDATE_NAMES)), np.nan)
+    for col, name in enumerate(present):
+        per_image[:, CANDIDATE_NAMES.index(name)] = sims[:, col]
+    mean_sims = {
+        name: float(per_image[:, j].mean()) if name in panels else math.nan
+        for j, name in enumerate(CANDIDATE_NAMES)
+    }
+
+    local = [mean_sims[name] for name in LOCAL_NEGATIVES if name in panels]
+    strongest = [mean_sims[name] for name in present[1:]]
+    ranks.setflags(write=False)
+    per_image.setflags(write=False)
+    return RetrievalResult(
+        accuracy=float(np.mean(ranks == 0)),
+        mrr=float(np.mean(1.0 / (ranks + 1.0))),
+        ranks=ranks,
+        sims=mean_sims,
+        per_image_sims=per_image,
+        best_candidate=best,
+        local_margin=mean_sims["target"] - max(local) if local else math.nan,
+        strongest_margin=mean_sims["target"] - max(strongest) if strongest else math.nan,
+    )

@@ -1,0 +1,65 @@
+"""Shared fixtures: small synthetic benchmarks built in memory, offline environment."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def jpeg_bytes(seed: int, size=(48, 32)) -> bytes:
+    rng = np.random.default_rng(seed)
+    arr = rng.integers(0, 256, size=(size[1], size[0], 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def make_block(block_id, city="paris", *, country="FR", side="R", stratum="residential", street=None,
+               neighborhood=None, centroid=(48.86, 2.35), **negs):
+    from geofidelity_bench.benchmark import Block
+
+    lat, lon = centroid
+    return Block(
+        block_id=block_id, city=city, country=country, driving_side=side, stratum=stratum, way_id=None,
+        street_name=street, neighborhood=neighborhood, highway_tag="residential", length_m=100.0,
+        polyline=((lat, lon), (lat + 0.001, lon)), centroid=(lat + 0.0005, lon),
+        bbox=(lat, lon, lat + 0.001, lon), **negs,
+    )
+
+
+def make_refs(block_id, n, seed=0):
+    from geofidelity_bench.benchmark import ReferenceImage
+
+    return [
+        ReferenceImage(
+            reference_id=f"{block_id}__{i:03d}", image_id=f"img_{block_id}_{i}", block_id=block_id, lat=1.0, lon=2.0,
+            captured_at=1_600_000_000_000 + i, compass_angle=None if i % 2 else 90.0, sun_elevation_deg=30.0,
+            camera_type="perspective", quality_score=0.5, source_url=f"https://example.org/{i}",
+            license="CC-BY-SA-4.0", attribution="test", image_bytes=jpeg_bytes(seed * 1000 + i),
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.fixture
+def tiny_benchmark():
+    from geofidelity_bench.benchmark import Benchmark
+
+    blocks = [
+        make_block("a1", street="Rue A", neighborhood="Marais", neg_same_neighborhood="a2", neg_same_city="a2",
+                   neg_same_driving_side="b1", neg_random_city="b1"),
+        make_block("a2", street="Rue B", neighborhood="Marais", neg_same_city="a1", neg_random_city="b1"),
+        make_block("b1", city="berlin", country="DE", street="Unter den Linden", neighborhood="Mitte",
+                   centroid=(52.52, 13.40), neg_random_city="a1"),
+    ]
+    refs = make_refs("a1", 6, 1) + make_refs("a2", 5, 2) + make_refs("b1", 3, 3)
+    return Benchmark(blocks, refs, name="tiny")

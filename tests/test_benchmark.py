@@ -1,0 +1,220 @@
+import dataclasses
+import hashlib
+import random
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import make_block, make_refs
+from geofidelity_bench.benchmark import (
+    Benchmark,
+    BenchmarkError,
+    config_file,
+    heldout_count,
+    load_benchmark,
+    save_benchmark,
+    split_seed,
+)
+
+
+def test_heldout_count_hand_worked():
+    # k = max(1, min(4, n // 2))
+    assert [heldout_count(n) for n in (2, 3, 4, 5, 7, 8, 9, 100)] == [1, 1, 2, 2, 3, 4, 4, 4]
+
+
+def test_split_seed_is_first_8_bytes_big_endian_of_sha256():
+    digest = hashlib.sha256(b"0|lund_seg1").hexdigest()
+    assert split_seed("lund_seg1") == int(digest[:16], 16)
+
+
+def test_split_matches_independent_procedure_and_is_deterministic(tiny_benchmark):
+    for block_id in tiny_benchmark.block_ids:
+        refs = tiny_benchmark.references_of(block_id)
+        ids = sorted(r.reference_id for r in refs)
+        seed = int(hashlib.sha256(f"0|{block_id}".encode()).hexdigest()[:16], 16)
+        order = list(ids)
+        random.Random(seed).shuffle(order)
+        k = max(1, min(4, len(ids) // 2))
+        assert [r.reference_id for r in tiny_benchmark.heldout(block_id)] == order[:k]
+        assert [r.reference_id for r in tiny_benchmark.gallery(block_id)] == order[k:]
+        held = {r.reference_id for r in tiny_benchmark.heldout(block_id)}
+        assert held.isdisjoint(r.reference_id for r in tiny_benchmark.gallery(block_id))
+
+
+def test_split_does_not_depend_on_input_order(tiny_benchmark):
+    shuffled = list(tiny_benchmark.references)
+    random.Random(7).shuffle(shuffled)
+    again = Benchmark(tiny_benchmark.blocks, shuffled, name="again")
+    for block_id in tiny_benchmark.block_ids:
+        assert again.heldout(block_id) == tiny_benchmark.heldout(block_id)
+
+
+def test_negatives_are_named(tiny_benchmark):
+    assert tiny_benchmark.negatives("a1") == {
+        "same_neighborhood": "a2",
+        "same_city": "a2",
+        "same_driving_side": "b1",
+        "random_city": "b1",
+    }
+    assert tiny_benchmark.negatives("b1")["same_city"] is None
+
+
+def test_round_trip_keeps_every_field_and_image(tiny_benchmark, tmp_path):
+    save_benchmark(tiny_benchmark, tmp_path / "bench")
+    loaded = load_benchmark(tmp_path / "bench")
+    assert loaded.blocks == tiny_benchmark.blocks
+    assert loaded.references == tiny_benchmark.references  # every field but the image
+    for a, b in zip(loaded.references, tiny_benchmark.references):
+        assert a.image_bytes == b.image_bytes
+    assert loaded.cities == tiny_benchmark.cities
+    assert loaded.fingerprint == tiny_benchmark.fingerprint
+
+
+def test_saved_folder_loads_with_plain_datasets(tiny_benchmark, tmp_path):
+    import datasets
+
+    save_benchmark(tiny_benchmark, tmp_path / "bench")
+    refs = datasets.load_dataset(str(tmp_path / "bench"), "references", split="train")
+    assert len(refs) == len(tiny_benchmark.references)
+    assert refs.features["image"].__class__.__name__ == "Image"
+    assert refs[0]["image"].size == (48, 32)
+    blocks = datasets.load_dataset(str(tmp_path / "bench"), "blocks", split="train")
+    assert sorted(blocks["block_id"]) == tiny_benchmark.block_ids
+
+
+def test_demo_loads_with_plain_datasets_and_api():
+    import datasets
+
+    from geofidelity_bench.benchmark import demo_path
+
+    bench = load_benchmark("demo")
+    assert {c for c in bench.cities} == {"lund", "arezzo", "berlin"}
+    assert len(bench.blocks) == 7 and len(bench.world) == 71
+    for name in ("blocks", "references", "cities", "world"):
+        ds = datasets.load_dataset(str(demo_path()), name, split="train")
+        assert len(ds) > 0
+    refs = datasets.load_dataset(str(demo_path()), "references", split="train")
+    assert len(refs) == len(bench.references)
+    assert all(lic in ("BSD-2-Clause", "CC-BY-SA-4.0") for lic in refs["license"])
+    assert all(url and url.startswith("https://") for url in refs["source_url"])
+    # Names are never invented: only Berlin's are known.
+    named = [b.block_id for b in bench.blocks if b.street_name]
+    assert named == ["berlin_am_lustgarten"]
+    lund = [b for b in bench.blocks if b.city == "lund"]
+    assert all("segment" in b.notes.lower() for b in lund)
+
+
+def test_demo_negatives_follow_spec_rules():
+    from geofidelity_bench.geo import haversine_m
+
+    bench = load_benchmark("demo")
+    for block in bench.blocks:
+        negs = bench.negatives(block.block_id)
+        for role in ("same_neighborhood", "same_city"):
+            if negs[role] is not None:
+                assert bench.block(negs[role]).city == block.city
+        if negs["same_neighborhood"]:
+            other = bench.block(negs["same_neighborhood"])
+            assert haversine_m(*block.centroid, *other.centroid) <= 1000
+        assert bench.block(negs["same_driving_side"]).city != block.city
+        assert bench.block(negs["same_driving_side"]).driving_side == block.driving_side
+        assert bench.block(negs["random_city"]).city != block.city
+    assert bench.negatives("berlin_am_lustgarten")["same_city"] is None
+
+
+# -- validation ---------------------------------------------------------------------------------
+
+
+def _bench(blocks, refs):
+    return Benchmark(blocks, refs, name="t")
+
+
+def test_duplicate_block_id_is_named():
+    with pytest.raises(BenchmarkError, match="duplicate block_id 'x1'"):
+        _bench([make_block("x1"), make_block("x1")], make_refs("x1", 4))
+
+
+@pytest.mark.parametrize("bad", ["a/b", "..", "", "a\\b", ".", "a b", "../x"])
+def test_unsafe_block_id_is_named(bad):
+    with pytest.raises(BenchmarkError, match="unsafe block_id"):
+        _bench([make_block(bad)], make_refs(bad, 4))
+
+
+def test_negative_to_unknown_block_is_named():
+    with pytest.raises(BenchmarkError, match=r"x1.*neg_same_city.*'ghost'"):
+        _bench([make_block("x1", neg_same_city="ghost")], make_refs("x1", 4))
+
+
+def test_reference_of_unknown_block_is_named():
+    refs = make_refs("x1", 4) + make_refs("nowhere", 1)
+    with pytest.raises(BenchmarkError, match=r"nowhere__000.*unknown block 'nowhere'"):
+        _bench([make_block("x1")], refs)
+
+
+def test_undecodable_image_names_reference():
+    refs = make_refs("x1", 4)
+    refs[2] = dataclasses.replace(refs[2], image_bytes=b"not an image at all")
+    with pytest.raises(BenchmarkError, match="x1__002"):
+        _bench([make_block("x1")], refs)
+
+
+def test_truncated_image_names_reference():
+    refs = make_refs("x1", 4)
+    refs[1] = dataclasses.replace(refs[1], image_bytes=refs[1].image_bytes[:40])
+    with pytest.raises(BenchmarkError, match="x1__001"):
+        _bench([make_block("x1")], refs)
+
+
+def test_block_with_too_few_gallery_images_is_named():
+    with pytest.raises(BenchmarkError, match=r"'x2'.*at least 2 gallery"):
+        _bench([make_block("x1"), make_block("x2")], make_refs("x1", 4) + make_refs("x2", 2))
+
+
+def test_loader_reports_bad_image_in_parquet(tiny_benchmark, tmp_path):
+    folder = save_benchmark(tiny_benchmark, tmp_path / "bench")
+    path = config_file(folder, "references")
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    rows[3]["image"] = {"bytes": b"\x00garbage", "path": "x.jpg"}
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+    with pytest.raises(BenchmarkError, match=rows[3]["reference_id"]):
+        load_benchmark(folder)
+
+
+def test_loader_reports_missing_field(tiny_benchmark, tmp_path):
+    folder = save_benchmark(tiny_benchmark, tmp_path / "bench")
+    path = config_file(folder, "blocks")
+    pq.write_table(pq.read_table(path).drop(["length_m"]), path)
+    with pytest.raises(BenchmarkError, match="missing field 'length_m'"):
+        load_benchmark(folder)
+
+
+def test_unknown_block_lookup_is_named(tiny_benchmark):
+    with pytest.raises(BenchmarkError, match="unknown block_id 'zzz'"):
+        tiny_benchmark.gallery("zzz")
+
+
+def test_bad_benchmark_argument():
+    with pytest.raises(BenchmarkError, match="neither 'demo'"):
+        load_benchmark("./no/such/folder")
+
+
+def test_offline_hub_id_gives_clear_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(BenchmarkError, match="Offline, pass a local benchmark folder or 'demo'"):
+        load_benchmark("someone/not-downloaded-benchmark")
+
+
+def test_import_is_light():
+    code = (
+        "import sys; import geofidelity_bench, geofidelity_bench.cli; "
+        "geofidelity_bench.cli.build_parser(); "
+        "print([m for m in ('evaluate','gradio','diffusers','accelerate','torch','transformers','datasets') "
+        "if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    # Heavy libraries load only when a command needs them (the import-time budget is 2 s).
+    assert out.strip() == "[]", out

@@ -1,0 +1,588 @@
+"""Tests for geofidelity_bench.metrics against independent, deliberately naive implementations.
+
+The reference implementations below loop over pairs in plain Python and compute distances as
+sum((x - y) ** 2), i.e. they share no code or numerical tricks with the library.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import itertools
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import jensenshannon
+
+from geofidelity_bench import metrics
+from geofidelity_bench.metrics import (
+    CANDIDATE_NAMES,
+    GAAS_GROUPS,
+    SEMANTIC_GROUPS,
+    RetrievalResult,
+    cos_sim,
+    dcsf,
+    diversity,
+    diversity_gap,
+    gaas,
+    median_heuristic_gamma,
+    mmd2,
+    mmd2_with_reason,
+    retrieval,
+)
+from geofidelity_bench.metrics import composition, panel, set_fidelity
+
+# The package re-exports the function `retrieval`, which shadows the submodule attribute.
+retrieval_module = importlib.import_module("geofidelity_bench.metrics.retrieval")
+
+# --------------------------------------------------------------------------- references
+
+
+def ref_cos_sim(gen, ref):
+    mg = [sum(col) / len(gen) for col in zip(*gen)]
+    mr = [sum(col) / len(ref) for col in zip(*ref)]
+    dot = sum(a * b for a, b in zip(mg, mr))
+    return dot / (math.sqrt(sum(a * a for a in mg)) * math.sqrt(sum(b * b for b in mr)) + 1e-8)
+
+
+def ref_cosine(x, y):
+    return float(np.dot(x, y) / (np.linalg.norm(x) * np.linalg.norm(y)))
+
+
+def ref_diversity(x):
+    pairs = list(itertools.combinations(range(len(x)), 2))
+    return sum(1.0 - ref_cosine(x[i], x[j]) for i, j in pairs) / len(pairs)
+
+
+def ref_sq_dist(x, y):
+    return float(np.sum((np.asarray(x, float) - np.asarray(y, float)) ** 2))
+
+
+def ref_gamma(gen, ref):
+    pooled = list(gen) + list(ref)
+    dists = [
+        ref_sq_dist(pooled[i], pooled[j])
+        for i in range(len(pooled))
+        for j in range(len(pooled))
+        if i != j
+    ]
+    return 1.0 / float(np.median([d for d in dists if d > 0]))
+
+
+def ref_mmd2(gen, ref, gamma=None):
+    if gamma is None:
+        gamma = ref_gamma(gen, ref)
+    n, m = len(gen), len(ref)
+
+    def k(x, y):
+        return math.exp(-gamma * ref_sq_dist(x, y))
+
+    xx = sum(k(gen[i], gen[j]) for i in range(n) for j in range(n) if i != j) / (n * (n - 1))
+    yy = sum(k(ref[i], ref[j]) for i in range(m) for j in range(m) if i != j) / (m * (m - 1))
+    xy = sum(k(x, y) for x in gen for y in ref) / (n * m)
+    return max(0.0, xx + yy - 2.0 * xy)
+
+
+def ref_retrieval(gen, candidates):
+    """Plain loops; returns (ranks, per-name mean sims)."""
+    present = [name for name in CANDIDATE_NAMES if name in candidates]
+    panels = {}
+    for name in present:
+        mean = np.mean(np.asarray(candidates[name], float), axis=0)
+        panels[name] = mean / np.linalg.norm(mean)
+    ranks, sims = [], {name: [] for name in present}
+    for g in np.asarray(gen, float):
+        u = g / np.linalg.norm(g)
+        s = {name: float(np.dot(u, panels[name])) for name in present}
+        for name in present:
+            sims[name].append(s[name])
+        ranks.append(sum(1 for name in present if name != "target" and s[name] >= s["target"]))
+    return ranks, {name: float(np.mean(v)) for name, v in sims.items()}
+
+
+def ref_gaas(gen_shares, ref_shares):
+    gen_shares, ref_shares = np.asarray(gen_shares), np.asarray(ref_shares)
+    distances = []
+    for j in range(8):
+        p, _ = np.histogram(gen_shares[:, j], bins=10, range=(0, 1))
+        q, _ = np.histogram(ref_shares[:, j], bins=10, range=(0, 1))
+        p = (p + 1e-8) / (p + 1e-8).sum()
+        q = (q + 1e-8) / (q + 1e-8).sum()
+        distances.append(jensenshannon(p, q, base=2))
+    return float(np.mean(distances))
+
+
+def embeddings(rng, n, d=48, offset=0.0, dtype=np.float64):
+    """DINOv2-like: a shared offset plus noise (offset makes |x|^2 + |y|^2 - 2xy cancel)."""
+    return (offset + rng.normal(size=(n, d))).astype(dtype)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20240601)
+
+
+# --------------------------------------------------------------------------- CosSim
+
+
+@pytest.mark.parametrize("n, m", [(1, 1), (4, 25), (7, 3)])
+def test_cos_sim_matches_reference(rng, n, m):
+    gen, ref = embeddings(rng, n, offset=0.3), embeddings(rng, m)
+    assert cos_sim(gen, ref) == pytest.approx(ref_cos_sim(gen.tolist(), ref.tolist()), abs=1e-12)
+
+
+def test_cos_sim_identical_sets_is_one_and_scale_invariant(rng):
+    x = embeddings(rng, 10, offset=1.0)
+    assert cos_sim(x, x) == pytest.approx(1.0, abs=1e-9)
+    y = embeddings(rng, 6, offset=0.5)
+    # invariant up to the 1e-8 in the denominator (|mean| is O(1) here)
+    assert cos_sim(3.5 * x, 0.5 * y) == pytest.approx(cos_sim(x, y), abs=1e-8)
+
+
+def test_cos_sim_accepts_lists_and_ints():
+    # mean(gen) = (1, 1), mean(ref) = (1, 0): cosine 1/sqrt(2)
+    assert cos_sim([[2, 0], [0, 2]], [[1, 0]]) == pytest.approx(1 / math.sqrt(2), abs=1e-8)
+
+
+# --------------------------------------------------------------------------- Diversity
+
+
+@pytest.mark.parametrize("n", [2, 3, 9])
+def test_diversity_matches_reference(rng, n):
+    x = embeddings(rng, n, offset=0.5)
+    assert diversity(x) == pytest.approx(ref_diversity(x), abs=1e-12)
+
+
+def test_diversity_hand_worked():
+    # (1,0), (0,1), (-1,0): pair distances 1, 2, 1 -> mean 4/3
+    assert diversity([[1, 0], [0, 1], [-1, 0]]) == pytest.approx(4 / 3, abs=1e-12)
+
+
+def test_diversity_identical_rows_is_zero_and_scale_invariant(rng):
+    x = embeddings(rng, 1, offset=2.0)
+    assert diversity(np.repeat(x, 5, axis=0)) == 0.0
+    y = embeddings(rng, 6)
+    scaled = y * rng.uniform(0.1, 10.0, size=(6, 1))  # per-row scaling is also invisible
+    assert diversity(scaled) == pytest.approx(diversity(y), abs=1e-12)
+
+
+def test_diversity_gap_and_dcsf_match_reference(rng):
+    gen, ref = embeddings(rng, 4, offset=1.0), embeddings(rng, 12, offset=0.8)
+    gap = ref_diversity(ref) - ref_diversity(gen)
+    assert diversity_gap(gen, ref) == pytest.approx(gap, abs=1e-12)
+    expected = ref_mmd2(gen, ref) + 0.5 * max(0.0, gap)
+    assert dcsf(gen, ref) == pytest.approx(expected, abs=1e-12)
+
+
+def test_dcsf_does_not_reward_extra_diversity(rng):
+    # gen more varied than ref: negative gap, so DCSF is MMD^2 alone
+    gen = np.eye(4) + 0.01 * rng.normal(size=(4, 4))
+    ref = np.ones((5, 4)) + 0.01 * rng.normal(size=(5, 4))
+    assert diversity_gap(gen, ref) < 0
+    assert dcsf(gen, ref) == pytest.approx(mmd2(gen, ref), abs=1e-15)
+
+
+# --------------------------------------------------------------------------- MMD^2
+
+
+@pytest.mark.parametrize(
+    "n, m, offset, dtype",
+    [
+        (2, 2, 0.0, np.float64),
+        (4, 25, 5.0, np.float32),
+        (6, 6, 0.0, np.float64),
+        (3, 10, 40.0, np.float32),
+    ],
+)
+def test_mmd2_matches_reference(rng, n, m, offset, dtype):
+    gen = embeddings(rng, n, offset=offset, dtype=dtype)
+    ref = embeddings(rng, m, offset=offset, dtype=dtype)
+    gen = gen + np.asarray(0.3, dtype)  # a shift, so MMD^2 is usually > 0
+    assert median_heuristic_gamma(gen, ref) == pytest.approx(ref_gamma(gen, ref), rel=1e-9)
+    assert mmd2(gen, ref) == pytest.approx(ref_mmd2(gen, ref), abs=1e-10)
+    assert mmd2(gen, ref, gamma=0.01) == pytest.approx(ref_mmd2(gen, ref, gamma=0.01), abs=1e-10)
+
+
+def test_mmd2_hand_worked():
+    # gen = {0, 1}, ref = {1, 3} on a line (three distinct points, one shared).
+    # Squared distances between distinct pairs: 0-1: 1 (twice), 0-3: 9, 1-1: 0, 1-3: 4 (twice).
+    # Strictly positive: 1, 1, 4, 4, 9 -> median 4 -> gamma = 1/4.
+    # within gen: k(0,1) = e^-0.25; within ref: k(1,3) = e^-1;
+    # cross: mean(k(0,1), k(0,3), k(1,1), k(1,3)) = (e^-0.25 + e^-2.25 + 1 + e^-1) / 4
+    # MMD^2 = e^-0.25 + e^-1 - (e^-0.25 + e^-2.25 + 1 + e^-1) / 2
+    #       = 0.5 * (0.7788008 + 0.3678794 - 1 - 0.1053992) = 0.0206405
+    gen, ref = [[0.0], [1.0]], [[1.0], [3.0]]
+    assert median_heuristic_gamma(gen, ref) == 0.25
+    assert mmd2(gen, ref) == pytest.approx(0.0206405, abs=1e-7)
+    value, reason = mmd2_with_reason(gen, ref)
+    assert reason is None and value == mmd2(gen, ref)
+
+
+def test_gamma_median_excludes_diagonal_and_zero_distances():
+    gen, ref = [[0.0], [1.0]], [[1.0], [3.0]]
+    # Counting the zero distance of the duplicated point 1 would give median(0,1,1,4,4,9) = 2.5,
+    # counting the four diagonal zeros of the full matrix would give median 1.0; only
+    # excluding both gives 4.
+    assert median_heuristic_gamma(gen, ref) == 1 / 4
+    assert mmd2(gen, ref) == pytest.approx(mmd2(gen, ref, gamma=1 / 4), abs=1e-15)
+    assert abs(mmd2(gen, ref) - mmd2(gen, ref, gamma=1 / 2.5)) > 1e-3
+    assert abs(mmd2(gen, ref) - mmd2(gen, ref, gamma=1.0)) > 1e-3
+
+
+def test_gamma_ignores_rounding_noise_of_duplicated_rows(rng):
+    # The held-out anchor repeats real images; with a large shared offset the Gram identity
+    # leaves noise on duplicate pairs that must not count as positive distances.
+    ref = embeddings(rng, 8, d=768, offset=50.0, dtype=np.float32)
+    gen = ref[[0, 0, 1, 1]]
+    assert median_heuristic_gamma(gen, ref) == pytest.approx(ref_gamma(gen, ref), rel=1e-9)
+    assert mmd2(gen, ref) == pytest.approx(ref_mmd2(gen, ref), abs=1e-10)
+
+
+def test_mmd2_identical_sets_is_zero(rng):
+    x = embeddings(rng, 6, offset=3.0)
+    assert mmd2(x, x) == 0.0
+    assert mmd2(x, x[::-1]) == 0.0
+    assert dcsf(x, x) == 0.0
+    assert diversity_gap(x, x) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_mmd2_all_points_identical_is_zero():
+    x = [[1.0, 2.0]] * 3
+    assert math.isnan(median_heuristic_gamma(x, x))
+    assert mmd2_with_reason(x, x[:2]) == (0.0, None)
+
+
+@pytest.mark.parametrize(
+    "n, m, short", [(1, 5, "gen has 1 row"), (5, 1, "ref has 1 row"), (1, 1, "gen has 1 row")]
+)
+def test_mmd2_nan_with_reason_for_single_rows(rng, n, m, short):
+    gen, ref = embeddings(rng, n), embeddings(rng, m)
+    value, reason = mmd2_with_reason(gen, ref)
+    assert math.isnan(value)
+    assert short in reason and "at least 2" in reason
+    assert math.isnan(mmd2(gen, ref))
+
+
+def test_set_metrics_permutation_invariant(rng):
+    gen, ref = embeddings(rng, 5, offset=1.0), embeddings(rng, 11, offset=1.2)
+    pg, pr = gen[rng.permutation(5)], ref[rng.permutation(11)]
+    for f in (cos_sim, mmd2, dcsf, diversity_gap):
+        assert f(pg, pr) == pytest.approx(f(gen, ref), abs=1e-12)
+    assert diversity(pg) == pytest.approx(diversity(gen), abs=1e-12)
+
+
+# --------------------------------------------------------------------------- retrieval
+
+
+def full_candidates(rng, d=32, offset=0.0):
+    return {
+        name: embeddings(rng, 3 + i, d=d, offset=offset) for i, name in enumerate(CANDIDATE_NAMES)
+    }
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.15])
+def test_retrieval_matches_reference(rng, offset):
+    # A small offset makes the target tend to win for some images and lose for others.
+    candidates = full_candidates(rng, offset=offset)
+    gen = embeddings(rng, 40, d=32, offset=offset) + 0.4 * candidates["target"].mean(axis=0)
+    result = retrieval(gen, candidates)
+    ranks, sims = ref_retrieval(gen, candidates)
+    assert result.ranks.tolist() == ranks
+    assert result.accuracy == pytest.approx(np.mean([r == 0 for r in ranks]), abs=1e-15)
+    assert result.mrr == pytest.approx(np.mean([1 / (r + 1) for r in ranks]), abs=1e-15)
+    for name in CANDIDATE_NAMES:
+        assert result.sims[name] == pytest.approx(sims[name], abs=1e-12)
+    negatives = [sims[name] for name in CANDIDATE_NAMES[1:]]
+    assert result.local_margin == pytest.approx(
+        sims["target"] - max(sims["same_neighborhood"], sims["same_city"]), abs=1e-12
+    )
+    assert result.strongest_margin == pytest.approx(sims["target"] - max(negatives), abs=1e-12)
+    assert result.per_image_sims.shape == (40, len(CANDIDATE_NAMES))
+    assert 0 < result.accuracy < 1  # the test exercises both outcomes
+
+
+def test_retrieval_hand_worked():
+    # Panels: target gallery mean (1, 1) -> (1, 1)/sqrt2; same_city (1, 0); random_city (0, 1).
+    # image (1, 1):  s_t = 1,         s_city = 0.7071,  s_rand = 0.7071  -> rank 0
+    # image (3, 1):  s_t = 4/sqrt20 = 0.8944, s_city = 3/sqrt10 = 0.9487 -> rank 1 (city)
+    # image (1, -1): s_t = 0,         s_city = 0.7071,  s_rand = -0.7071 -> rank 1 (city)
+    # image (-1, 0): s_t = -0.7071,   s_city = -1,      s_rand = 0       -> rank 1 (random)
+    # accuracy 1/4, MRR (1 + 1/2 + 1/2 + 1/2) / 4 = 0.625
+    # mean s_t = (1 + 0.894427 + 0 - 0.707107) / 4 = 0.296830
+    # mean s_city = (0.707107 + 0.948683 + 0.707107 - 1) / 4 = 0.340724
+    # mean s_rand = (0.707107 + 0.316228 - 0.707107 + 0) / 4 = 0.079057
+    gen = [[1, 1], [3, 1], [1, -1], [-1, 0]]
+    candidates = {
+        "target": [[2, 0], [0, 2]],
+        "same_city": [[5, 0]],
+        "random_city": [[0, 3]],
+    }
+    result = retrieval(gen, candidates)
+    assert result.ranks.tolist() == [0, 1, 1, 1]
+    assert result.accuracy == 0.25
+    assert result.mrr == 0.625
+    assert result.best_candidate == ["target", "same_city", "same_city", "random_city"]
+    assert result.sims["target"] == pytest.approx(0.296830, abs=1e-6)
+    assert result.sims["same_city"] == pytest.approx(0.340724, abs=1e-6)
+    assert result.sims["random_city"] == pytest.approx(0.079057, abs=1e-6)
+    assert math.isnan(result.sims["same_neighborhood"])
+    assert math.isnan(result.sims["same_driving_side"])
+    assert result.local_margin == pytest.approx(0.296830 - 0.340724, abs=1e-6)
+    assert result.strongest_margin == pytest.approx(0.296830 - 0.340724, abs=1e-6)
+
+
+def test_retrieval_ties_count_against_target():
+    # gen (1, 0) sees target panel (1, 1)/sqrt2 and same_city panel (1, -1)/sqrt2 equally.
+    result = retrieval([[1, 0], [2, 0]], {"target": [[1, 1]], "same_city": [[1, -1]]})
+    assert result.ranks.tolist() == [1, 1]
+    assert result.accuracy == 0.0
+    assert result.best_candidate == ["same_city", "same_city"]
+
+
+def test_retrieval_target_gallery_reused_as_negative_ties(rng):
+    # The same images in another order: the panel means differ only by rounding.
+    target = embeddings(rng, 7, offset=0.2)
+    gen = embeddings(rng, 5, offset=0.2)
+    result = retrieval(gen, {"target": target, "same_city": target[::-1].copy()})
+    assert result.ranks.tolist() == [1] * 5
+
+
+def test_retrieval_repeated_negative_counts_twice(rng):
+    d = 16
+    target = embeddings(rng, 5, d=d)
+    negative = embeddings(rng, 5, d=d)
+    # half the images look like the negative, half like the target
+    gen = np.vstack(
+        [negative.mean(axis=0) + 0.05 * rng.normal(size=(3, d)),
+         target.mean(axis=0) + 0.05 * rng.normal(size=(3, d))]
+    )
+    once = retrieval(gen, {"target": target, "same_city": negative})
+    twice = retrieval(
+        gen, {"target": target, "same_city": negative, "random_city": negative.copy()}
+    )
+    assert once.ranks.tolist() == [1, 1, 1, 0, 0, 0]
+    assert twice.ranks.tolist() == [2, 2, 2, 0, 0, 0]
+    assert twice.mrr == pytest.approx((3 * (1 / 3) + 3) / 6, abs=1e-15)
+    assert twice.sims["random_city"] == pytest.approx(twice.sims["same_city"], abs=1e-12)
+
+
+def test_retrieval_missing_negative_is_nan_in_its_own_column(rng):
+    candidates = full_candidates(rng)
+    gen = embeddings(rng, 6, d=32)
+    full = retrieval(gen, candidates)
+    del candidates["same_city"]
+    partial = retrieval(gen, candidates)
+    j = CANDIDATE_NAMES.index("same_city")
+    assert math.isnan(partial.sims["same_city"])
+    assert np.isnan(partial.per_image_sims[:, j]).all()
+    for i, name in enumerate(CANDIDATE_NAMES):
+        if name != "same_city":
+            assert partial.sims[name] == pytest.approx(full.sims[name], abs=1e-15)
+            np.testing.assert_allclose(partial.per_image_sims[:, i], full.per_image_sims[:, i])
+    # the local margin now uses same_neighborhood alone
+    assert partial.local_margin == pytest.approx(
+        partial.sims["target"] - partial.sims["same_neighborhood"], abs=1e-15
+    )
+    row = partial.as_row()
+    assert list(row) == ["accuracy", "mrr"] + [f"sim_{n}" for n in CANDIDATE_NAMES] + [
+        "local_margin",
+        "strongest_margin",
+    ]
+    assert math.isnan(row["sim_same_city"])
+
+
+def test_retrieval_target_only_has_nan_margins(rng):
+    result = retrieval(embeddings(rng, 3), {"target": embeddings(rng, 4)})
+    assert result.ranks.tolist() == [0, 0, 0] and result.accuracy == 1.0 and result.mrr == 1.0
+    assert math.isnan(result.local_margin) and math.isnan(result.strongest_margin)
+    assert result.best_candidate == ["target"] * 3
+    assert sum(math.isnan(v) for v in result.sims.values()) == 4
+
+
+def test_retrieval_only_far_negatives_gives_nan_local_margin(rng):
+    cands = {"target": embeddings(rng, 4), "random_city": embeddings(rng, 4)}
+    result = retrieval(embeddings(rng, 3), cands)
+    assert math.isnan(result.local_margin)
+    assert result.strongest_margin == pytest.approx(
+        result.sims["target"] - result.sims["random_city"], abs=1e-15
+    )
+
+
+def test_retrieval_scale_and_permutation_invariant(rng):
+    candidates = full_candidates(rng)
+    gen = embeddings(rng, 8, d=32)
+    base = retrieval(gen, candidates)
+    scaled = retrieval(
+        gen * rng.uniform(0.1, 10, size=(8, 1)),
+        {name: 7.5 * arr for name, arr in candidates.items()},
+    )
+    perm = rng.permutation(8)
+    shuffled = retrieval(gen[perm], {name: arr[::-1] for name, arr in candidates.items()})
+    assert scaled.ranks.tolist() == base.ranks.tolist()
+    assert shuffled.ranks.tolist() == base.ranks[perm].tolist()
+    for other in (scaled, shuffled):
+        assert other.accuracy == base.accuracy and other.mrr == pytest.approx(base.mrr)
+        for name in CANDIDATE_NAMES:
+            assert other.sims[name] == pytest.approx(base.sims[name], abs=1e-12)
+
+
+def test_retrieval_result_is_frozen(rng):
+    result = retrieval(embeddings(rng, 2), {"target": embeddings(rng, 2)})
+    assert isinstance(result, RetrievalResult)
+    with pytest.raises(AttributeError):
+        result.accuracy = 1.0
+    with pytest.raises(ValueError):
+        result.ranks[0] = 3
+    assert result.ranks.dtype.kind == "i"
+
+
+# --------------------------------------------------------------------------- GAAS
+
+
+def test_semantic_groups_match_spec():
+    assert list(SEMANTIC_GROUPS) == [
+        "road", "sidewalk", "building", "vehicle", "person", "vegetation",
+        "sky", "pole", "sign", "water", "snow", "other",
+    ]
+    assert set(SEMANTIC_GROUPS["road"]) == {13, 14, 23, 24}
+    assert set(SEMANTIC_GROUPS["sidewalk"]) == {15, 11, 2, 8, 9}
+    assert set(SEMANTIC_GROUPS["building"]) == {17, 6, 16, 18, 3, 5}
+    assert set(SEMANTIC_GROUPS["vehicle"]) == set(range(52, 65))
+    assert set(SEMANTIC_GROUPS["person"]) == {19, 20, 21, 22}
+    assert set(SEMANTIC_GROUPS["vegetation"]) == {30, 29, 25}
+    assert set(SEMANTIC_GROUPS["sky"]) == {27}
+    assert set(SEMANTIC_GROUPS["pole"]) == {45, 47, 44}
+    assert set(SEMANTIC_GROUPS["sign"]) == {48, 49, 50, 46, 35, 32}
+    assert set(SEMANTIC_GROUPS["water"]) == {31}
+    assert set(SEMANTIC_GROUPS["snow"]) == {28}
+    assert set(SEMANTIC_GROUPS["other"]) == {0, 1, 4, 26, 33, 34, *range(36, 44), 51}
+    all_ids = [i for ids in SEMANTIC_GROUPS.values() for i in ids]
+    assert len(all_ids) == len(set(all_ids))  # disjoint
+    # SPEC section 5 leaves Vistas ids 7, 10 and 12 out of every group
+    assert set(range(65)) - set(all_ids) == {7, 10, 12}
+    assert GAAS_GROUPS == (
+        "road", "sidewalk", "building", "vehicle", "vegetation", "sky", "pole", "sign"
+    )
+    with pytest.raises(TypeError):
+        SEMANTIC_GROUPS["road"] = (1,)
+
+
+def test_gaas_matches_scipy(rng):
+    gen = rng.dirichlet(np.ones(9), size=4)[:, :8]
+    ref = rng.dirichlet(np.ones(9) * 0.5, size=60)[:, :8]
+    assert gaas(gen, ref) == pytest.approx(ref_gaas(gen, ref), abs=1e-12)
+
+
+def test_gaas_bin_edges_match_numpy_histogram():
+    # Values on (and just around) every bin edge, including 0.3 (which np.histogram puts in
+    # bin 2) and 1.0 (last bin).
+    edges = np.linspace(0, 1, 11)
+    values = np.concatenate([edges, np.nextafter(edges, 2)[:-1], [0.3, 0.7, 0.6, 0.1]])
+    gen = np.tile(values[:, None], (1, 8))
+    gen[:, 3] = values[::-1]
+    ref = np.full((5, 8), 0.05)
+    assert gaas(gen, ref) == pytest.approx(ref_gaas(gen, ref), abs=1e-12)
+    assert gaas(gen[:12], gen[12:]) == pytest.approx(ref_gaas(gen[:12], gen[12:]), abs=1e-12)
+
+
+def test_gaas_identical_is_zero_and_permutation_invariant(rng):
+    x = rng.dirichlet(np.ones(9), size=20)[:, :8]
+    assert gaas(x, x) == pytest.approx(0.0, abs=1e-7)
+    y = rng.dirichlet(np.ones(9), size=7)[:, :8]
+    assert gaas(y[::-1], x[rng.permutation(20)]) == pytest.approx(gaas(y, x), abs=1e-15)
+
+
+def test_gaas_tolerates_rounding_outside_unit_interval():
+    shares = np.full((3, 8), 0.1)
+    shares[0, 0] = 1.0 + 5e-7
+    shares[1, 1] = -5e-7
+    clipped = np.clip(shares, 0, 1)
+    assert gaas(shares, clipped) == pytest.approx(0.0, abs=1e-7)
+
+
+# --------------------------------------------------------------------------- errors
+
+X2 = [[1.0, 2.0], [3.0, 4.0]]
+S8 = np.full((2, 8), 0.1)
+
+
+@pytest.mark.parametrize(
+    "call, fragment",
+    [
+        (lambda: cos_sim([1.0, 2.0], X2), "gen must be a 2-D array"),
+        (lambda: cos_sim(X2, np.ones((2, 2, 2))), "ref must be a 2-D array"),
+        (lambda: cos_sim(np.ones((0, 2)), X2), "gen is empty"),
+        (lambda: cos_sim(X2, np.ones((2, 0))), "ref is empty"),
+        (lambda: cos_sim(X2, [[1.0, 2.0, 3.0]]), "different embedding dimensions (2 vs 3)"),
+        (lambda: cos_sim([[1.0, np.nan]], X2), "gen contains NaN or inf"),
+        (lambda: cos_sim(X2, [[np.inf, 1.0]]), "ref contains NaN or inf"),
+        (lambda: cos_sim([[1.0, 2.0], [3.0]], X2), "gen could not be read"),
+        (lambda: cos_sim([["a", "b"]], X2), "gen could not be read"),
+        (lambda: cos_sim(np.array([[1j, 2.0]]), X2), "gen holds complex"),
+        (lambda: diversity([[1.0, 2.0]]), "x has 1 row; diversity needs at least 2"),
+        (lambda: diversity([[np.nan, 1.0], [1.0, 1.0]]), "x contains NaN"),
+        (lambda: mmd2(X2, [[1.0]]), "different embedding dimensions"),
+        (lambda: mmd2(np.ones((0, 2)), X2), "gen is empty"),
+        (lambda: mmd2(X2, X2, gamma=0.0), "gamma must be a positive finite number"),
+        (lambda: mmd2(X2, X2, gamma=float("nan")), "gamma must be a positive finite number"),
+        (lambda: mmd2_with_reason(X2, [[np.inf, 0.0], [0.0, 0.0]]), "ref contains NaN or inf"),
+        (lambda: median_heuristic_gamma([1.0], X2), "gen must be a 2-D array"),
+        (lambda: dcsf([[1.0, 2.0]], X2), "gen has 1 row; DCSF needs at least 2"),
+        (lambda: dcsf(X2, [[1.0, 2.0]]), "ref has 1 row; DCSF needs at least 2"),
+        (lambda: diversity_gap(X2, [[1.0, 2.0]]), "ref has 1 row; the diversity gap needs"),
+        (lambda: retrieval([1.0, 2.0], {"target": X2}), "gen must be a 2-D array"),
+        (lambda: retrieval(X2, {"same_city": X2}), "must include 'target'"),
+        (lambda: retrieval(X2, {"target": X2, "same_town": X2}), "unknown candidate 'same_town'"),
+        (lambda: retrieval(X2, {"target": [[1.0, 2.0, 3.0]]}), "candidates['target'] have"),
+        (
+            lambda: retrieval(X2, {"target": X2, "same_city": [[np.nan, 1.0]]}),
+            "candidates['same_city'] contains NaN",
+        ),
+        (
+            lambda: retrieval(X2, {"target": X2, "random_city": np.ones((0, 2))}),
+            "candidates['random_city'] is empty",
+        ),
+        (lambda: gaas(np.full((2, 7), 0.1), S8), "gen_shares has 7 columns; GAAS needs 8"),
+        (lambda: gaas(S8, np.full((2, 9), 0.1)), "ref_shares has 9 columns"),
+        (lambda: gaas(S8 + 1.0, S8), "gen_shares has pixel shares outside [0, 1]"),
+        (lambda: gaas(S8, S8 - 0.10001), "ref_shares has pixel shares outside"),
+        (lambda: gaas(S8 * np.nan, S8), "gen_shares contains NaN"),
+        (lambda: gaas(S8[0], S8), "gen_shares must be a 2-D array"),
+        (lambda: gaas(S8[:0], S8), "gen_shares is empty"),
+    ],
+)
+def test_value_errors(call, fragment):
+    with pytest.raises(ValueError) as excinfo:
+        call()
+    assert fragment in str(excinfo.value)
+
+
+def test_retrieval_rejects_non_mapping():
+    with pytest.raises(TypeError, match="mapping"):
+        retrieval(X2, [X2])
+
+
+# --------------------------------------------------------------------------- packaging
+
+
+@pytest.mark.parametrize("module", [panel, set_fidelity, composition, retrieval_module])
+def test_docstring_examples_run(module):
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_public_api_and_no_heavy_imports():
+    assert set(metrics.__all__) >= {
+        "cos_sim", "diversity", "mmd2", "mmd2_with_reason", "dcsf", "diversity_gap", "gaas",
+        "retrieval", "RetrievalResult", "CANDIDATE_NAMES", "SEMANTIC_GROUPS", "GAAS_GROUPS",
+    }
+    code = (
+        "import sys, geofidelity_bench.metrics\n"
+        "heavy = ('torch', 'evaluate', 'pandas', 'gradio', 'datasets')\n"
+        "heavy = [m for m in heavy if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,120 @@
+import pytest
+
+from conftest import make_block, make_refs
+from geofidelity_bench.benchmark import Benchmark, load_benchmark
+from geofidelity_bench.prompts import (
+    CONDITIONS,
+    NEGATIVE_PROMPT,
+    PromptError,
+    build_prompt,
+    build_prompts,
+    location_text,
+    select_donor,
+)
+
+
+@pytest.fixture
+def paris():
+    blocks = [
+        make_block("p1", street="Rue de Rivoli", neighborhood="Louvre", stratum="major", centroid=(48.86061, 2.33765)),
+        make_block("p2", street="Rue Oberkampf", neighborhood="Oberkampf", stratum="major", centroid=(48.865, 2.37)),
+        make_block("p3", street="Rue Cler", neighborhood="Gros-Caillou", stratum="residential", centroid=(48.856, 2.30)),
+        make_block("p4", street="Rue de Rivoli", neighborhood="Louvre", stratum="major", centroid=(48.859, 2.34)),
+        make_block("t1", city="new_york", country="US", street="Broadway", neighborhood="SoHo", stratum="major",
+                   centroid=(40.72, -74.0)),
+    ]
+    refs = sum((make_refs(b.block_id, 3, i) for i, b in enumerate(blocks)), [])
+    return Benchmark(blocks, refs, name="paris")
+
+
+def test_spec_strings_byte_for_byte(paris):
+    lat, lon = paris.block("p1").centroid
+    assert build_prompt(paris, "p1", "L0").text == (
+        "A street-level photograph taken in Paris, FR. The image shows a typical street scene with buildings, "
+        "roads, and urban environment characteristic of this location. Photorealistic, daytime, clear weather."
+    )
+    assert build_prompt(paris, "p1", "L1").text == (
+        "A street-level photograph taken on Rue de Rivoli in the Louvre district of Paris, FR. The image shows a "
+        "typical street scene with buildings, roads, and urban environment characteristic of this block. "
+        "Photorealistic, daytime, clear weather."
+    )
+    assert build_prompt(paris, "p1", "L2").text == (
+        "A street-level photograph taken on Rue de Rivoli in the Louvre district of Paris, FR, near GPS coordinates "
+        f"({lat:.4f}, {lon:.4f}). The image shows a typical street scene with buildings, roads, and urban "
+        "environment characteristic of this block. Photorealistic, daytime, clear weather."
+    )
+    assert "(48.8611, 2.3377)" in build_prompt(paris, "p1", "L2").text
+    assert build_prompt(paris, "p1", "GPS_ONLY").text == (
+        "A street-level photograph taken near GPS coordinates (48.8611, 2.3377). The image shows a typical street "
+        "scene with buildings, roads, and urban environment. Photorealistic, daytime, clear weather."
+    )
+    assert build_prompt(paris, "t1", "L0").text.startswith("A street-level photograph taken in New York, US.")
+    assert NEGATIVE_PROMPT == (
+        "panorama, fisheye, black and white, illustration, painting, cartoon, 3d render, watermark, text overlay, "
+        "blurry, low resolution, night, people close up, indoor"
+    )
+    assert location_text("Rue Cler", "Gros-Caillou", "Paris", "FR") == (
+        "A photo of Rue Cler in the Gros-Caillou district of Paris, FR."
+    )
+
+
+def test_controls_use_donor_names(paris):
+    ws = build_prompt(paris, "p1", "C_WRONG_STREET")
+    donor = paris.block(ws.street_donor)
+    assert ws.street_donor_scope == "same_city"
+    assert ws.text == build_prompt(paris, "p1", "L1").text.replace("Rue de Rivoli", donor.street_name)
+    sn = build_prompt(paris, "p1", "C_SHUFFLED_NEIGHBORHOOD")
+    both = build_prompt(paris, "p1", "C_WRONG_STREET_NEIGHBORHOOD")
+    assert (both.street_donor, both.neighborhood_donor) == (ws.street_donor, sn.neighborhood_donor)
+    assert f"on {donor.street_name} in the {paris.block(sn.neighborhood_donor).neighborhood} district" in both.text
+
+
+def test_donor_rules(paris):
+    target = paris.block("p1")
+    # p4 shares the street name -> never a street donor; p2 is same city + same stratum (rank 0).
+    assert select_donor(target, paris.blocks, "street_name") == ("p2", "same_city")
+    # p4 shares the neighborhood too; p2 is the only rank-0 neighborhood donor.
+    assert select_donor(target, paris.blocks, "neighborhood") == ("p2", "same_city")
+    # p3: no same-stratum same-city donor -> best rank is 1 (same city), uniformly among p1, p2, p4.
+    donors = {select_donor(paris.block("p3"), paris.blocks, "street_name")[0]}
+    assert donors <= {"p1", "p2", "p4"}
+    # New York has one block: global fallback, best rank 2 (same stratum 'major' in another city).
+    donor, scope = select_donor(paris.block("t1"), paris.blocks, "street_name")
+    assert scope == "global_fallback" and donor in {"p1", "p2", "p4"}
+
+
+def test_donor_draw_is_seeded_by_block_and_key():
+    import random
+
+    blocks = [make_block(f"c{i}", street=f"Street {i}", neighborhood=f"N{i}") for i in range(8)]
+    target = blocks[0]
+    expected = random.Random("c0|street_same_city").choice(sorted(blocks[1:], key=lambda b: b.block_id)).block_id
+    assert select_donor(target, blocks, "street_name") == (expected, "same_city")
+    expected_n = random.Random("c0|neighborhood_same_city").choice(blocks[1:]).block_id
+    assert select_donor(target, blocks, "neighborhood") == (expected_n, "same_city")
+
+
+def test_unknown_names_are_refused_not_invented():
+    bench = load_benchmark("demo")
+    for condition in ("L1", "L2", "C_WRONG_STREET", "C_SHUFFLED_NEIGHBORHOOD", "C_WRONG_STREET_NEIGHBORHOOD"):
+        with pytest.raises(PromptError, match=r"lund_seg1.*no street_name"):
+            build_prompt(bench, "lund_seg1", condition)
+    assert "Lund, SE" in build_prompt(bench, "lund_seg1", "L0").text
+    assert "Am Lustgarten in the Mitte district of Berlin, DE" in build_prompt(bench, "berlin_am_lustgarten", "L1").text
+
+
+def test_no_donor_is_a_clear_error():
+    bench = load_benchmark("demo")
+    with pytest.raises(PromptError, match="berlin_am_lustgarten.*no other block has a known street_name"):
+        build_prompt(bench, "berlin_am_lustgarten", "C_WRONG_STREET")
+
+
+def test_unknown_condition(paris):
+    with pytest.raises(PromptError, match="unknown prompt condition 'L9'"):
+        build_prompt(paris, "p1", "L9")
+
+
+def test_build_prompts_covers_all(paris):
+    prompts = build_prompts(paris, CONDITIONS)
+    assert len(prompts) == len(CONDITIONS) * 5
+    assert all(p.text.endswith("Photorealistic, daytime, clear weather.") for p in prompts)

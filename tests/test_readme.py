@@ -1,0 +1,28 @@
+"""The README's first lines are the two fresh-machine commands, and CI runs exactly the test one."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _commands():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines[:10] if line.startswith("    ")]
+
+
+def test_readme_starts_with_the_two_commands():
+    main_cmd, test_cmd = _commands()
+    assert main_cmd.startswith("python3 -m venv .venv") and "pip install torch==2.13.0" in main_cmd
+    assert main_cmd.endswith("geofidelity-bench demo")
+    assert '".[all,test]"' in test_cmd and "pytest" in test_cmd
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    test_cmd = _commands()[1]
+    run_tests = test_cmd.split(" && ")[-1]
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert run_tests in ci_lines
+    assert "python -m pip install --quiet torch==2.13.0" in ci_lines
+    assert ci_lines.index("python -m pip install --quiet torch==2.13.0") < ci_lines.index(
+        'python -m pip install --quiet -e ".[all,test]"'
+    )
