@@ -69,6 +69,10 @@ def load_image(source: ImageSource, name: str | None = None) -> Image.Image:
     label = _describe(source, name)
     if isinstance(source, Image.Image):
         img = source
+        try:
+            img.load()  # a lazily opened file may still be truncated
+        except (OSError, SyntaxError, ValueError) as err:
+            raise ImageDecodeError(f"cannot decode image {label}: {err}") from err
     elif isinstance(source, np.ndarray):
         arr = source
         if arr.dtype != np.uint8:
@@ -130,7 +134,17 @@ def content_sha256(source: ImageSource) -> str:
                 h.update(chunk)
         return h.hexdigest()
     if isinstance(source, np.ndarray):
-        source = Image.fromarray(np.ascontiguousarray(source))
+        arr = np.ascontiguousarray(source)
+        if arr.ndim == 3 and arr.shape[2] == 1:
+            arr = np.ascontiguousarray(arr[:, :, 0])
+        if arr.dtype == np.uint8 and (arr.ndim == 2 or (arr.ndim == 3 and arr.shape[2] in (3, 4))):
+            source = Image.fromarray(arr)
+        else:
+            # Arrays PIL cannot wrap (float images in [0, 1], ...): hash dtype, shape and raw bytes.
+            h = hashlib.sha256()
+            h.update(f"ndarray:{arr.dtype.str}:{'x'.join(map(str, arr.shape))}:".encode())
+            h.update(arr.tobytes())
+            return h.hexdigest()
     if isinstance(source, Image.Image):
         h = hashlib.sha256()
         h.update(f"pil:{source.mode}:{source.size[0]}x{source.size[1]}:".encode())

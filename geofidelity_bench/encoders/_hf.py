@@ -1,0 +1,106 @@
+"""Loading transformers weights from a local save_pretrained folder or the Hub, with a clear
+error (and a way to run offline) when they cannot be had."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from geofidelity_bench.encoders.base import EncoderUnavailableError, file_sha256, offline_hint
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def _looks_like_path(weights: str) -> bool:
+    # Hub ids look like "org/name"; anything anchored like a filesystem path is a path.
+    return weights.startswith((".", "/", "~", "\\")) or (len(weights) > 1 and weights[1] == ":")
+
+
+def local_weights_sha256(folder: Path) -> str:
+    """One digest over the config and weight files of a save_pretrained folder."""
+    h = hashlib.sha256()
+    files = sorted(
+        p for p in folder.iterdir() if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.name == "config.json")
+    )
+    for p in files:
+        h.update(p.name.encode("utf-8") + b"\0" + file_sha256(p).encode("ascii") + b"\n")
+    return h.hexdigest()
+
+
+def resolve_source(weights: str | os.PathLike | None, default_id: str) -> tuple[str, bool]:
+    """(source to pass to from_pretrained, is_local_dir)."""
+    if weights is None:
+        return default_id, False
+    text = os.fspath(weights)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return str(path.resolve()), True
+    if path.exists() or isinstance(weights, os.PathLike) or _looks_like_path(text):
+        raise EncoderUnavailableError(
+            f"encoder weights {text!r} is not a directory saved with save_pretrained(). {offline_hint()}"
+        )
+    return text, False
+
+
+def _unavailable(encoder: str, source: str, revision: str | None, err: BaseException) -> EncoderUnavailableError:
+    from huggingface_hub import constants
+
+    rev = f" (revision {revision!r})" if revision else ""
+    offline = " HF_HUB_OFFLINE is set, so the Hub was not contacted." if constants.HF_HUB_OFFLINE else ""
+    reason = " ".join(str(err).split()).rstrip(".")
+    return EncoderUnavailableError(
+        f"cannot load weights {source!r}{rev} for encoder {encoder!r}: {reason}.{offline} {offline_hint()}"
+    )
+
+
+def load_pretrained(
+    model_cls: Any,
+    *,
+    encoder: str,
+    expected_model_type: str,
+    default_id: str,
+    weights: str | os.PathLike | None,
+    revision: str | None,
+    torch_dtype: Any,
+) -> tuple[Any, dict[str, Any], str, bool]:
+    """Loads ``model_cls`` weights; returns (model, weights record for the config, source, is_local)."""
+    from transformers import AutoConfig
+
+    source, local = resolve_source(weights, default_id)
+    kwargs: dict[str, Any] = {"revision": revision}
+    if local:
+        kwargs["local_files_only"] = True
+    try:
+        cfg = AutoConfig.from_pretrained(source, **kwargs)
+    except (OSError, ValueError) as err:
+        raise _unavailable(encoder, source, revision, err) from err
+    if cfg.model_type != expected_model_type:
+        raise EncoderUnavailableError(
+            f"weights {source!r} hold a {cfg.model_type!r} model, but encoder {encoder!r} needs "
+            f"a {expected_model_type!r} model"
+        )
+    try:
+        model = model_cls.from_pretrained(source, config=cfg, dtype=torch_dtype, **kwargs)
+    except (OSError, ValueError) as err:
+        raise _unavailable(encoder, source, revision, err) from err
+    record: dict[str, Any] = {"weights": source, "revision": revision}
+    if local:
+        record["weights_sha256"] = local_weights_sha256(Path(source))
+    else:
+        # The commit actually loaded, so a moving "main" never silently reuses stale embeddings.
+        record["commit"] = getattr(model.config, "_commit_hash", None) or getattr(cfg, "_commit_hash", None)
+    return model, record, source, local
+
+
+def load_tokenizer(encoder: str, source: str, local: bool, revision: str | None) -> Any:
+    from transformers import AutoTokenizer
+
+    kwargs: dict[str, Any] = {"revision": revision}
+    if local:
+        kwargs["local_files_only"] = True
+    try:
+        return AutoTokenizer.from_pretrained(source, **kwargs)
+    except (OSError, ValueError, ImportError) as err:
+        raise _unavailable(encoder, f"{source} (tokenizer)", revision, err) from err

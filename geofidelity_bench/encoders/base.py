@@ -1,0 +1,348 @@
+"""The :class:`Encoder` interface and the explicit, recorded image preprocessing.
+
+An encoder turns images into one float32 vector each. Everything that changes those vectors
+(weights id and revision, resize, crop, interpolation, normalization, dtype, which output is
+taken) lives in ``encoder.config``, a JSON-serializable dict that is written next to every
+number computed from the embeddings; ``encoder.config_hash`` keys the embedding cache.
+
+This module imports no torch at import time; backends import it when they are built.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from PIL import Image
+
+from geofidelity_bench.images import ImageSource, load_image
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+#: Config keys that describe where an encoder runs, not what it computes; left out of the hash.
+_UNHASHED_KEYS = ("device",)
+
+_DTYPES = ("float32", "bfloat16", "float16")
+
+_RESAMPLE = {
+    "bicubic": Image.Resampling.BICUBIC,
+    "bilinear": Image.Resampling.BILINEAR,
+    "nearest": Image.Resampling.NEAREST,
+    "lanczos": Image.Resampling.LANCZOS,
+}
+
+
+class EncoderUnavailableError(RuntimeError):
+    """An encoder's weights (or its package) cannot be had; the message says how to run offline."""
+
+
+def offline_hint() -> str:
+    return (
+        "To run offline, pass a local directory saved with save_pretrained() via weights= "
+        "(--encoder-weights on the command line), or use the offline encoder "
+        "'efficientnet-lite0', whose weights ship inside a pip package."
+    )
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """Image preprocessing, done with PIL and numpy so that it is exactly what is recorded.
+
+    Steps, in order: decode to RGB with EXIF orientation (:func:`~geofidelity_bench.images.load_image`);
+    resize; center crop; scale to [0, 1] (``/ 255``); ``(x - mean) / std`` per channel, in float32.
+
+    Attributes:
+        resize: target of the resize step; an int is the shorter side (``resize_mode="shorter_side"``),
+            a ``(height, width)`` pair is the exact output size (``resize_mode="exact"``).
+        resize_mode: ``"shorter_side"`` keeps the aspect ratio, the longer side becomes
+            ``int(resize * long / short)`` (torchvision's rounding); ``"exact"`` ignores aspect.
+        crop: side of the square center crop, or ``None``; the crop's top-left corner is
+            ``((w - crop) // 2, (h - crop) // 2)``.
+        interpolation: PIL resampling filter name (PIL's filters antialias when downscaling).
+        mean, std: per-channel normalization applied after scaling to [0, 1].
+    """
+
+    resize: int | tuple[int, int]
+    crop: int | None
+    interpolation: str = "bicubic"
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+    resize_mode: str = "shorter_side"
+
+    def __post_init__(self) -> None:
+        if self.interpolation not in _RESAMPLE:
+            raise ValueError(f"unknown interpolation {self.interpolation!r}; one of {sorted(_RESAMPLE)}")
+        if self.resize_mode not in ("shorter_side", "exact"):
+            raise ValueError(f"unknown resize_mode {self.resize_mode!r}")
+        if self.resize_mode == "shorter_side" and self.crop is not None and int(self.resize) < self.crop:
+            raise ValueError(f"resize {self.resize} is smaller than crop {self.crop}")
+
+    @property
+    def output_size(self) -> tuple[int, int]:
+        """(height, width) of the tensor fed to the model."""
+        if self.crop is not None:
+            return (self.crop, self.crop)
+        if self.resize_mode == "exact":
+            h, w = self.resize  # type: ignore[misc]
+            return (int(h), int(w))
+        raise ValueError("shorter-side resize without a crop has no fixed output size")
+
+    def resized_size(self, width: int, height: int) -> tuple[int, int]:
+        """(width, height) after the resize step."""
+        if self.resize_mode == "exact":
+            h, w = self.resize  # type: ignore[misc]
+            return (int(w), int(h))
+        target = int(self.resize)  # type: ignore[arg-type]
+        if width <= height:
+            return (target, max(1, int(target * height / width)))
+        return (max(1, int(target * width / height)), target)
+
+    def to_pil(self, image: Image.Image) -> Image.Image:
+        """Resize and crop an RGB image (the geometric part, before normalization)."""
+        size = self.resized_size(*image.size)
+        if size != image.size:
+            image = image.resize(size, resample=_RESAMPLE[self.interpolation])
+        if self.crop is not None:
+            w, h = image.size
+            left, top = (w - self.crop) // 2, (h - self.crop) // 2
+            image = image.crop((left, top, left + self.crop, top + self.crop))
+        return image
+
+    def __call__(self, image: Image.Image) -> np.ndarray:
+        """RGB PIL image -> float32 array (3, H, W), normalized."""
+        arr = np.asarray(self.to_pil(image), dtype=np.float32) / np.float32(255.0)
+        arr = (arr - np.asarray(self.mean, dtype=np.float32)) / np.asarray(self.std, dtype=np.float32)
+        return np.ascontiguousarray(arr.transpose(2, 0, 1), dtype=np.float32)
+
+    def to_config(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["resize"] = list(self.resize) if isinstance(self.resize, tuple) else int(self.resize)
+        d["mean"] = [float(v) for v in self.mean]
+        d["std"] = [float(v) for v in self.std]
+        d["rescale"] = "1/255"
+        d["crop_position"] = "center, top-left = ((w - crop) // 2, (h - crop) // 2)" if self.crop else None
+        d["library"] = "PIL.Image.resize + numpy (float32)"
+        d["channel_order"] = "RGB"
+        return d
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def hash_config(config: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of ``config`` without the keys that only say where it ran."""
+    kept = {k: v for k, v in config.items() if k not in _UNHASHED_KEYS}
+    return hashlib.sha256(canonical_json(kept).encode("utf-8")).hexdigest()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def resolve_device(device: Any | None) -> str:
+    import torch
+
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return str(torch.device(device))
+
+
+def resolve_dtype(dtype: Any, device: str):
+    """Returns (name, torch.dtype); half precision is accepted on GPU only."""
+    import torch
+
+    name = str(dtype).replace("torch.", "")
+    aliases = {"fp32": "float32", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
+    name = aliases.get(name, name)
+    if name not in _DTYPES:
+        raise ValueError(f"unsupported dtype {dtype!r}; one of {list(_DTYPES)}")
+    if name != "float32" and not device.startswith("cuda"):
+        raise ValueError(f"dtype {name} is supported on GPU only; on {device} use dtype='float32'")
+    return name, getattr(torch, name)
+
+
+def _is_single_image(images: Any) -> bool:
+    if isinstance(images, (str, bytes, bytearray, os.PathLike, Image.Image)):
+        return True
+    return isinstance(images, np.ndarray) and images.ndim in (2, 3)
+
+
+def as_image_list(images: Any) -> list[ImageSource]:
+    """A list of image sources; a single image becomes a list of one, an (N, H, W[, C]) array N images."""
+    if _is_single_image(images):
+        return [images]
+    if isinstance(images, np.ndarray):
+        return list(images)
+    return list(images)
+
+
+def default_names(images: Sequence[ImageSource]) -> list[str]:
+    return [str(s) if isinstance(s, (str, os.PathLike)) else f"image[{i}]" for i, s in enumerate(images)]
+
+
+class Encoder(abc.ABC):
+    """Images in, one float32 vector per image out.
+
+    Attributes:
+        name: the registry name (``"dinov2-base"``).
+        dim: embedding dimension.
+        config: JSON-serializable description of everything that determines the embeddings
+            (encoder, weights, revision, preprocessing, dtype, output) plus the device.
+        preprocessing: the :class:`Preprocessing` applied to every image.
+        model: the ``torch.nn.Module`` called once per batch of images.
+        device: torch device string.
+    """
+
+    name: str
+    dim: int
+    preprocessing: Preprocessing
+    device: str
+    model: Any
+    #: whether ``embed_text`` / ``zero_shot_probs`` exist.
+    supports_text: bool = False
+
+    def __init__(self) -> None:
+        self._config: dict[str, Any] = {}
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def config(self) -> dict[str, Any]:
+        cfg = json.loads(canonical_json(self._config))  # a deep, JSON-clean copy
+        cfg["device"] = self.device
+        return cfg
+
+    @property
+    def config_hash(self) -> str:
+        return hash_config(self._config)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, dim={self.dim}, device={self.device!r}, config_hash={self.config_hash[:12]})"
+
+    # -- computation ------------------------------------------------------------------------
+    @abc.abstractmethod
+    def _forward(self, pixel_values):
+        """(B, 3, H, W) float tensor on ``self.device`` -> (B, dim) tensor."""
+
+    def to(self, device: Any) -> "Encoder":
+        """Moves the model to ``device`` (half precision stays GPU-only)."""
+        dev = resolve_device(device)
+        if self._config.get("dtype", "float32") != "float32" and not dev.startswith("cuda"):
+            raise ValueError(f"dtype {self._config['dtype']} is supported on GPU only")
+        self.model.to(dev)
+        self.device = dev
+        return self
+
+    def preprocess(self, image: ImageSource, name: str | None = None) -> np.ndarray:
+        """Decodes one image and returns the normalized float32 (3, H, W) array fed to the model."""
+        return self.preprocessing(load_image(image, name=name))
+
+    def embed_arrays(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        """Runs the model on already preprocessed (3, H, W) arrays (one forward call)."""
+        import torch
+
+        if len(arrays) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        dtype = next(self.model.parameters()).dtype
+        batch = torch.from_numpy(np.stack(arrays)).to(self.device, dtype=dtype)
+        with torch.inference_mode():
+            out = self._forward(batch)
+        return out.float().cpu().numpy().astype(np.float32, copy=False)
+
+    def embed(
+        self,
+        images: Iterable[ImageSource] | ImageSource,
+        *,
+        batch_size: int = 32,
+        progress: bool | None = None,
+        names: Sequence[str] | None = None,
+    ) -> np.ndarray:
+        """Embeds images (PIL images, paths, encoded bytes or uint8 arrays), no cache.
+
+        Args:
+            images: a sequence of images (a single image is treated as a list of one).
+            batch_size: images per forward call; it does not change the result beyond float noise.
+            progress: show a tqdm bar; ``None`` shows it for runs of more than 4 batches.
+            names: how to call each image in error messages (default: the path, or ``image[i]``).
+
+        Returns:
+            float32 array (n, dim), raw (not normalized).
+
+        Raises:
+            ImageDecodeError: for an image that cannot be decoded; the message names it.
+        """
+        from tqdm.auto import tqdm
+
+        items = as_image_list(images)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        labels = list(names) if names is not None else default_names(items)
+        if len(labels) != len(items):
+            raise ValueError(f"got {len(labels)} names for {len(items)} images")
+        if progress is None:
+            progress = len(items) > 4 * batch_size
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        with tqdm(total=len(items), desc=f"embedding ({self.name})", unit="img", disable=not progress) as bar:
+            for start in range(0, len(items), batch_size):
+                stop = min(start + batch_size, len(items))
+                arrays = [self.preprocess(items[i], labels[i]) for i in range(start, stop)]
+                out[start:stop] = self.embed_arrays(arrays)
+                bar.update(stop - start)
+        return out
+
+
+class TextImageEncoder(Encoder):
+    """An encoder with a text tower sharing the image embedding space (CLIP, SigLIP)."""
+
+    supports_text = True
+
+    @abc.abstractmethod
+    def embed_text(self, texts: Sequence[str] | str, *, batch_size: int = 64) -> np.ndarray:
+        """Texts -> float32 (n, dim) raw text embeddings."""
+
+    @abc.abstractmethod
+    def _logit_scale_bias(self) -> tuple[float, float]:
+        """(scale, bias) such that logits = scale * cosine + bias."""
+
+    def zero_shot_probs(
+        self,
+        images: Iterable[ImageSource] | ImageSource,
+        texts: Sequence[str],
+        *,
+        batch_size: int = 32,
+        image_embeddings: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Softmax over ``texts`` of ``scale * cos(image, text) + bias`` for every image.
+
+        Args:
+            images: the images (ignored when ``image_embeddings`` is given).
+            texts: candidate descriptions (at least one).
+            image_embeddings: precomputed raw image embeddings (e.g. from the cache).
+
+        Returns:
+            float32 (n_images, n_texts); rows sum to 1.
+        """
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if not texts:
+            raise ValueError("zero_shot_probs needs at least one text")
+        img = image_embeddings if image_embeddings is not None else self.embed(images, batch_size=batch_size)
+        img = np.asarray(img, dtype=np.float64)
+        txt = self.embed_text(texts).astype(np.float64)
+        img = img / np.maximum(np.linalg.norm(img, axis=1, keepdims=True), 1e-12)
+        txt = txt / np.maximum(np.linalg.norm(txt, axis=1, keepdims=True), 1e-12)
+        scale, bias = self._logit_scale_bias()
+        logits = scale * img @ txt.T + bias
+        logits -= logits.max(axis=1, keepdims=True)
+        probs = np.exp(logits)
+        probs /= probs.sum(axis=1, keepdims=True)
+        return probs.astype(np.float32)

@@ -1,0 +1,277 @@
+"""On-disk embedding cache keyed by (encoder config hash, image content sha256).
+
+Layout::
+
+    <cache_dir>/<config_hash>/encoder.json                     the encoder config (device left out)
+    <cache_dir>/<config_hash>/shard-<time_ns>-<pid>-<rand>.safetensors
+        tensors "keys" uint8 (n, 32) = sha256 digests, "embeddings" float32 (n, dim)
+
+Every file is written to a temporary name in the same folder and then ``os.replace``-d into
+place, so a reader never sees half a shard and any number of processes may write at once;
+shards are only ever added (``compact`` merges them, and readers tolerate shards vanishing).
+The default folder is ``$GEOFIDELITY_CACHE`` if set, else ``<HF_HOME>/geofidelity_bench/embeddings``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+SHARD_PREFIX = "shard-"
+SHARD_SUFFIX = ".safetensors"
+CONFIG_FILE = "encoder.json"
+FORMAT = "geofidelity-embeddings/1"
+
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def default_cache_dir() -> Path:
+    """``$GEOFIDELITY_CACHE``, else ``<HF_HOME>/geofidelity_bench/embeddings``."""
+    env = os.environ.get("GEOFIDELITY_CACHE")
+    if env:
+        return Path(env).expanduser()
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HOME).expanduser() / "geofidelity_bench" / "embeddings"
+
+
+def _config_hash_of(encoder_or_hash: Any) -> str:
+    h = encoder_or_hash if isinstance(encoder_or_hash, str) else encoder_or_hash.config_hash
+    if len(h) != 64 or any(c not in "0123456789abcdef" for c in h):
+        raise ValueError(f"not a config hash (64 lowercase hex digits): {h!r}")
+    return h
+
+
+def _check_key(key: str) -> bytes:
+    try:
+        raw = bytes.fromhex(key)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"cache key must be a sha256 hex digest, got {key!r}") from err
+    if len(raw) != 32:
+        raise ValueError(f"cache key must be a sha256 hex digest, got {key!r}")
+    return raw
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}{path.suffix}.part"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+@dataclass
+class _Index:
+    rows: dict[str, np.ndarray] = field(default_factory=dict)
+    loaded: set[str] = field(default_factory=set)
+    dim: int | None = None
+
+
+class EmbeddingCache:
+    """Embeddings on disk, one folder per encoder config hash.
+
+    Args:
+        cache_dir: root folder; default :func:`default_cache_dir`. Must not lie inside the
+            installed package.
+
+    Example:
+        >>> cache = EmbeddingCache("/tmp/emb")                       # doctest: +SKIP
+        >>> cache.put(encoder, [sha], vectors)                       # doctest: +SKIP
+        >>> cache.get(encoder, [sha])[sha].shape                     # doctest: +SKIP
+        (768,)
+    """
+
+    def __init__(self, cache_dir: str | os.PathLike | None = None) -> None:
+        root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        resolved = root.resolve()
+        if resolved == _PACKAGE_DIR or _PACKAGE_DIR in resolved.parents:
+            raise ValueError(f"the embedding cache must not live inside the package ({resolved})")
+        self.root = root
+        self._indexes: dict[str, _Index] = {}
+
+    def __repr__(self) -> str:
+        return f"EmbeddingCache({str(self.root)!r})"
+
+    def dir_for(self, encoder_or_hash: Any) -> Path:
+        return self.root / _config_hash_of(encoder_or_hash)
+
+    # -- reading ----------------------------------------------------------------------------
+    def _shard_names(self, folder: Path) -> list[str]:
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in names if n.startswith(SHARD_PREFIX) and n.endswith(SHARD_SUFFIX))
+
+    def _read_shard(self, path: Path) -> tuple[list[str], np.ndarray] | None:
+        from safetensors.numpy import load
+
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:  # merged away by a concurrent compact(); its rows live on elsewhere
+            return None
+        try:
+            tensors = load(data)
+            keys, emb = tensors["keys"], tensors["embeddings"]
+            if keys.dtype != np.uint8 or keys.ndim != 2 or keys.shape[1] != 32:
+                raise ValueError(f"bad keys tensor {keys.dtype} {keys.shape}")
+            if emb.ndim != 2 or emb.shape[0] != keys.shape[0]:
+                raise ValueError(f"bad embeddings tensor {emb.shape} for {keys.shape[0]} keys")
+        except Exception as err:  # noqa: BLE001 - one foreign or damaged file must not break the cache
+            warnings.warn(f"ignoring unreadable embedding cache shard {path}: {err}", stacklevel=3)
+            return None
+        return [bytes(k).hex() for k in keys], emb.astype(np.float32, copy=False)
+
+    def _refresh(self, config_hash: str) -> _Index:
+        index = self._indexes.setdefault(config_hash, _Index())
+        folder = self.root / config_hash
+        for name in self._shard_names(folder):
+            if name in index.loaded:
+                continue
+            index.loaded.add(name)
+            got = self._read_shard(folder / name)
+            if got is None:
+                continue
+            keys, emb = got
+            if index.dim is None:
+                index.dim = int(emb.shape[1])
+            elif emb.shape[1] != index.dim:
+                warnings.warn(
+                    f"ignoring embedding cache shard {folder / name}: dim {emb.shape[1]} != {index.dim}", stacklevel=3
+                )
+                continue
+            for key, row in zip(keys, emb):
+                index.rows.setdefault(key, row)
+        return index
+
+    def get(self, encoder_or_hash: Any, keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """The cached embeddings among ``keys`` (hits only), as float32 (dim,) arrays."""
+        index = self._refresh(_config_hash_of(encoder_or_hash))
+        return {k: index.rows[k] for k in keys if k in index.rows}
+
+    def keys(self, encoder_or_hash: Any) -> set[str]:
+        """All content hashes cached for this encoder config."""
+        return set(self._refresh(_config_hash_of(encoder_or_hash)).rows)
+
+    def __contains__(self, item: tuple[Any, str]) -> bool:
+        encoder_or_hash, key = item
+        return key in self._refresh(_config_hash_of(encoder_or_hash)).rows
+
+    def config(self, encoder_or_hash: Any) -> dict[str, Any] | None:
+        """The encoder config stored beside the shards, if any."""
+        path = self.dir_for(encoder_or_hash) / CONFIG_FILE
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+
+    # -- writing ----------------------------------------------------------------------------
+    def put(
+        self,
+        encoder_or_hash: Any,
+        keys: Sequence[str],
+        embeddings: np.ndarray,
+        *,
+        config: dict[str, Any] | None = None,
+    ) -> Path | None:
+        """Writes one shard with ``embeddings[i]`` under ``keys[i]``; returns its path (None if empty).
+
+        ``config`` (default: the encoder's, when an encoder is passed) is stored once as encoder.json.
+        """
+        from safetensors.numpy import save
+
+        config_hash = _config_hash_of(encoder_or_hash)
+        if len(keys) == 0:
+            return None
+        emb = np.ascontiguousarray(np.asarray(embeddings, dtype=np.float32))
+        if emb.ndim != 2 or emb.shape[0] != len(keys):
+            raise ValueError(f"embeddings of shape {emb.shape} do not match {len(keys)} keys")
+        if not np.isfinite(emb).all():
+            raise ValueError("refusing to cache non-finite embeddings")
+        raw_keys = np.frombuffer(b"".join(_check_key(k) for k in keys), dtype=np.uint8).reshape(len(keys), 32)
+        folder = self.root / config_hash
+        folder.mkdir(parents=True, exist_ok=True)
+        if config is None and not isinstance(encoder_or_hash, str):
+            config = encoder_or_hash.config
+        if config is not None and not (folder / CONFIG_FILE).exists():
+            cfg = {k: v for k, v in config.items() if k != "device"}
+            cfg["config_hash"] = config_hash
+            _atomic_write(folder / CONFIG_FILE, (json.dumps(cfg, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        data = save(
+            {"keys": np.ascontiguousarray(raw_keys), "embeddings": emb},
+            metadata={"format": FORMAT, "config_hash": config_hash},
+        )
+        path = folder / f"{SHARD_PREFIX}{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SHARD_SUFFIX}"
+        _atomic_write(path, data)
+        index = self._indexes.get(config_hash)
+        if index is not None and (index.dim is None or index.dim == emb.shape[1]):
+            index.loaded.add(path.name)
+            index.dim = int(emb.shape[1])
+            for key, row in zip(keys, emb):
+                index.rows.setdefault(key, row)
+        return path
+
+    def compact(self, encoder_or_hash: Any) -> Path | None:
+        """Merges this config's shards into one (safe while other processes read or write)."""
+        from safetensors.numpy import save
+
+        config_hash = _config_hash_of(encoder_or_hash)
+        folder = self.root / config_hash
+        names = self._shard_names(folder)
+        if len(names) < 2:
+            return folder / names[0] if names else None
+        rows: dict[str, np.ndarray] = {}
+        merged: list[str] = []
+        dim = None
+        for name in names:
+            got = self._read_shard(folder / name)
+            if got is None:
+                continue
+            keys, emb = got
+            if dim is None:
+                dim = emb.shape[1]
+            if emb.shape[1] != dim:
+                continue
+            merged.append(name)
+            for key, row in zip(keys, emb):
+                rows.setdefault(key, row)
+        if not rows:
+            return None
+        keys = list(rows)
+        raw = np.frombuffer(b"".join(bytes.fromhex(k) for k in keys), dtype=np.uint8).reshape(len(keys), 32)
+        data = save(
+            {"keys": np.ascontiguousarray(raw), "embeddings": np.stack([rows[k] for k in keys]).astype(np.float32)},
+            metadata={"format": FORMAT, "config_hash": config_hash},
+        )
+        path = folder / f"{SHARD_PREFIX}{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SHARD_SUFFIX}"
+        _atomic_write(path, data)
+        for name in merged:  # only after the merged shard is in place
+            with contextlib.suppress(OSError):
+                (folder / name).unlink()
+        self._indexes.pop(config_hash, None)
+        return path
+
+    def clear(self, encoder_or_hash: Any | None = None) -> None:
+        """Deletes one config's embeddings, or the whole cache folder."""
+        target = self.root if encoder_or_hash is None else self.dir_for(encoder_or_hash)
+        shutil.rmtree(target, ignore_errors=True)
+        if encoder_or_hash is None:
+            self._indexes.clear()
+        else:
+            self._indexes.pop(_config_hash_of(encoder_or_hash), None)

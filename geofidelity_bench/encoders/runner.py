@@ -1,0 +1,252 @@
+"""Embedding many images through the cache, on one process or several.
+
+:func:`embed_images` hashes every image's content, serves hits from the
+:class:`~geofidelity_bench.encoders.cache.EmbeddingCache`, runs the model on the misses only and
+writes new embeddings as it goes, so an interrupted or failing run keeps what it computed.
+:func:`embed_distributed` splits the same work across ``accelerate`` processes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from geofidelity_bench.encoders.base import Encoder, as_image_list, default_names
+from geofidelity_bench.encoders.cache import EmbeddingCache
+from geofidelity_bench.images import ImageDecodeError, ImageSource, content_sha256
+
+#: New embeddings are written to the cache at least this often (rows / seconds).
+FLUSH_ROWS = 512
+FLUSH_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class EmbedStats:
+    """How a run got its embeddings: ``from_cache + computed == total`` (per image).
+
+    ``forward_images`` counts the images actually run through the model (identical images
+    within one run are computed once).
+    """
+
+    total: int
+    from_cache: int
+    computed: int
+    forward_images: int
+
+    def __str__(self) -> str:
+        return f"{self.from_cache} from cache, {self.computed} computed"
+
+
+def _hash_images(items: Sequence[ImageSource], labels: Sequence[str]) -> list[str]:
+    keys = []
+    for src, label in zip(items, labels):
+        try:
+            keys.append(content_sha256(src))
+        except FileNotFoundError as err:
+            raise ImageDecodeError(f"image file not found: {label}") from err
+        except (OSError, ValueError, TypeError, SyntaxError) as err:
+            raise ImageDecodeError(f"cannot read image {label}: {err}") from err
+    return keys
+
+
+class _Writer:
+    """Buffers new embeddings and writes them as cache shards."""
+
+    def __init__(self, encoder: Encoder, cache: EmbeddingCache | None) -> None:
+        self.encoder, self.cache = encoder, cache
+        self.keys: list[str] = []
+        self.rows: list[np.ndarray] = []
+        self.last = time.monotonic()
+
+    def add(self, keys: Sequence[str], emb: np.ndarray) -> None:
+        if self.cache is None:
+            return
+        self.keys.extend(keys)
+        self.rows.append(emb)
+        if len(self.keys) >= FLUSH_ROWS or time.monotonic() - self.last >= FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.cache is not None and self.keys:
+            self.cache.put(self.encoder, self.keys, np.concatenate(self.rows, axis=0))
+        self.keys, self.rows, self.last = [], [], time.monotonic()
+
+
+def _embed_with_stats(
+    encoder: Encoder,
+    images: Iterable[ImageSource] | ImageSource,
+    *,
+    names: Sequence[str] | None,
+    cache: EmbeddingCache | None,
+    batch_size: int,
+    progress: bool | None,
+) -> tuple[np.ndarray, EmbedStats]:
+    from tqdm.auto import tqdm
+
+    items = as_image_list(images)
+    labels = [str(n) for n in names] if names is not None else default_names(items)
+    if len(labels) != len(items):
+        raise ValueError(f"got {len(labels)} names for {len(items)} images")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    keys = _hash_images(items, labels)
+
+    found: dict[str, np.ndarray] = dict(cache.get(encoder, set(keys))) if cache is not None else {}
+    from_cache = sum(1 for k in keys if k in found)
+    todo: list[int] = []  # first index of every distinct uncached content
+    seen: set[str] = set(found)
+    for i, k in enumerate(keys):
+        if k not in seen:
+            seen.add(k)
+            todo.append(i)
+
+    if progress is None:
+        progress = len(todo) > 4 * batch_size
+    writer = _Writer(encoder, cache)
+    try:
+        with tqdm(total=len(todo), desc=f"embedding ({encoder.name})", unit="img", disable=not progress or not todo) as bar:
+            for start in range(0, len(todo), batch_size):
+                batch = todo[start : start + batch_size]
+                arrays, error = [], None
+                for i in batch:
+                    try:
+                        arrays.append(encoder.preprocess(items[i], labels[i]))
+                    except ImageDecodeError as err:
+                        error = err
+                        break
+                done = batch[: len(arrays)]
+                if arrays:
+                    emb = encoder.embed_arrays(arrays)
+                    done_keys = [keys[i] for i in done]
+                    for k, row in zip(done_keys, emb):
+                        found[k] = row
+                    writer.add(done_keys, emb)
+                    bar.update(len(done))
+                if error is not None:
+                    raise error
+    finally:
+        writer.flush()  # whatever happened, keep what was computed
+
+    out = np.zeros((len(items), encoder.dim), dtype=np.float32)
+    for i, k in enumerate(keys):
+        out[i] = found[k]
+    stats = EmbedStats(total=len(items), from_cache=from_cache, computed=len(items) - from_cache, forward_images=len(todo))
+    return out, stats
+
+
+def embed_images(
+    encoder: Encoder,
+    images: Iterable[ImageSource] | ImageSource,
+    *,
+    names: Sequence[str] | None = None,
+    cache: EmbeddingCache | None = None,
+    batch_size: int = 32,
+    progress: bool | None = True,
+) -> np.ndarray:
+    """Embeds images, serving repeats from ``cache`` and computing only the misses.
+
+    Args:
+        encoder: any :class:`~geofidelity_bench.encoders.Encoder`.
+        images: PIL images, paths, encoded bytes or uint8 arrays.
+        names: how to call each image in errors (default: the path, or ``image[i]``).
+        cache: an :class:`EmbeddingCache`, or None to compute everything and store nothing.
+        batch_size: images per forward call.
+        progress: tqdm bar over the images computed (``None``: only for more than 4 batches).
+
+    Returns:
+        float32 (n, encoder.dim), raw embeddings in input order.
+
+    Raises:
+        ImageDecodeError: an image cannot be read or decoded (named in the message); the
+            embeddings computed before it are already in the cache.
+    """
+    return _embed_with_stats(encoder, images, names=names, cache=cache, batch_size=batch_size, progress=progress)[0]
+
+
+def embed_named_images(
+    encoder: Encoder,
+    items: Sequence[tuple[str, ImageSource]],
+    cache: EmbeddingCache | None = None,
+    batch_size: int = 32,
+    progress: bool | None = True,
+) -> tuple[list[str], np.ndarray, EmbedStats]:
+    """What the CLI calls: ``(name, image)`` pairs -> (names, (n, dim) embeddings, stats).
+
+    ``str(stats)`` reads "N from cache, M computed".
+    """
+    names = [str(name) for name, _ in items]
+    arr, stats = _embed_with_stats(
+        encoder, [src for _, src in items], names=names, cache=cache, batch_size=batch_size, progress=progress
+    )
+    return names, arr, stats
+
+
+def embed_distributed(
+    encoder: Encoder,
+    images: Sequence[ImageSource],
+    *,
+    names: Sequence[str] | None = None,
+    cache: EmbeddingCache | None = None,
+    batch_size: int = 32,
+) -> np.ndarray:
+    """:func:`embed_images` split across the processes of an ``accelerate`` launch.
+
+    Every process gets a contiguous slice (``PartialState.split_between_processes`` with
+    padding), embeds it (through the cache, if given; concurrent writers are safe), and the
+    slices are gathered in order: every process returns the full (n, dim) array. On one
+    process this is exactly :func:`embed_images`. If any process fails on an image, every
+    process raises (so none is left waiting in the gather).
+    """
+    try:
+        import torch
+        from accelerate import PartialState
+        from accelerate.utils import gather_object
+    except ImportError as err:  # accelerate is an optional extra
+        raise ImportError("embed_distributed needs accelerate: pip install 'geofidelity-bench[gen]'") from err
+
+    items = as_image_list(images)
+    labels = [str(n) for n in names] if names is not None else default_names(items)
+    if len(labels) != len(items):
+        raise ValueError(f"got {len(labels)} names for {len(items)} images")
+    state = PartialState() if PartialState._shared_state else PartialState(cpu=not torch.cuda.is_available())
+    if state.num_processes == 1 or not items:
+        return embed_images(encoder, items, names=labels, cache=cache, batch_size=batch_size)
+    if state.device is not None and state.device.type == "cuda" and encoder.device != str(state.device):
+        encoder.to(state.device)
+
+    with state.split_between_processes(list(range(len(items))), apply_padding=True) as mine:
+        mine = list(mine)
+    error: tuple[str, str] | None = None
+    local = np.zeros((0, encoder.dim), dtype=np.float32)
+    try:
+        local = embed_images(
+            encoder,
+            [items[i] for i in mine],
+            names=[labels[i] for i in mine],
+            cache=cache,
+            batch_size=batch_size,
+            progress=state.is_main_process,
+        )
+    except Exception as err:  # noqa: BLE001 - re-raised on every process below
+        error = (type(err).__name__, f"process {state.process_index}: {err}")
+    parts = gather_object([(state.process_index, mine, local, error)])
+
+    failures = [p[3] for p in parts if p[3] is not None]
+    if failures:
+        kind, message = failures[0]
+        raise (ImageDecodeError if kind == "ImageDecodeError" else RuntimeError)(message)
+    out = np.zeros((len(items), encoder.dim), dtype=np.float32)
+    filled = np.zeros(len(items), dtype=bool)
+    for _, idx, emb, _ in sorted(parts, key=lambda p: p[0]):
+        for i, row in zip(idx, emb):
+            if not filled[i]:  # padding repeats the last image; keep its first copy
+                out[i], filled[i] = row, True
+    if not filled.all():
+        raise RuntimeError(f"embed_distributed gathered {int(filled.sum())} of {len(items)} embeddings")
+    return out
+
+
+__all__ = ["EmbedStats", "embed_distributed", "embed_images", "embed_named_images"]

@@ -1,0 +1,127 @@
+"""embed_distributed: one process equals embed_images; a real two-process ``accelerate launch``
+(CPU, gloo) equals the one-process result and every rank gets the full array."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+import pytest
+
+pytest.importorskip("accelerate")
+
+from geofidelity_bench.encoders import EmbeddingCache, embed_distributed, embed_images, get_encoder  # noqa: E402
+from geofidelity_bench.images import content_sha256  # noqa: E402
+
+HERE = Path(__file__).parent
+REPO = HERE.parent
+PHOTOS = sorted((HERE / "data" / "photos").glob("lund_*.jpg"))
+
+
+def _free_port() -> int:
+    """A port nobody listens on now (other test runs may hold accelerate's default 29500)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def tiny_dinov2_dir(tmp_path_factory) -> Path:
+    import torch
+    from transformers import Dinov2Config, Dinov2Model
+
+    torch.manual_seed(0)
+    model = Dinov2Model(
+        Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=224, patch_size=14)
+    ).eval()
+    path = tmp_path_factory.mktemp("tiny-dinov2-dist")
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory) -> list[Path]:
+    """Five images (odd, so the split across two processes needs padding)."""
+    from PIL import Image
+
+    extra = tmp_path_factory.mktemp("extra") / "flipped.png"
+    Image.open(PHOTOS[0]).convert("RGB").transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(extra)
+    return [*PHOTOS[:4], extra]
+
+
+@pytest.fixture
+def fresh_partial_state():
+    """Leaves accelerate's process-wide state as this test found it."""
+    from accelerate import PartialState
+
+    was_initialized = bool(PartialState._shared_state)
+    yield
+    if not was_initialized:
+        PartialState._reset_state()
+
+
+def test_one_process_equals_embed_images(tiny_dinov2_dir, images, tmp_path, monkeypatch, fresh_partial_state):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    enc = get_encoder("dinov2-base", weights=tiny_dinov2_dir, device="cpu")
+    expected = embed_images(enc, images, progress=False)
+    got = embed_distributed(enc, images, cache=EmbeddingCache(tmp_path), batch_size=2)
+    np.testing.assert_array_equal(got, expected)
+    assert embed_distributed(enc, [], batch_size=2).shape == (0, enc.dim)
+
+
+@pytest.mark.timeout(300)
+def test_two_processes_equal_one(tiny_dinov2_dir, images, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    enc = get_encoder("dinov2-base", weights=tiny_dinov2_dir, device="cpu")
+    expected = embed_images(enc, images, progress=False)
+
+    out, cache_dir = tmp_path / "out", tmp_path / "cache"
+    out.mkdir()
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        HF_HOME=str(tmp_path / "hf-home"),  # no user accelerate config leaks in
+        OMP_NUM_THREADS="1",
+        CUDA_VISIBLE_DEVICES="",  # two CPU (gloo) processes, even on a one-GPU machine
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
+    # --multi_gpu with 2 processes: on a CPU-only machine this starts two gloo processes;
+    # "--cpu --num_processes 2" would start only one.
+    cmd = [
+        sys.executable, "-m", "accelerate.commands.launch",
+        "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no",
+        "--main_process_port", str(_free_port()),
+        str(HERE / "scripts" / "embed_2proc.py"),
+        "--weights", str(tiny_dinov2_dir), "--cache", str(cache_dir), "--out", str(out), "--batch-size", "2",
+        *map(str, images),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    markers = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [m["process_index"] for m in markers] == [0, 1]
+    assert all(m["num_processes"] == 2 for m in markers)
+    assert markers[0]["pid"] != markers[1]["pid"]
+    assert all(m["config_hash"] == enc.config_hash for m in markers)
+    for r in range(2):
+        got = np.load(out / f"emb_rank{r}.npy")
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+
+    # both ranks wrote their share to the shared cache, and it now serves everything
+    shard_pids = {int(p.name.split("-")[2]) for p in (cache_dir / enc.config_hash).glob("shard-*.safetensors")}
+    assert shard_pids == {m["pid"] for m in markers}
+    cached = EmbeddingCache(cache_dir).get(enc, [content_sha256(p) for p in images])
+    assert len(cached) == len(images)
