@@ -33,10 +33,12 @@ from geofidelity_bench.metrics import (
     mmd2_with_reason,
     retrieval,
 )
-from geofidelity_bench.metrics import composition, panel, set_fidelity
+from geofidelity_bench.metrics import composition, panel, reference
 
-# The package re-exports the function `retrieval`, which shadows the submodule attribute.
+# The package re-exports the functions `retrieval` and `set_fidelity`, which shadow the
+# submodule attributes.
 retrieval_module = importlib.import_module("geofidelity_bench.metrics.retrieval")
+set_fidelity = importlib.import_module("geofidelity_bench.metrics.set_fidelity")
 
 # --------------------------------------------------------------------------- references
 
@@ -503,6 +505,197 @@ def test_gaas_tolerates_rounding_outside_unit_interval():
     assert gaas(shares, clipped) == pytest.approx(0.0, abs=1e-7)
 
 
+# --------------------------------------------------------------------------- prepared references
+
+
+def _plain_and_prepared(ref):
+    return [("array", ref), ("prepared", metrics.prepare_reference(ref))]
+
+
+@pytest.mark.parametrize(
+    "n, m, offset, dtype",
+    [(4, 25, 0.0, np.float64), (4, 100, 5.0, np.float32), (2, 2, 0.0, np.float64), (7, 3, 40.0, np.float32)],
+)
+def test_prepared_reference_gives_the_same_results(rng, n, m, offset, dtype):
+    gen = embeddings(rng, n, d=64, offset=offset, dtype=dtype) + np.asarray(0.6, dtype)
+    ref = embeddings(rng, m, d=64, offset=offset, dtype=dtype)
+    prepared = metrics.prepare_reference(ref)
+    assert mmd2(gen, ref) > 0.0
+    for f in (cos_sim, mmd2, dcsf, diversity_gap, median_heuristic_gamma):
+        assert f(gen, prepared) == pytest.approx(f(gen, ref), rel=1e-12, abs=1e-12), f.__name__
+    assert mmd2(gen, prepared, gamma=0.003) == pytest.approx(mmd2(gen, ref, gamma=0.003), abs=1e-12)
+    assert mmd2_with_reason(gen, prepared)[1] is None
+    # and both agree with the naive references (in float64)
+    gen64, ref64 = gen.astype(np.float64), ref.astype(np.float64)
+    assert mmd2(gen, prepared) == pytest.approx(ref_mmd2(gen64, ref64), abs=1e-10)
+    assert median_heuristic_gamma(gen, prepared) == pytest.approx(ref_gamma(gen64, ref64), rel=1e-9)
+    assert cos_sim(gen, prepared) == pytest.approx(ref_cos_sim(gen64, ref64), abs=1e-12)
+
+
+def test_prepared_reference_contents(rng):
+    ref = embeddings(rng, 9, d=16, offset=2.0)
+    ref[4] = ref[1]  # a duplicate pair: exactly 0, not counted as positive
+    p = metrics.prepare_reference(ref)
+    assert isinstance(p, metrics.PreparedReference) and p.n_rows == 9 and p.dim == 16
+    i, j = np.triu_indices(9, k=1)
+    naive = np.array([ref_sq_dist(ref[a], ref[b]) for a, b in zip(i, j)])
+    np.testing.assert_allclose(p.pair_sq_dists, naive, rtol=1e-12)
+    assert p.pair_sq_dists[(i == 1) & (j == 4)].tolist() == [0.0]
+    np.testing.assert_array_equal(p.sorted_positive_pair_sq_dists, np.sort(p.pair_sq_dists[p.pair_sq_dists > 0]))
+    assert p.sorted_positive_pair_sq_dists.size == naive.size - 1
+    np.testing.assert_allclose(p.mean, ref.mean(axis=0), rtol=1e-15)
+    np.testing.assert_allclose(p.centered, ref - ref.mean(axis=0), rtol=1e-15)
+    np.testing.assert_allclose(p.sq_norms, ((ref - ref.mean(axis=0)) ** 2).sum(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(p.unit_rows, ref / np.linalg.norm(ref, axis=1, keepdims=True), rtol=1e-14)
+    np.testing.assert_allclose(p.panel_vector, ref.mean(0) / np.linalg.norm(ref.mean(0)), rtol=1e-14)
+    assert p.mean_norm == pytest.approx(np.linalg.norm(ref.mean(0)), rel=1e-15)
+    assert p.diversity == pytest.approx(ref_diversity(ref), abs=1e-12)
+    assert p.diversity == diversity(ref)
+    assert metrics.prepare_reference(p) is p
+    assert "m=9" in repr(p) and "d=16" in repr(p)
+
+
+def test_prepared_reference_is_read_only_and_leaves_the_input_alone(rng):
+    ref = embeddings(rng, 5, d=8)
+    before = ref.copy()
+    p = metrics.prepare_reference(ref)
+    assert ref.flags.writeable
+    ref[0, 0] = 99.0  # the prepared copy does not change with the caller's array
+    assert p.rows[0, 0] == before[0, 0]
+    for name in ("rows", "mean", "panel_vector", "unit_rows", "centered", "sq_norms", "pair_sq_dists",
+                 "sorted_positive_pair_sq_dists"):
+        with pytest.raises(ValueError):
+            getattr(p, name)[...] = 0.0
+    with pytest.raises(AttributeError):
+        p.diversity = 0.0  # frozen
+
+
+def test_prepared_single_row_reference(rng):
+    ref = embeddings(rng, 1, d=8)
+    gen = embeddings(rng, 3, d=8)
+    p = metrics.prepare_reference(ref)
+    assert p.pair_sq_dists.size == 0 and math.isnan(p.diversity)
+    assert cos_sim(gen, p) == cos_sim(gen, ref)
+    assert median_heuristic_gamma(gen, p) == pytest.approx(median_heuristic_gamma(gen, ref), rel=1e-12)
+    value, reason = mmd2_with_reason(gen, p)
+    assert math.isnan(value) and reason == mmd2_with_reason(gen, ref)[1] == (
+        "ref has 1 row; MMD^2 needs at least 2 rows in each set"
+    )
+    with pytest.raises(ValueError, match="ref has 1 row; DCSF needs at least 2"):
+        dcsf(gen, p)
+    with pytest.raises(ValueError, match="ref has 1 row; the diversity gap needs at least 2"):
+        diversity_gap(gen, p)
+
+
+def test_median_uses_all_pooled_pairs_including_gallery_pairs():
+    # gen {0, 1}, ref {10, 20, 30}: gen-gen 1; gen-ref 100, 400, 900, 81, 361, 841;
+    # ref-ref 100, 400, 100 -> sorted 1, 81, 100, 100, 100 | 361, 400, 400, 841, 900
+    # -> median (100 + 361) / 2 = 230.5 (without the gallery's own pairs it would be 361).
+    gen, ref = [[0.0], [1.0]], [[10.0], [20.0], [30.0]]
+    for _, r in _plain_and_prepared(ref):
+        assert median_heuristic_gamma(gen, r) == 1 / 230.5
+        assert mmd2(gen, r) == pytest.approx(ref_mmd2(gen, ref), abs=1e-14)
+    gen, ref = [[0.0], [1.0]], [[10.0], [10.0], [10.0]]  # ref-ref all 0: excluded
+    # positive: gen-gen 1, gen-ref 100 x3, 81 x3 -> 1, 81, 81, 81, 100, 100, 100 -> 81
+    for _, r in _plain_and_prepared(ref):
+        assert median_heuristic_gamma(gen, r) == 1 / 81
+
+
+def test_median_of_union_matches_numpy(rng):
+    median_of_union = set_fidelity._median_of_union
+    for _ in range(300):
+        a = np.sort(rng.integers(1, 12, size=rng.integers(0, 15)).astype(float))
+        b = np.sort(rng.integers(1, 12, size=rng.integers(0, 15)).astype(float))
+        if a.size + b.size == 0:
+            assert math.isnan(median_of_union(a, b))
+            continue
+        assert median_of_union(a, b) == np.median(np.concatenate([a, b]))
+    a = np.sort(rng.random(2001))
+    b = np.sort(rng.random(250))
+    assert median_of_union(a, b) == np.median(np.concatenate([a, b]))
+
+
+def test_prepared_duplicate_rows_noise_is_ignored(rng):
+    ref = embeddings(rng, 8, d=768, offset=50.0, dtype=np.float32)
+    gen = ref[[0, 0, 1, 1]]
+    p = metrics.prepare_reference(ref)
+    assert median_heuristic_gamma(gen, p) == pytest.approx(ref_gamma(gen, ref), rel=1e-9)
+    assert mmd2(gen, p) == pytest.approx(ref_mmd2(gen, ref), abs=1e-10)
+    assert mmd2(ref, p) == 0.0 and dcsf(ref, p) == 0.0
+
+
+def test_set_fidelity_equals_the_separate_metrics(rng):
+    gen, ref = embeddings(rng, 4, offset=1.0), embeddings(rng, 30, offset=1.1)
+    for _, r in _plain_and_prepared(ref):
+        fid = metrics.set_fidelity(gen, r)
+        assert isinstance(fid, metrics.SetFidelity)
+        assert fid.mmd2_reason is None
+        assert fid.mmd2 == mmd2(gen, ref)
+        assert fid.div_gen == diversity(gen) and fid.div_ref == diversity(ref)
+        assert fid.diversity_gap == diversity_gap(gen, ref) == fid.div_ref - fid.div_gen
+        assert fid.dcsf == dcsf(gen, ref) == fid.mmd2 + 0.5 * max(0.0, fid.diversity_gap)
+        assert fid.mmd2 == pytest.approx(ref_mmd2(gen, ref), abs=1e-10)
+    with pytest.raises(AttributeError):
+        fid.mmd2 = 0.0
+
+
+def test_set_fidelity_short_sets_are_nan_with_reason(rng):
+    gen, ref = embeddings(rng, 1), embeddings(rng, 5)
+    fid = metrics.set_fidelity(gen, ref)
+    assert fid.mmd2_reason == mmd2_with_reason(gen, ref)[1]
+    assert math.isnan(fid.mmd2) and math.isnan(fid.dcsf) and math.isnan(fid.div_gen)
+    assert math.isnan(fid.diversity_gap) and fid.div_ref == diversity(ref)
+    fid = metrics.set_fidelity(ref, gen)  # the 1-row set as the reference
+    assert fid.mmd2_reason.startswith("ref has 1 row") and math.isnan(fid.div_ref)
+    assert fid.div_gen == diversity(ref) and math.isnan(fid.diversity_gap) and math.isnan(fid.dcsf)
+
+
+def test_set_fidelity_identical_and_degenerate_sets():
+    x = [[1.0, 2.0], [3.0, 5.0], [0.5, 1.0]]
+    fid = metrics.set_fidelity(x, metrics.prepare_reference(x))
+    assert fid.mmd2 == 0.0 and fid.dcsf == 0.0
+    same = [[1.0, 2.0]] * 3
+    assert metrics.set_fidelity(same, same[:2]).mmd2 == 0.0  # every pooled point identical
+
+
+def test_retrieval_with_prepared_candidates(rng):
+    candidates = full_candidates(rng, offset=0.1)
+    gen = embeddings(rng, 12, d=32, offset=0.1) + 0.4 * candidates["target"].mean(axis=0)
+    plain = retrieval(gen, candidates)
+    prepared = {name: metrics.prepare_reference(c) for name, c in candidates.items()}
+    mixed = {name: (prepared[name] if i % 2 else c) for i, (name, c) in enumerate(candidates.items())}
+    for cands in (prepared, mixed):
+        result = retrieval(gen, cands)
+        assert result.ranks.tolist() == plain.ranks.tolist()
+        assert result.best_candidate == plain.best_candidate
+        np.testing.assert_allclose(result.per_image_sims, plain.per_image_sims, rtol=0, atol=1e-14)
+        assert result.as_row() == pytest.approx(plain.as_row(), abs=1e-14)
+    # one prepared gallery under two roles is two exactly tied candidates
+    p = prepared["target"]
+    twice = retrieval(gen, {"target": p, "same_city": p})
+    assert twice.ranks.tolist() == [1] * len(gen) and twice.accuracy == 0.0
+
+
+def test_prepared_reference_errors():
+    with pytest.raises(ValueError, match="ref contains NaN"):
+        metrics.prepare_reference([[np.nan, 1.0]])
+    with pytest.raises(ValueError, match=r"candidates\['same_city'\] is empty"):
+        metrics.prepare_reference(np.ones((0, 2)), name="candidates['same_city']")
+    p = metrics.prepare_reference(X2)
+    with pytest.raises(ValueError, match=r"gen and ref have different embedding dimensions \(3 vs 2\)"):
+        mmd2([[1.0, 2.0, 3.0], [1.0, 0.0, 0.0]], p)
+    with pytest.raises(ValueError, match="gen and ref have different"):
+        cos_sim([[1.0]], p)
+    with pytest.raises(ValueError, match="gen and ref have different"):
+        diversity_gap([[1.0], [2.0]], p)
+    with pytest.raises(ValueError, match=r"gen and candidates\['target'\] have different"):
+        retrieval([[1.0, 2.0, 3.0]], {"target": p})
+    with pytest.raises(ValueError, match="gen has 1 row; DCSF needs at least 2"):
+        dcsf([[1.0, 2.0]], p)
+    with pytest.raises(ValueError, match="gamma must be a positive finite number"):
+        mmd2(X2, p, gamma=-1.0)
+
+
 # --------------------------------------------------------------------------- errors
 
 X2 = [[1.0, 2.0], [3.0, 4.0]]
@@ -568,7 +761,7 @@ def test_retrieval_rejects_non_mapping():
 # --------------------------------------------------------------------------- packaging
 
 
-@pytest.mark.parametrize("module", [panel, set_fidelity, composition, retrieval_module])
+@pytest.mark.parametrize("module", [panel, set_fidelity, composition, retrieval_module, reference])
 def test_docstring_examples_run(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
@@ -578,6 +771,7 @@ def test_public_api_and_no_heavy_imports():
     assert set(metrics.__all__) >= {
         "cos_sim", "diversity", "mmd2", "mmd2_with_reason", "dcsf", "diversity_gap", "gaas",
         "retrieval", "RetrievalResult", "CANDIDATE_NAMES", "SEMANTIC_GROUPS", "GAAS_GROUPS",
+        "PreparedReference", "prepare_reference", "SetFidelity", "set_fidelity",
     }
     code = (
         "import sys, geofidelity_bench.metrics\n"

@@ -7,6 +7,12 @@ shares for GAAS); every function validates them and raises ``ValueError`` with a
 naming the argument. Only :func:`mmd2` returns NaN (a set with fewer than 2 rows);
 :func:`mmd2_with_reason` also says why.
 
+For many comparisons against the same galleries: :func:`set_fidelity` computes MMD^2, both
+diversities, the gap and DCSF in one pass, and :func:`prepare_reference` turns a gallery into
+a :class:`PreparedReference` that every ``ref`` argument (and every retrieval candidate)
+accepts in place of the array, with the same results, so the gallery's own work (validation,
+mean, panel vector, Div, its pairwise distances) is done once.
+
 This package imports nothing heavier than numpy, so the evaluate module and the demo app can
 use it without torch.
 """
@@ -15,14 +21,25 @@ from __future__ import annotations
 
 from .composition import GAAS_GROUPS, SEMANTIC_GROUPS, gaas
 from .panel import cos_sim, diversity
+from .reference import PreparedReference, prepare_reference
 from .retrieval import CANDIDATE_NAMES, RetrievalResult, retrieval
-from .set_fidelity import dcsf, diversity_gap, median_heuristic_gamma, mmd2, mmd2_with_reason
+from .set_fidelity import (
+    SetFidelity,
+    dcsf,
+    diversity_gap,
+    median_heuristic_gamma,
+    mmd2,
+    mmd2_with_reason,
+    set_fidelity,
+)
 
 __all__ = [
     "CANDIDATE_NAMES",
     "GAAS_GROUPS",
     "SEMANTIC_GROUPS",
+    "PreparedReference",
     "RetrievalResult",
+    "SetFidelity",
     "cos_sim",
     "dcsf",
     "diversity",
@@ -31,5 +48,7 @@ __all__ = [
     "median_heuristic_gamma",
     "mmd2",
     "mmd2_with_reason",
+    "prepare_reference",
     "retrieval",
+    "set_fidelity",
 ]

@@ -9,12 +9,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._validation import as_matrix, check_same_dim, require_rows, unit_rows
+from .reference import PreparedReference, diversity_of_unit_rows
 
 #: Added to the CosSim denominator, exactly as SPEC section 5 states.
 COS_EPS = 1e-8
 
 
-def cos_sim(gen: ArrayLike, ref: ArrayLike) -> float:
+def cos_sim(gen: ArrayLike, ref: ArrayLike | PreparedReference) -> float:
     r"""Cosine similarity between the mean generated and the mean reference embedding.
 
     .. math::
@@ -26,7 +27,8 @@ def cos_sim(gen: ArrayLike, ref: ArrayLike) -> float:
 
     Args:
         gen: generated-panel embeddings, shape (n, d), n >= 1.
-        ref: reference-gallery embeddings, shape (m, d), m >= 1.
+        ref: reference-gallery embeddings, shape (m, d), m >= 1, or a
+            :class:`~geofidelity_bench.metrics.reference.PreparedReference` of them.
 
     Returns:
         The cosine as a Python float.
@@ -41,11 +43,15 @@ def cos_sim(gen: ArrayLike, ref: ArrayLike) -> float:
         0.1644
     """
     g = as_matrix(gen, "gen")
-    r = as_matrix(ref, "ref")
+    if isinstance(ref, PreparedReference):
+        r, mr, norm_r = ref.rows, ref.mean, ref.mean_norm
+    else:
+        r = as_matrix(ref, "ref")
+        mr = r.mean(axis=0)
+        norm_r = float(np.linalg.norm(mr))
     check_same_dim(g, "gen", r, "ref")
     mg = g.mean(axis=0)
-    mr = r.mean(axis=0)
-    denom = float(np.linalg.norm(mg)) * float(np.linalg.norm(mr)) + COS_EPS
+    denom = float(np.linalg.norm(mg)) * norm_r + COS_EPS
     return float(np.dot(mg, mr) / denom)
 
 
@@ -83,9 +89,4 @@ def diversity(x: ArrayLike) -> float:
 
 def diversity_unchecked(x: np.ndarray) -> float:
     """:func:`diversity` on an already validated float64 array with at least 2 rows."""
-    n = x.shape[0]
-    u = unit_rows(x)
-    total = u.sum(axis=0)
-    off_diagonal = float(np.dot(total, total)) - float(np.einsum("ij,ij->", u, u))
-    mean_cos = off_diagonal / (n * (n - 1))
-    return float(min(2.0, max(0.0, 1.0 - mean_cos)))
+    return diversity_of_unit_rows(unit_rows(x))

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._validation import as_matrix, check_same_dim, unit_rows
+from .reference import PreparedReference, panel_vector
 
 #: Every candidate role, in the column order of ``RetrievalResult.per_image_sims``.
 CANDIDATE_NAMES = ("target", "same_neighborhood", "same_city", "same_driving_side", "random_city")
@@ -68,9 +69,10 @@ class RetrievalResult:
         return row
 
 
-def _checked_candidates(
-    candidates: Mapping[str, ArrayLike], gen: np.ndarray
+def _candidate_vectors(
+    candidates: Mapping[str, ArrayLike | PreparedReference], gen: np.ndarray
 ) -> dict[str, np.ndarray]:
+    """Validated candidates -> their panel vectors, in :data:`CANDIDATE_NAMES` order."""
     if not isinstance(candidates, Mapping):
         raise TypeError(
             "candidates must be a mapping from candidate name to gallery embeddings; got "
@@ -84,17 +86,24 @@ def _checked_candidates(
             )
     if "target" not in candidates:
         raise ValueError("candidates must include 'target' (the target block's gallery)")
-    checked = {}
+    vectors = {}
     for name in CANDIDATE_NAMES:
         if name in candidates:
             label = f"candidates[{name!r}]"
-            arr = as_matrix(candidates[name], label)
-            check_same_dim(gen, "gen", arr, label)
-            checked[name] = arr
-    return checked
+            value = candidates[name]
+            if isinstance(value, PreparedReference):
+                check_same_dim(gen, "gen", value.rows, label)
+                vectors[name] = value.panel_vector
+            else:
+                arr = as_matrix(value, label)
+                check_same_dim(gen, "gen", arr, label)
+                vectors[name] = panel_vector(arr)
+    return vectors
 
 
-def retrieval(gen: ArrayLike, candidates: Mapping[str, ArrayLike]) -> RetrievalResult:
+def retrieval(
+    gen: ArrayLike, candidates: Mapping[str, ArrayLike | PreparedReference]
+) -> RetrievalResult:
     r"""Rank the target block among the candidate blocks for every generated image.
 
     Each candidate panel c becomes :math:`p_c = \bar e_c / \lVert \bar e_c \rVert` (mean of
@@ -114,9 +123,10 @@ def retrieval(gen: ArrayLike, candidates: Mapping[str, ArrayLike]) -> RetrievalR
 
     Args:
         gen: generated embeddings, shape (n, d), n >= 1.
-        candidates: candidate name -> that block's RAW gallery embeddings (m_c, d). Names
-            come from :data:`CANDIDATE_NAMES`; ``"target"`` is required, missing negatives
-            are simply left out.
+        candidates: candidate name -> that block's RAW gallery embeddings (m_c, d), or a
+            :class:`~geofidelity_bench.metrics.reference.PreparedReference` of them (its
+            panel vector is reused; same result). Names come from :data:`CANDIDATE_NAMES`;
+            ``"target"`` is required, missing negatives are simply left out.
 
     Returns:
         A :class:`RetrievalResult`.
@@ -138,10 +148,9 @@ def retrieval(gen: ArrayLike, candidates: Mapping[str, ArrayLike]) -> RetrievalR
         (True, True)
     """
     g = as_matrix(gen, "gen")
-    panels = _checked_candidates(candidates, g)
+    panels = _candidate_vectors(candidates, g)
     present = list(panels)  # CANDIDATE_NAMES order, target first
-    means = np.stack([panels[name].mean(axis=0) for name in present])
-    sims = unit_rows(g) @ unit_rows(means).T  # (n, k)
+    sims = unit_rows(g) @ np.array(list(panels.values())).T  # (n, k)
 
     target = sims[:, 0]
     negatives = sims[:, 1:]
@@ -150,25 +159,25 @@ def retrieval(gen: ArrayLike, candidates: Mapping[str, ArrayLike]) -> RetrievalR
 
     if negatives.shape[1]:
         top_negative = np.argmax(negatives, axis=1)  # first in CANDIDATE_NAMES order on ties
-        best = [present[1 + j] if r else "target" for j, r in zip(top_negative, ranks)]
+        best = [
+            present[1 + j] if r else "target"
+            for j, r in zip(top_negative.tolist(), ranks.tolist())
+        ]
     else:
         best = ["target"] * g.shape[0]
 
     per_image = np.full((g.shape[0], len(CANDIDATE_NAMES)), np.nan)
-    for col, name in enumerate(present):
-        per_image[:, CANDIDATE_NAMES.index(name)] = sims[:, col]
-    mean_sims = {
-        name: float(per_image[:, j].mean()) if name in panels else math.nan
-        for j, name in enumerate(CANDIDATE_NAMES)
-    }
+    per_image[:, [CANDIDATE_NAMES.index(name) for name in present]] = sims
+    # Column means (NaN exactly for the absent candidates).
+    mean_sims = dict(zip(CANDIDATE_NAMES, (per_image.sum(axis=0) / g.shape[0]).tolist()))
 
     local = [mean_sims[name] for name in LOCAL_NEGATIVES if name in panels]
     strongest = [mean_sims[name] for name in present[1:]]
     ranks.setflags(write=False)
     per_image.setflags(write=False)
     return RetrievalResult(
-        accuracy=float(np.mean(ranks == 0)),
-        mrr=float(np.mean(1.0 / (ranks + 1.0))),
+        accuracy=int(np.count_nonzero(ranks == 0)) / ranks.size,
+        mrr=float((1.0 / (ranks + 1.0)).sum() / ranks.size),
         ranks=ranks,
         sims=mean_sims,
         per_image_sims=per_image,
