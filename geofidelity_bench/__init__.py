@@ -22,6 +22,7 @@ _LAZY = {
     "demo_path": "geofidelity_bench.benchmark",
     "build_prompt": "geofidelity_bench.prompts",
     "get_encoder": "geofidelity_bench.encoders",
+    "metric_path": "geofidelity_bench.metric_module",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -12,11 +12,13 @@ import json
 import sys
 from typing import Callable, Sequence
 
-BENCHMARK_HELP = "benchmark: 'demo' (the embedded demo), a canonical benchmark folder, or a Hub dataset id (user/name)"
-
-
-class CLIError(Exception):
-    """A user-facing error: printed without a traceback, exit status 2."""
+from .cli_common import BENCHMARK_HELP, CLIError
+from .embed_commands import register as _embed_register
+from .evaluation_commands import register as _evaluation_register
+from .generation.cli import register as _generation_register
+from .mfp_commands import register as _mfp_register
+from .report_commands import register as _report_register
+from .segmentation_commands import register as _segmentation_register
 
 
 def _add_benchmark_arg(parser: argparse.ArgumentParser) -> None:
@@ -139,6 +141,12 @@ def _add_prompts(sub) -> None:
 REGISTRARS: list[Callable] = [
     _add_info,
     _add_prompts,
+    _embed_register,
+    _evaluation_register,
+    _generation_register,
+    _mfp_register,
+    _report_register,
+    _segmentation_register,
 ]
 
 
@@ -160,13 +168,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from .benchmark import BenchmarkError
     from .images import ImageDecodeError
+    from .encoders import EncoderUnavailableError
     from .prompts import PromptError
 
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = argv
     try:
         return int(args.func(args) or 0)
-    except (CLIError, BenchmarkError, ImageDecodeError, PromptError) as err:
+    except (CLIError, BenchmarkError, ImageDecodeError, PromptError, EncoderUnavailableError) as err:
         print(f"geofidelity-bench {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -2,8 +2,75 @@
 
 from __future__ import annotations
 
+import argparse
+
 BENCHMARK_HELP = "benchmark: 'demo' (the embedded demo), a canonical benchmark folder, or a Hub dataset id (user/name)"
 
 
 class CLIError(Exception):
     """A user-facing error: printed without a traceback, exit status 2."""
+
+
+def add_encoder_args(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--encoder", default=default, help=f"encoder name (default: {default}); see `geofidelity-bench embed --list`")
+    p.add_argument("--encoder-weights", default=None, help="local weights folder (or Hub id) for the encoder")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--batch-size", type=int, default=32, help="images per encoder batch (default: 32)")
+    p.add_argument("--cache-dir", default=None, help="embedding cache folder (default: $GEOFIDELITY_CACHE or under HF_HOME)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def encoder_and_cache(args):
+    """The Encoder and EmbeddingCache (None with --no-cache) that the parsed arguments ask for."""
+    from .encoders import EmbeddingCache, get_encoder
+
+    encoder = get_encoder(args.encoder, weights=args.encoder_weights, device=args.device)
+    cache = None if args.no_cache else EmbeddingCache(args.cache_dir)
+    return encoder, cache
+
+
+def add_segmenter_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--segmenter", default="mask2former-vistas",
+                   help="semantic segmenter for GAAS (default: mask2former-vistas; also segformer-cityscapes)")
+    p.add_argument("--segmenter-weights", default=None, help="local weights folder (or Hub id) for the segmenter")
+    p.add_argument("--no-gaas", action="store_true", help="do not segment images; GAAS is reported as n/a")
+
+
+def segmenter_or_reason(args, *, local_only: bool = False):
+    """(Segmenter, None), or (None, why GAAS is not computed) when disabled or unavailable.
+
+    A segmenter that cannot be loaded (offline without weights, wrong label set) does not stop
+    the run: GAAS is then n/a and the reason is printed and recorded. With ``local_only`` (the
+    offline demo) the Hub is not even tried: default weights are used only when they are
+    already in the local Hugging Face cache.
+    """
+    import sys
+
+    if args.no_gaas:
+        return None, "GAAS disabled with --no-gaas"
+    from .segmentation import LabelMismatchError, SegmenterUnavailableError, default_weights_id, get_segmenter
+
+    if local_only and args.segmenter_weights is None:
+        from huggingface_hub import try_to_load_from_cache
+
+        repo = default_weights_id(args.segmenter)
+        if not isinstance(try_to_load_from_cache(repo, "config.json"), str):
+            return None, (
+                f"GAAS needs the segmenter weights {repo}, which are not in the local Hugging Face cache and the "
+                "demo runs offline; pass a local copy with --segmenter-weights PATH"
+            )
+
+    try:
+        return get_segmenter(args.segmenter, weights=args.segmenter_weights, device=args.device), None
+    except (SegmenterUnavailableError, LabelMismatchError) as err:
+        print(f"GAAS will be n/a: {err}", file=sys.stderr)
+        return None, str(err)
+
+
+def gaas_info(segmenter, reason, results) -> dict:
+    """What run.json records about GAAS."""
+    if segmenter is None:
+        return {"segmenter": None, "reason": reason}
+    return {"segmenter": segmenter.name, "config": segmenter.config, "config_hash": segmenter.config_hash,
+            "segment_stats": results.attrs.get("segment_stats")}

@@ -63,3 +63,44 @@ def tiny_benchmark():
     ]
     refs = make_refs("a1", 6, 1) + make_refs("a2", 5, 2) + make_refs("b1", 3, 3)
     return Benchmark(blocks, refs, name="tiny")
+
+
+# -- a tiny random Mask2Former with the Mapillary Vistas labels, saved like real weights -----------
+
+
+def _vistas_id2label(spelling: int = 1) -> dict[int, str]:
+    from geofidelity_bench.segmentation import VISTAS_V12_CLASSES
+
+    return {i: names[spelling] for i, names in enumerate(VISTAS_V12_CLASSES)}
+
+
+def _tiny_mask2former_config(id2label: dict[int, str]):
+    from transformers import Mask2FormerConfig, SwinConfig
+
+    swin = SwinConfig(
+        image_size=64, patch_size=4, embed_dim=32, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1], window_size=4,
+        out_features=["stage1", "stage2", "stage3", "stage4"],
+    )
+    return Mask2FormerConfig(
+        backbone_config=swin, use_pretrained_backbone=False, feature_size=32, mask_feature_size=32, hidden_dim=32,
+        encoder_feedforward_dim=32, encoder_layers=1, decoder_layers=2, num_attention_heads=2, dim_feedforward=32,
+        num_queries=8, id2label=id2label, label2id={v: k for k, v in id2label.items()},
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_m2f_dir(tmp_path_factory):
+    import torch
+    from transformers import Mask2FormerForUniversalSegmentation
+
+    torch.manual_seed(0)
+    model = Mask2FormerForUniversalSegmentation(_tiny_mask2former_config(_vistas_id2label())).eval()
+    with torch.no_grad():  # spread queries, classes and masks, so that several classes win somewhere
+        model.class_predictor.weight.normal_(0.0, 2.0)
+        model.model.transformer_module.queries_features.weight.normal_(0.0, 3.0)
+        for name, param in model.named_parameters():
+            if "mask_embedder" in name and name.endswith("weight"):
+                param.mul_(5.0)
+    path = tmp_path_factory.mktemp("tiny-mask2former")
+    model.save_pretrained(path)
+    return path

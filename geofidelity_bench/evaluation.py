@@ -1,0 +1,513 @@
+"""Scores generated panels against their target blocks (SPEC sections 5-7).
+
+The flow is: collect every image that needs an embedding (target galleries, negatives'
+galleries, the panels), embed each distinct image once through the embedding cache, then
+score every (method, condition, block) panel from the embeddings. Scoring is pure numpy
+(:func:`score_embeddings`), so a caller holding precomputed embeddings skips the encoder.
+
+Result rows have exactly the columns of SPEC section 7 (:data:`RESULT_COLUMNS`). Where a
+score is NaN, the reason is recorded in ``df.attrs["nan_reasons"]`` (and in ``run.json`` by
+the CLI), e.g. GAAS without a segmenter.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import metrics
+from .benchmark import NEGATIVE_FIELDS, Benchmark, Block, PoolImage, ReferenceImage, is_safe_id
+from .images import load_image
+
+RESULT_COLUMNS = [
+    "method",
+    "condition",
+    "block_id",
+    "city",
+    "country",
+    "stratum",
+    "n_generated",
+    "n_reference",
+    "cos_sim",
+    "mmd",
+    "dcsf",
+    "diversity_gap",
+    "gaas",
+    "retrieval_acc",
+    "mrr",
+    "sim_target",
+    "sim_same_neighborhood",
+    "sim_same_city",
+    "sim_same_driving_side",
+    "sim_random_city",
+    "local_margin",
+    "strongest_margin",
+    "encoder",
+]
+METRIC_COLUMNS = RESULT_COLUMNS[8:22]
+LOWER_IS_BETTER = ("mmd", "dcsf", "gaas")
+ANCHOR_CONDITION = "anchor"
+ANCHOR_METHODS = ("heldout_real", "random_same_country", "random_global")
+ANCHOR_PANEL_SIZE = 4
+GAAS_UNAVAILABLE = (
+    "GAAS needs a semantic segmenter (Mask2Former Swin-L Mapillary Vistas, "
+    "facebook/mask2former-swin-large-mapillary-vistas-semantic); none was available, so the gaas column is NaN. "
+    "Offline, pass a local copy of the weights with --segmenter-weights PATH (segmenter_weights= in Python)."
+)
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
+_PANEL_FILE = re.compile(r"^(\d{2,})\.(jpe?g|png|webp)$", re.IGNORECASE)
+
+PanelKey = tuple  # (method, condition, block_id)
+
+
+class EvaluationError(ValueError):
+    """Bad panels or generated folders; the message names every offending item."""
+
+
+# -- anchors ------------------------------------------------------------------------------------
+
+
+def _sample(pool: Sequence, n: int, seed: str) -> list:
+    """``n`` distinct items drawn with ``random.Random(seed)`` (with replacement if the pool is smaller)."""
+    rng = random.Random(seed)
+    if len(pool) >= n:
+        return rng.sample(list(pool), n)
+    return [rng.choice(list(pool)) for _ in range(n)]
+
+
+def anchor_panels(benchmark: Benchmark, n: int = ANCHOR_PANEL_SIZE) -> dict[PanelKey, list[ReferenceImage]]:
+    """The three real-image anchors of SPEC section 6, keyed ``(method, "anchor", block_id)``.
+
+    * ``heldout_real``: the block's held-out queries, cycled to fill ``n``.
+    * ``random_same_country``: ``n`` images from the galleries of OTHER blocks in the same
+      country (all other blocks when the country has no other block), drawn with
+      ``random.Random(f"0|{block_id}|random_same_country")`` from the pool sorted by reference id.
+    * ``random_global``: ``n`` images from the galleries of all OTHER blocks,
+      ``random.Random(f"0|{block_id}|random_global")``.
+    Draws are without replacement when the pool is large enough, else with replacement.
+    """
+    panels: dict[PanelKey, list[ReferenceImage]] = {}
+    galleries = {b: benchmark.gallery(b) for b in benchmark.block_ids}
+    for block in benchmark.blocks:
+        bid = block.block_id
+        held = benchmark.heldout(bid)
+        panels[("heldout_real", ANCHOR_CONDITION, bid)] = [held[i % len(held)] for i in range(n)]
+        others = [b for b in benchmark.blocks if b.block_id != bid]
+        same_country = [b for b in others if b.country == block.country] or others
+        for method, pool_blocks in (("random_same_country", same_country), ("random_global", others)):
+            pool = sorted((r for b in pool_blocks for r in galleries[b.block_id]), key=lambda r: r.reference_id)
+            if not pool:
+                continue
+            panels[(method, ANCHOR_CONDITION, bid)] = _sample(pool, n, f"0|{bid}|{method}")
+    return panels
+
+
+# -- generated folders -----------------------------------------------------------------------------
+
+
+def read_generated_folder(
+    root: str | os.PathLike,
+    benchmark: Benchmark,
+    *,
+    methods: Iterable[str] | None = None,
+    conditions: Iterable[str] | None = None,
+    min_images: int = 2,
+) -> dict[PanelKey, list[Path]]:
+    """Reads ``{method}/{condition}/{block_id}/{k:02d}.jpg`` panels under ``root``.
+
+    Every problem (unknown block ids, unsafe names, empty panels, files that are not panel
+    images, panels with fewer than ``min_images``) is collected and reported in one
+    EvaluationError; nothing is skipped silently. ``methods``/``conditions`` restrict what is
+    read (a requested one that is missing is an error too).
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise EvaluationError(f"generated folder {str(root)!r} does not exist or is not a folder")
+    want_m = list(methods) if methods else None
+    want_c = list(conditions) if conditions else None
+    problems: list[str] = []
+    panels: dict[PanelKey, list[Path]] = {}
+    method_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    found_m = {p.name for p in method_dirs}
+    for m in want_m or []:
+        if m not in found_m:
+            problems.append(f"requested method {m!r} has no folder in {root}")
+    found_c: set[str] = set()
+    for mdir in method_dirs:
+        if want_m and mdir.name not in want_m:
+            continue
+        if not is_safe_id(mdir.name):
+            problems.append(f"{mdir}: unsafe method folder name")
+            continue
+        for cdir in sorted(p for p in mdir.iterdir() if not p.name.startswith(".")):
+            if not cdir.is_dir():
+                problems.append(f"{cdir}: unexpected file where a condition folder was expected")
+                continue
+            if want_c and cdir.name not in want_c:
+                continue
+            found_c.add(cdir.name)
+            if not is_safe_id(cdir.name):
+                problems.append(f"{cdir}: unsafe condition folder name")
+                continue
+            for bdir in sorted(p for p in cdir.iterdir() if not p.name.startswith(".")):
+                if not bdir.is_dir():
+                    problems.append(f"{bdir}: unexpected file where a block folder was expected")
+                    continue
+                if bdir.name not in benchmark:
+                    problems.append(f"{bdir}: unknown block id {bdir.name!r} (not in benchmark {benchmark.name!r})")
+                    continue
+                files = []
+                for f in sorted(bdir.iterdir()):
+                    if f.name.startswith("."):
+                        continue
+                    if not f.is_file() or not _PANEL_FILE.match(f.name):
+                        problems.append(f"{f}: not a panel image (expected NN.jpg/.png/.webp)")
+                        continue
+                    files.append(f)
+                if not files:
+                    problems.append(f"{bdir}: empty panel (no images)")
+                elif len(files) < min_images:
+                    problems.append(f"{bdir}: {len(files)} image(s); a panel needs at least {min_images}")
+                else:
+                    panels[(mdir.name, cdir.name, bdir.name)] = files
+    for c in want_c or []:
+        if c not in found_c:
+            problems.append(f"requested condition {c!r} has no folder under any method in {root}")
+    if problems:
+        shown = "\n  ".join(problems[:30])
+        more = f"\n  ... and {len(problems) - 30} more" if len(problems) > 30 else ""
+        raise EvaluationError(f"generated folder {root} has {len(problems)} problem(s):\n  {shown}{more}")
+    if not panels:
+        raise EvaluationError(f"generated folder {root} contains no panels ({{method}}/{{condition}}/{{block_id}}/NN.jpg)")
+    return panels
+
+
+# -- embedding ------------------------------------------------------------------------------------
+
+
+def _item_source_and_name(item: Any, label: str, i: int) -> tuple[Any, str]:
+    """What to embed for one panel or gallery item, and how to call it in errors."""
+    if isinstance(item, ReferenceImage):
+        return item.image_bytes, f"reference {item.reference_id}"
+    if isinstance(item, PoolImage):
+        return item.image_bytes, f"world image {item.image_id}"
+    if isinstance(item, (str, os.PathLike)):
+        return item, str(item)
+    return item, f"{label} image {i}"
+
+
+def _flatten(items_by_label: Mapping[str, Sequence[Any]]):
+    """[(name, source)] over all labels, and each label's (start, stop) span in that list."""
+    flat, spans = [], {}
+    for label, items in items_by_label.items():
+        start = len(flat)
+        flat += [_item_source_and_name(item, label, i)[::-1] for i, item in enumerate(items)]
+        spans[label] = (start, len(flat))
+    return flat, spans
+
+
+def embed_items(
+    items_by_label: Mapping[str, Sequence[Any]],
+    encoder,
+    *,
+    cache=None,
+    batch_size: int = 32,
+    progress: bool = True,
+) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Embeds every item of every labelled list (identical images are computed once).
+
+    Returns a mapping label -> (n, d) float32 array, and counts: ``total``, ``from_cache``,
+    ``computed`` (per image) and ``forward_images`` (images run through the model).
+    """
+    from .encoders import embed_named_images
+
+    flat, spans = _flatten(items_by_label)
+    _, emb, stats = embed_named_images(encoder, flat, cache=cache, batch_size=batch_size, progress=progress)
+    counts = {"total": stats.total, "from_cache": stats.from_cache, "computed": stats.computed,
+              "forward_images": stats.forward_images}
+    return {label: emb[a:b] for label, (a, b) in spans.items()}, counts
+
+
+def segment_items(
+    items_by_label: Mapping[str, Sequence[Any]],
+    segmenter,
+    *,
+    cache=None,
+    batch_size: int = 8,
+    progress: bool = True,
+) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """GAAS-group shares (n, 8) of every item of every labelled list, through the cache."""
+    from .segmentation import gaas_shares, segment_named_images
+
+    flat, spans = _flatten(items_by_label)
+    _, shares12, stats = segment_named_images(segmenter, flat, cache=cache, batch_size=batch_size, progress=progress)
+    shares8 = gaas_shares(shares12) if len(flat) else np.zeros((0, 8))
+    return {label: shares8[a:b] for label, (a, b) in spans.items()}, stats.as_dict()
+
+
+# -- scoring ------------------------------------------------------------------------------------
+
+
+def _nan_row_reasons(key: PanelKey, reasons: list[dict], column: str, reason: str) -> None:
+    reasons.append({"method": key[0], "condition": key[1], "block_id": key[2], "column": column, "reason": reason})
+
+
+def score_embeddings(
+    blocks: Iterable[Block],
+    galleries: Mapping[str, np.ndarray],
+    panels: Mapping[PanelKey, np.ndarray],
+    *,
+    encoder_name: str,
+    shares: tuple[Mapping[PanelKey, np.ndarray], Mapping[str, np.ndarray]] | None = None,
+    gaas_unavailable_reason: str = GAAS_UNAVAILABLE,
+) -> pd.DataFrame:
+    """Per-block result rows from embeddings (no images, no encoder).
+
+    Args:
+        blocks: the benchmark's blocks (targets and negatives).
+        galleries: block_id -> raw gallery embeddings (m, d).
+        panels: (method, condition, block_id) -> raw panel embeddings (n, d).
+        encoder_name: written in the ``encoder`` column.
+        shares: optional (panel shares, gallery shares) of the 8 GAAS groups; without it
+            GAAS is NaN and ``gaas_unavailable_reason`` is recorded.
+
+    Returns:
+        A DataFrame with :data:`RESULT_COLUMNS`, sorted by method, condition, block_id;
+        ``df.attrs["nan_reasons"]`` lists every NaN score with its reason.
+    """
+    by_id = {b.block_id: b for b in blocks}
+    rows, reasons = [], []
+    gal64 = {bid: np.asarray(g, dtype=np.float64) for bid, g in galleries.items()}
+    # Each gallery is prepared once, on first use (as a target or as a negative), and reused
+    # by every panel that compares against it: validation, mean, panel vector, Div and its
+    # own pairwise distances are computed a single time.
+    prepared: dict[str, metrics.PreparedReference] = {}
+
+    def gallery(block_id: str, name: str) -> metrics.PreparedReference:
+        ref = prepared.get(block_id)
+        if ref is None:
+            ref = prepared[block_id] = metrics.prepare_reference(gal64[block_id], name=name)
+        return ref
+
+    for key in sorted(panels):
+        method, condition, bid = key
+        if bid not in by_id:
+            raise EvaluationError(f"panel {key}: unknown block id {bid!r}")
+        block = by_id[bid]
+        if bid not in gal64:
+            raise EvaluationError(f"panel {key}: no gallery embeddings for block {bid!r}")
+        gen = np.asarray(panels[key], dtype=np.float64)
+        negatives = [(role, getattr(block, fld)) for role, fld in NEGATIVE_FIELDS.items()]
+        negatives = [(role, neg) for role, neg in negatives if neg is not None]
+        for role, neg in negatives:
+            if neg not in gal64:
+                raise EvaluationError(f"panel {key}: no gallery embeddings for negative block {neg!r} ({role})")
+        try:
+            target = gallery(bid, "ref")
+            fidelity = metrics.set_fidelity(gen, target)
+            mmd, mmd_reason = fidelity.mmd2, fidelity.mmd2_reason
+            if mmd_reason is not None:  # a set under 2 rows: the diversity gap refuses it
+                metrics.diversity_gap(gen, target)
+            gap, dcsf = fidelity.diversity_gap, fidelity.dcsf
+            candidates = {"target": target}
+            for role, neg in negatives:
+                candidates[role] = gallery(neg, f"candidates[{role!r}]")
+            ret = metrics.retrieval(gen, candidates)
+            cos = metrics.cos_sim(gen, target)
+        except ValueError as err:
+            raise EvaluationError(f"panel {method}/{condition}/{bid}: {err}") from err
+        if mmd_reason is not None:
+            _nan_row_reasons(key, reasons, "mmd", mmd_reason)
+            _nan_row_reasons(key, reasons, "dcsf", mmd_reason)
+        gaas = float("nan")
+        if shares is not None and key in shares[0] and bid in shares[1]:
+            gaas = metrics.gaas(shares[0][key], shares[1][bid])
+        else:
+            _nan_row_reasons(key, reasons, "gaas", gaas_unavailable_reason)
+        for col, value in (("local_margin", ret.local_margin), ("strongest_margin", ret.strongest_margin)):
+            if np.isnan(value):
+                _nan_row_reasons(key, reasons, col, "no same-city negative" if col == "local_margin" else "no negative")
+        row = {
+            "method": method,
+            "condition": condition,
+            "block_id": bid,
+            "city": block.city,
+            "country": block.country,
+            "stratum": block.stratum or "",
+            "n_generated": int(gen.shape[0]),
+            "n_reference": target.n_rows,
+            "cos_sim": cos,
+            "mmd": mmd,
+            "dcsf": dcsf,
+            "diversity_gap": gap,
+            "gaas": gaas,
+            "retrieval_acc": ret.accuracy,
+            "mrr": ret.mrr,
+            **{f"sim_{name}": ret.sims[name] for name in metrics.CANDIDATE_NAMES},
+            "local_margin": ret.local_margin,
+            "strongest_margin": ret.strongest_margin,
+            "encoder": encoder_name,
+        }
+        rows.append(row)
+    df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    df.attrs["nan_reasons"] = reasons
+    return df
+
+
+def evaluate_panels(
+    benchmark: Benchmark,
+    panels: Mapping[PanelKey, Any],
+    encoder,
+    *,
+    cache=None,
+    batch_size: int = 32,
+    progress: bool = True,
+    include_anchors: bool = False,
+    segmenter=None,
+    segment_batch_size: int = 8,
+) -> pd.DataFrame:
+    """Scores panels of images (or precomputed embeddings) against their target blocks.
+
+    Args:
+        benchmark: the benchmark (targets, galleries, negatives).
+        panels: (method, condition, block_id) -> a sequence of images (PIL, paths, bytes,
+            ReferenceImage) or an (n, d) float array of precomputed raw embeddings from
+            ``encoder``.
+        encoder: an Encoder (``geofidelity_bench.encoders.get_encoder``).
+        cache: an EmbeddingCache, or None for no cache.
+        include_anchors: also score the three real-image anchors.
+        segmenter: a Segmenter (``geofidelity_bench.segmentation.get_segmenter``) for GAAS;
+            without one the gaas column is NaN with the reason recorded. Panels given as
+            embeddings have no images to segment: their GAAS is NaN too.
+
+    Returns:
+        Result rows (:data:`RESULT_COLUMNS`); ``df.attrs`` holds ``nan_reasons``,
+        ``embedding_stats`` and, with a segmenter, ``segment_stats``.
+    """
+    panels = dict(panels)
+    if include_anchors:
+        for key, value in anchor_panels(benchmark).items():
+            panels.setdefault(key, value)
+    if not panels:
+        raise EvaluationError("no panels to evaluate")
+    for key in panels:
+        if not (isinstance(key, tuple) and len(key) == 3):
+            raise EvaluationError(f"panel key {key!r} must be a (method, condition, block_id) tuple")
+        if key[2] not in benchmark:
+            raise EvaluationError(f"panel {key}: unknown block id {key[2]!r} (not in benchmark {benchmark.name!r})")
+    needed = set()
+    for _, _, bid in panels:
+        needed.add(bid)
+        needed.update(v for v in benchmark.negatives(bid).values() if v)
+    to_embed: dict[str, Sequence[Any]] = {f"gallery:{b}": benchmark.gallery(b) for b in sorted(needed)}
+    precomputed: dict[PanelKey, np.ndarray] = {}
+    for key, value in panels.items():
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.ndim == 2:
+            if value.shape[1] != encoder.dim:
+                raise EvaluationError(
+                    f"panel {key}: precomputed embeddings have dimension {value.shape[1]}, but encoder "
+                    f"{encoder.name!r} gives {encoder.dim}"
+                )
+            precomputed[key] = value
+        else:
+            items = list(value)
+            if not items:
+                raise EvaluationError(f"panel {key}: no images")
+            to_embed["panel:" + "/".join(key)] = items
+    embedded, stats = embed_items(to_embed, encoder, cache=cache, batch_size=batch_size, progress=progress)
+    galleries = {label.split(":", 1)[1]: emb for label, emb in embedded.items() if label.startswith("gallery:")}
+    panel_emb = dict(precomputed)
+    for key in panels:
+        label = "panel:" + "/".join(key)
+        if label in embedded:
+            panel_emb[key] = embedded[label]
+    shares, gaas_reason, segment_stats = None, GAAS_UNAVAILABLE, None
+    if segmenter is not None:
+        to_segment = {f"gallery:{bid}": benchmark.gallery(bid) for bid in sorted({k[2] for k in panels})}
+        to_segment.update({label: items for label, items in to_embed.items() if label.startswith("panel:")})
+        segmented, segment_stats = segment_items(to_segment, segmenter, cache=cache, batch_size=segment_batch_size,
+                                                 progress=progress)
+        shares = (
+            {key: segmented["panel:" + "/".join(key)] for key in panels if "panel:" + "/".join(key) in segmented},
+            {label.split(":", 1)[1]: v for label, v in segmented.items() if label.startswith("gallery:")},
+        )
+        gaas_reason = "the panel was given as precomputed embeddings; GAAS needs its images"
+    df = score_embeddings(benchmark.blocks, galleries, panel_emb, encoder_name=encoder.name, shares=shares,
+                          gaas_unavailable_reason=gaas_reason)
+    df.attrs["embedding_stats"] = stats
+    if segment_stats is not None:
+        df.attrs["segment_stats"] = segment_stats
+    return df
+
+
+# -- summaries ------------------------------------------------------------------------------------
+
+SUMMARY_GROUPS = {
+    "by_method": ["method"],
+    "by_method_condition": ["method", "condition"],
+    "by_city_method": ["city", "method"],
+    "by_condition": ["condition"],
+}
+
+
+def summarize(results: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Mean of every metric per group (NaN-skipping) with ``n_blocks`` (rows) per group."""
+    grouped = results.groupby(list(by), sort=True, dropna=False)
+    out = grouped[METRIC_COLUMNS].mean(numeric_only=True)
+    out.insert(0, "n_blocks", grouped.size())
+    return out.reset_index()
+
+
+def summaries(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The four summaries of SPEC section 7."""
+    return {name: summarize(results, by) for name, by in SUMMARY_GROUPS.items()}
+
+
+# -- demo sanity methods ------------------------------------------------------------------------------
+
+
+def augmented(image_bytes: bytes, seed: str, name: str) -> bytes:
+    """A lightly cropped (92-98 % of each side) and brightness/contrast-jittered (+-6 %) copy, seeded."""
+    from PIL import ImageEnhance
+
+    rng = random.Random(seed)
+    img = load_image(image_bytes, name=name)
+    w, h = img.size
+    fw, fh = rng.uniform(0.92, 0.98), rng.uniform(0.92, 0.98)
+    cw, ch = max(1, round(w * fw)), max(1, round(h * fh))
+    x0, y0 = rng.randint(0, w - cw), rng.randint(0, h - ch)
+    img = img.crop((x0, y0, x0 + cw, y0 + ch))
+    img = ImageEnhance.Brightness(img).enhance(rng.uniform(0.94, 1.06))
+    img = ImageEnhance.Contrast(img).enhance(rng.uniform(0.94, 1.06))
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=92)
+    return buf.getvalue()
+
+
+def sanity_panels(benchmark: Benchmark, n: int = ANCHOR_PANEL_SIZE) -> dict[PanelKey, list[bytes]]:
+    """Two clearly labelled sanity methods built from real photos (condition ``sanity``).
+
+    * ``sanity_augmented_heldout``: the block's held-out photos, cycled to ``n`` and each
+      lightly cropped and jittered (seed ``"0|{block_id}|sanity_augmented_heldout|{k}"``);
+      expected near the top.
+    * ``sanity_world``: ``n`` photos of the ``world`` pool (not of any block), drawn with
+      ``random.Random(f"0|{block_id}|sanity_world")``; expected near the bottom.
+    """
+    panels: dict[PanelKey, list[bytes]] = {}
+    world = sorted(benchmark.world, key=lambda w: w.image_id)
+    for bid in benchmark.block_ids:
+        held = benchmark.heldout(bid)
+        panels[("sanity_augmented_heldout", "sanity", bid)] = [
+            augmented(held[k % len(held)].image_bytes, f"0|{bid}|sanity_augmented_heldout|{k}", held[k % len(held)].reference_id)
+            for k in range(n)
+        ]
+        if world:
+            panels[("sanity_world", "sanity", bid)] = [w.image_bytes for w in _sample(world, n, f"0|{bid}|sanity_world")]
+    return panels

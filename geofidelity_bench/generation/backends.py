@@ -1,0 +1,242 @@
+"""Turning a :class:`GeneratorSpec` into something that makes images on one device.
+
+Whatever the kind of generator, :meth:`LoadedGenerator.generate` takes a batch of
+:class:`ImageRequest` and returns one PIL image per request, in order. Each request brings its
+own seed; a fresh ``torch.Generator`` is made from it for every call, so an image never depends
+on the other images of its batch (up to the kernels' rounding, see ``GeneratorSpec.sequential``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import inspect
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from .registry import GeneratorError, GeneratorSpec, torch_dtype
+from .seeds import torch_generator
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+    from ..benchmark import Benchmark, Block
+    from ..prompts import Prompt
+
+
+@dataclass(frozen=True)
+class ImageRequest:
+    """One image to make: what the generator needs, and the metadata a custom model may use."""
+
+    model: str
+    block_id: str
+    condition: str
+    k: int
+    seed: int
+    prompt: str
+    negative_prompt: str | None
+    block: "Block | None" = field(default=None, compare=False, repr=False)
+    prompt_info: "Prompt | None" = field(default=None, compare=False, repr=False)
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None, device) -> Any:
+    import torch
+
+    if n is None or getattr(device, "type", str(device)) != "cpu":
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _as_rgb(image: Any, label: str) -> "Image.Image":
+    from ..images import load_image
+
+    return load_image(image, name=label)
+
+
+class LoadedGenerator:
+    """Base class: a generator ready on one device."""
+
+    def __init__(self, spec: GeneratorSpec, device: Any, dtype: str, cpu_offload: bool):
+        self.spec = spec
+        self.device = device
+        self.dtype = dtype
+        self.cpu_offload = cpu_offload
+
+    def generate(self, requests: Sequence[ImageRequest]) -> list["Image.Image"]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Frees the model (and the accelerator's cached memory)."""
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001 - freeing memory must never fail a run
+            pass
+
+
+class DiffusersGenerator(LoadedGenerator):
+    """A diffusers text-to-image pipeline (from the Hub, a folder, or an in-memory factory)."""
+
+    def __init__(self, spec: GeneratorSpec, device: Any, dtype: str, cpu_offload: bool, pipeline: Any = None):
+        super().__init__(spec, device, dtype, cpu_offload)
+        self.pipe = pipeline if pipeline is not None else self._load()
+        if hasattr(self.pipe, "set_progress_bar_config"):
+            self.pipe.set_progress_bar_config(disable=True)
+
+    def _load(self) -> Any:
+        import torch
+
+        tdtype = torch_dtype(self.dtype)
+        if self.spec.kind == "factory":
+            pipe = self.spec.pipeline_factory()
+            if getattr(pipe, "dtype", tdtype) != tdtype:
+                pipe.to(dtype=tdtype)
+            pipe.to(self.device)
+            return pipe
+        import diffusers
+
+        cls_name = self.spec.pipeline_class or "DiffusionPipeline"
+        cls = getattr(diffusers, cls_name, None)
+        if cls is None:
+            raise GeneratorError(f"generator {self.spec.key!r}: diffusers {diffusers.__version__} has no {cls_name}")
+        pipe = cls.from_pretrained(
+            self.spec.weights, torch_dtype=tdtype, revision=self.spec.revision, **dict(self.spec.load_kwargs)
+        )
+        device = torch.device(self.device)
+        if self.cpu_offload and device.type == "cuda":
+            pipe.enable_model_cpu_offload(device=device)
+        else:
+            pipe.to(device)
+        return pipe
+
+    def _call(self, requests: Sequence[ImageRequest]) -> list[Any]:
+        import torch
+
+        spec = self.spec
+        kwargs: dict[str, Any] = dict(
+            prompt=[r.prompt for r in requests],
+            generator=[torch_generator(r.seed) for r in requests],
+            num_inference_steps=int(spec.steps),
+            guidance_scale=float(spec.guidance),
+            height=int(spec.height),
+            width=int(spec.width),
+            num_images_per_prompt=1,
+        )
+        if spec.negative_prompt:
+            kwargs["negative_prompt"] = [r.negative_prompt or "" for r in requests]
+        kwargs.update(spec.call_kwargs)
+        with torch.inference_mode():
+            out = self.pipe(**kwargs)
+        images = out.images if hasattr(out, "images") else out[0]
+        if len(images) != len(requests):
+            raise GeneratorError(f"generator {spec.key!r} returned {len(images)} images for {len(requests)} prompts")
+        return list(images)
+
+    def generate(self, requests: Sequence[ImageRequest]) -> list["Image.Image"]:
+        with _torch_threads(self.spec.cpu_threads, _device_of(self.device)):
+            if self.spec.sequential:
+                images = [img for r in requests for img in self._call([r])]
+            else:
+                images = self._call(requests)
+        return [_as_rgb(img, f"{r.model}/{r.condition}/{r.block_id}/{r.k:02d}") for img, r in zip(images, requests)]
+
+    def close(self) -> None:
+        self.pipe = None
+        super().close()
+
+
+class CallableGenerator(LoadedGenerator):
+    """A Python callable ``fn(prompt, negative_prompt, generator, **kw) -> image``."""
+
+    def __init__(self, spec: GeneratorSpec, device: Any, dtype: str, cpu_offload: bool, benchmark: Any = None):
+        super().__init__(spec, device, dtype, cpu_offload)
+        self.benchmark = benchmark
+        if spec.setup is not None:
+            self.fn = spec.setup(device=device, dtype=dtype)
+            if not callable(self.fn):
+                raise GeneratorError(f"generator {spec.key!r}: setup() must return a callable")
+        else:
+            self.fn = spec.fn
+        self._accepts = _accepted_kwargs(self.fn)
+
+    def generate(self, requests: Sequence[ImageRequest]) -> list["Image.Image"]:
+        spec = self.spec
+        images = []
+        with _torch_threads(spec.cpu_threads, _device_of(self.device)):
+            for r in requests:
+                extra = {
+                    "block": r.block,
+                    "prompt_info": r.prompt_info,
+                    "benchmark": self.benchmark,
+                    "model": r.model,
+                    "block_id": r.block_id,
+                    "condition": r.condition,
+                    "k": r.k,
+                    "seed": r.seed,
+                    "steps": int(spec.steps),
+                    "guidance": float(spec.guidance),
+                    "height": int(spec.height),
+                    "width": int(spec.width),
+                    "device": self.device,
+                    "dtype": self.dtype,
+                }
+                if self._accepts is not None:
+                    extra = {k: v for k, v in extra.items() if k in self._accepts}
+                negative = r.negative_prompt if spec.negative_prompt else None
+                image = self.fn(r.prompt, negative, torch_generator(r.seed), **extra)
+                images.append(_as_rgb(image, f"{r.model}/{r.condition}/{r.block_id}/{r.k:02d}"))
+        return images
+
+
+def _accepted_kwargs(fn: Any) -> set[str] | None:
+    """Names of keyword arguments ``fn`` takes, or ``None`` when it takes ``**kw``."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+
+
+def _device_of(device: Any):
+    import torch
+
+    return torch.device(device) if not isinstance(device, torch.device) else device
+
+
+def load_generator(
+    spec: GeneratorSpec,
+    *,
+    device: Any = "cpu",
+    dtype: str | None = None,
+    cpu_offload: bool | None = None,
+    benchmark: "Benchmark | None" = None,
+    pipeline: Any = None,
+) -> LoadedGenerator:
+    """Builds the generator of ``spec`` on ``device``.
+
+    Args:
+        spec: what to load.
+        device: a torch device (``cuda:1``, ``cpu``); pipelines with ``cpu_offload`` keep their
+            weights on the CPU and move each component to this GPU when it runs.
+        dtype: override of ``spec.dtype``.
+        cpu_offload: override of ``spec.cpu_offload`` (ignored on a CPU device).
+        benchmark: handed to callables as ``benchmark=``.
+        pipeline: an already built pipeline to use instead of loading one.
+    """
+    dtype = dtype or spec.dtype
+    offload = spec.cpu_offload if cpu_offload is None else bool(cpu_offload)
+    if spec.kind == "callable":
+        return CallableGenerator(spec, device, dtype, offload, benchmark=benchmark)
+    return DiffusersGenerator(spec, device, dtype, offload, pipeline=pipeline)

@@ -1,0 +1,564 @@
+"""The ``geofidelity`` evaluate metric: where its module file lives, and the glue it runs.
+
+The Hugging Face ``evaluate`` module (``geofidelity.py``) ships inside this package, so it
+loads from any working directory once ``geofidelity-bench`` is installed::
+
+    >>> import evaluate, geofidelity_bench                                       # doctest: +SKIP
+    >>> geofidelity = evaluate.load(geofidelity_bench.metric_path())             # doctest: +SKIP
+    >>> geofidelity.compute(predictions=images, references=block_ids,            # doctest: +SKIP
+    ...                     encoder="efficientnet-lite0")
+
+The module file is thin: it declares the inputs (``_info``) and calls the functions here,
+which only validate, group and convert. Every number comes from
+:func:`geofidelity_bench.evaluation.evaluate_panels` (config ``default``) or
+:mod:`geofidelity_bench.metrics` (config ``sets``); no formula is repeated.
+
+Inputs travel through evaluate's Arrow writer as one struct per item,
+``{"image": {"bytes", "path"} | None, "embedding": [float32] | None}``
+(:func:`to_item`), so images and embeddings share one declared feature. PIL images and
+arrays are stored as lossless PNG of exactly the pixels the encoder would see; encoded
+bytes and paths are stored as given, so nothing is re-compressed on the way.
+
+Importing this module does not import ``evaluate``, ``datasets`` or torch.
+"""
+
+from __future__ import annotations
+
+import io
+import numbers
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+#: Name of the evaluate module (the folder and the ``.py`` file share it).
+METRIC_NAME = "geofidelity"
+#: Config used when ``evaluate.load`` gets no ``config_name``.
+DEFAULT_CONFIG = "default"
+#: Encoder used when ``encoder`` is not given: the benchmark's reference encoder (SPEC section 4).
+DEFAULT_ENCODER = "dinov2-base"
+#: What a padded row of the ``sets`` config holds (its two sets may differ in length).
+EMPTY_ITEM: dict[str, Any] = {"image": None, "embedding": None}
+#: Panels need at least this many images per block (MMD^2 and the diversity terms need 2).
+MIN_PANEL_IMAGES = 2
+
+
+def metric_path() -> str:
+    """Folder of the ``geofidelity`` evaluate module shipped inside the package.
+
+    ``evaluate.load(metric_path())`` works from any working directory (pass a config name as
+    the second argument: ``"default"`` or ``"sets"``).
+
+    Example:
+        >>> Path(metric_path(), "geofidelity.py").is_file()
+        True
+    """
+    return str(Path(__file__).resolve().parent / "evaluate_module" / METRIC_NAME)
+
+
+def load_metric(config_name: str | None = None, **kwargs: Any):
+    """``evaluate.load(metric_path(), config_name, **kwargs)`` (imports ``evaluate``, ~10 s)."""
+    import evaluate
+
+    return evaluate.load(metric_path(), config_name, **kwargs)
+
+
+# -- input normalization (runs in add / add_batch, before evaluate's Arrow writer) ------------------
+
+
+def _png_bytes(image: Any, label: str) -> bytes:
+    """Lossless PNG of the RGB pixels the encoder would see (EXIF orientation applied)."""
+    from .images import load_image
+
+    rgb = load_image(image, name=label)
+    buf = io.BytesIO()
+    rgb.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _embedding(value: Any, label: str) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{label}: an embedding must be a 1-D vector of numbers ({err})") from err
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{label}: an embedding must be a non-empty 1-D vector, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{label}: embedding contains NaN or infinite values")
+    return arr
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def to_item(value: Any, label: str) -> dict[str, Any]:
+    """One image or embedding -> the stored struct ``{"image": ..., "embedding": ...}``.
+
+    Images: a path (str or PathLike; must exist), encoded bytes, a PIL image, an HxW or
+    HxWxC array (uint8, or float in [0, 1]), or a ``{"bytes", "path"}`` dict (a ``datasets``
+    image). Embeddings: a 1-D vector of numbers (list, tuple or array), stored as float32.
+
+    Raises:
+        ValueError: anything else, a missing file, empty bytes or a non-finite embedding;
+            the message starts with ``label`` (e.g. ``predictions[3]``).
+    """
+    from PIL import Image
+
+    if isinstance(value, Mapping):
+        if set(value) == {"image", "embedding"}:  # already normalized
+            if (value["image"] is None) == (value["embedding"] is None):
+                raise ValueError(f"{label}: give exactly one of 'image' and 'embedding'")
+            if value["image"] is not None:
+                return {"image": to_item(value["image"], label)["image"], "embedding": None}
+            return {"image": None, "embedding": _embedding(value["embedding"], label)}
+        if set(value) <= {"bytes", "path"} and (value.get("bytes") or value.get("path")):
+            if value.get("bytes"):
+                return {"image": {"bytes": bytes(value["bytes"]), "path": None}, "embedding": None}
+            return to_item(value["path"], label)
+        raise ValueError(f"{label}: a dict must be a datasets image {{'bytes', 'path'}}, got keys {sorted(value)}")
+    if isinstance(value, (str, os.PathLike)):
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ValueError(f"{label}: image file not found: {value}")
+        return {"image": {"bytes": None, "path": str(path.resolve())}, "embedding": None}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        if len(value) == 0:
+            raise ValueError(f"{label}: image bytes are empty")
+        return {"image": {"bytes": bytes(value), "path": None}, "embedding": None}
+    if isinstance(value, Image.Image):
+        return {"image": {"bytes": _png_bytes(value, label), "path": None}, "embedding": None}
+    if isinstance(value, (list, tuple)):
+        if value and all(_is_number(v) for v in value):
+            return {"image": None, "embedding": _embedding(value, label)}
+        raise ValueError(f"{label}: a list must be an embedding (a non-empty vector of numbers)")
+    if isinstance(value, np.ndarray) or hasattr(value, "__array__"):
+        arr = np.asarray(value)
+        if arr.ndim == 1:
+            return {"image": None, "embedding": _embedding(arr, label)}
+        if arr.ndim in (2, 3):
+            return {"image": {"bytes": _png_bytes(arr, label), "path": None}, "embedding": None}
+        raise ValueError(f"{label}: an array must be an embedding (1-D) or an image (HxW or HxWxC), got shape {arr.shape}")
+    raise ValueError(
+        f"{label}: expected an image (PIL image, path, encoded bytes, HxWxC uint8 array) or an embedding "
+        f"(1-D vector of floats), got {type(value).__name__}"
+    )
+
+
+def _as_list(values: Any, field: str) -> list:
+    if values is None:
+        return []
+    from PIL import Image
+
+    if isinstance(values, (str, bytes, os.PathLike, Mapping, Image.Image)):
+        raise ValueError(f"{field} must be a list (one entry per image), got a single {type(values).__name__}")
+    if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "fiu":
+        raise ValueError(f"{field} must be a list of images or embeddings (or a 2-D array of embeddings), got a 1-D array")
+    return list(values)
+
+
+def to_items(values: Any, field: str, start: int = 0) -> list[dict[str, Any]]:
+    """A list of images/embeddings (or a 2-D embedding array) -> stored structs (see :func:`to_item`)."""
+    return [to_item(v, f"{field}[{start + i}]") for i, v in enumerate(_as_list(values, field))]
+
+
+def to_block_ids(values: Any, field: str = "references", start: int = 0) -> list[str]:
+    """Target block ids (non-empty strings), one per prediction."""
+    out = []
+    for i, v in enumerate(_as_list(values, field)):
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"{field}[{start + i}] must be the target block id (a non-empty string), got {v!r}")
+        out.append(str(v))
+    return out
+
+
+def normalize_default_batch(predictions: Any, references: Any) -> tuple[list, list]:
+    """``default`` config: images/embeddings and one target block id per prediction."""
+    if predictions is None:
+        raise ValueError("predictions is missing: give the generated images (or their embeddings)")
+    if references is None:
+        raise ValueError("references is missing: give the target block id of every prediction")
+    preds = to_items(predictions, "predictions")
+    refs = to_block_ids(references, "references")
+    if len(preds) != len(refs):
+        raise ValueError(
+            f"predictions has {len(preds)} item(s) but references has {len(refs)}: "
+            "give the target block id of every prediction"
+        )
+    return preds, refs
+
+
+def normalize_sets_batch(predictions: Any, references: Any) -> tuple[list, list]:
+    """``sets`` config: two sets of images/embeddings of any lengths (the shorter is padded)."""
+    preds = to_items(predictions, "predictions")
+    refs = to_items(references, "references")
+    n = max(len(preds), len(refs))
+    preds += [dict(EMPTY_ITEM) for _ in range(n - len(preds))]
+    refs += [dict(EMPTY_ITEM) for _ in range(n - len(refs))]
+    return preds, refs
+
+
+def normalize_pairs_batch(predictions: Any, references: Any) -> tuple[list, list]:
+    """``mfp`` config: generated map images and their target images, paired by position."""
+    preds = to_items(predictions, "predictions")
+    refs = to_items(references, "references")
+    if len(preds) != len(refs):
+        raise ValueError(
+            f"predictions has {len(preds)} image(s) but references has {len(refs)}: MFP compares pairs "
+            "(generated map i with target map i)"
+        )
+    for field, items in (("predictions", preds), ("references", refs)):
+        for i, item in enumerate(items):
+            if _kind(item) != "image":
+                raise ValueError(f"{field}[{i}] is not an image: MFP compares images (it embeds them with DINO itself)")
+    return preds, refs
+
+
+# -- reading stored items back ------------------------------------------------------------------------
+
+
+def _kind(item: Mapping[str, Any] | None) -> str | None:
+    if not item:
+        return None
+    if item.get("image") is not None:
+        return "image"
+    if item.get("embedding") is not None:
+        return "embedding"
+    return None
+
+
+def _split(items: Sequence[Mapping[str, Any] | None], field: str) -> tuple[str, list]:
+    """Stored items (padding dropped) -> ("image", [bytes | path]) or ("embedding", (n, d) array)."""
+    kept = [it for it in items if _kind(it) is not None]
+    kinds = {_kind(it) for it in kept}
+    if not kept:
+        raise ValueError(f"{field} is empty: nothing to score")
+    if len(kinds) > 1:
+        n_img = sum(_kind(it) == "image" for it in kept)
+        raise ValueError(
+            f"{field} mixes images ({n_img}) and embeddings ({len(kept) - n_img}); give one kind per computation"
+        )
+    if kinds == {"embedding"}:
+        dims = {len(it["embedding"]) for it in kept}
+        if len(dims) > 1:
+            raise ValueError(f"{field}: embeddings have different dimensions {sorted(dims)}")
+        return "embedding", np.asarray([it["embedding"] for it in kept], dtype=np.float32)
+    return "image", [it["image"]["bytes"] if it["image"].get("bytes") else it["image"]["path"] for it in kept]
+
+
+# -- resources (built once per metric instance) ---------------------------------------------------------
+
+
+class MetricResources:
+    """Benchmarks, encoders and embedding caches a metric instance reuses across computations."""
+
+    def __init__(self) -> None:
+        self._benchmarks: dict[str, Any] = {}
+        self._encoders: dict[tuple, Any] = {}
+
+    def benchmark(self, benchmark: Any):
+        from .benchmark import Benchmark, load_benchmark
+
+        if isinstance(benchmark, Benchmark):
+            return benchmark
+        key = str(benchmark)
+        if key not in self._benchmarks:
+            self._benchmarks[key] = load_benchmark(benchmark)
+        return self._benchmarks[key]
+
+    def encoder(self, encoder: Any, weights: Any = None, revision: str | None = None, device: Any = None):
+        from .encoders import Encoder, EncoderUnavailableError, get_encoder
+
+        if isinstance(encoder, Encoder):
+            given = [n for n, v in (("encoder_weights", weights), ("encoder_revision", revision), ("device", device))
+                     if v is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} cannot be applied to an already built encoder; pass the encoder name")
+            return encoder
+        name = DEFAULT_ENCODER if encoder is None else str(encoder)
+        key = (name, None if weights is None else str(weights), revision, None if device is None else str(device))
+        if key not in self._encoders:
+            try:
+                self._encoders[key] = get_encoder(name, weights=weights, revision=revision, device=device)
+            except EncoderUnavailableError as err:
+                raise EncoderUnavailableError(
+                    f"{err} In the geofidelity metric: compute(..., encoder_weights=<local folder>) or "
+                    f"compute(..., encoder='efficientnet-lite0') (the offline encoder; its scores are not "
+                    f"comparable with the paper's DINOv2 values)."
+                ) from err
+        return self._encoders[key]
+
+    @staticmethod
+    def cache(cache_dir: Any, use_cache: bool):
+        from .encoders import EmbeddingCache
+
+        return EmbeddingCache(cache_dir) if use_cache else None
+
+
+def resolve_segmenter(segmenter: Any, weights: Any = None, device: Any = None) -> tuple[Any, str | None]:
+    """(segmenter to pass on, reason GAAS is NaN).
+
+    ``None`` -> no GAAS; a name (``"mask2former-vistas"``, ``"segformer-cityscapes"``) ->
+    ``get_segmenter(name, weights=weights, device=device)``, whose errors (weights
+    unavailable offline, wrong label set) propagate with the weights id named; an object
+    with ``segment`` is used as it is.
+    """
+    from .evaluation import GAAS_UNAVAILABLE
+
+    if segmenter is None:
+        return None, GAAS_UNAVAILABLE
+    if isinstance(segmenter, str):
+        from .segmentation import get_segmenter
+
+        return get_segmenter(segmenter, weights=weights, device=device), None
+    if hasattr(segmenter, "segment") and hasattr(segmenter, "config"):
+        return segmenter, None
+    raise ValueError(f"segmenter must be None, a segmenter name or a Segmenter, got {segmenter!r}")
+
+
+def _encoder_info(encoder) -> dict[str, Any]:
+    return {"encoder": encoder.name, "encoder_config": encoder.config, "encoder_config_hash": encoder.config_hash}
+
+
+def _fingerprint(benchmark) -> str:
+    fp = benchmark.fingerprint  # a property now; a method in older versions
+    return fp() if callable(fp) else fp
+
+
+def _py(value: Any) -> Any:
+    """numpy scalars -> Python numbers (NaN stays float NaN)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+# -- config "default": generated panels vs their target blocks ---------------------------------------
+
+
+def group_panels(
+    images_or_embeddings: Any, block_ids: Sequence[str], benchmark, method: str, condition: str
+) -> dict[tuple, Any]:
+    """Predictions grouped by target block (input order kept) -> evaluate_panels panels.
+
+    Raises:
+        ValueError: unknown block ids (all named) or blocks with fewer than 2 predictions.
+    """
+    unknown = sorted({b for b in block_ids if b not in benchmark})
+    if unknown:
+        known = benchmark.block_ids
+        shown = ", ".join(known[:20]) + (f", ... ({len(known)} in all)" if len(known) > 20 else "")
+        raise ValueError(
+            f"references name block id(s) not in benchmark {benchmark.name!r}: {', '.join(map(repr, unknown))}; "
+            f"known block ids: {shown}"
+        )
+    rows: dict[str, list[int]] = {}
+    for i, bid in enumerate(block_ids):
+        rows.setdefault(bid, []).append(i)
+    short = {bid: len(ix) for bid, ix in rows.items() if len(ix) < MIN_PANEL_IMAGES}
+    if short:
+        listed = ", ".join(f"{bid!r} ({n})" for bid, n in sorted(short.items()))
+        raise ValueError(
+            f"every target block needs at least {MIN_PANEL_IMAGES} predictions (a panel; MMD^2 and the "
+            f"diversity terms need 2 images), but these blocks have fewer: {listed}"
+        )
+    if isinstance(images_or_embeddings, np.ndarray):
+        return {(method, condition, bid): images_or_embeddings[ix] for bid, ix in rows.items()}
+    return {(method, condition, bid): [images_or_embeddings[i] for i in ix] for bid, ix in rows.items()}
+
+
+def _nan_reasons(reasons: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    out: dict[str, set[str]] = {}
+    for r in reasons:
+        out.setdefault(r["column"], set()).add(r["reason"])
+    return {col: sorted(v) for col, v in sorted(out.items())}
+
+
+def compute_default(
+    predictions: Sequence[Mapping[str, Any]],
+    references: Sequence[str],
+    *,
+    resources: MetricResources,
+    benchmark: Any = "demo",
+    encoder: Any = None,
+    encoder_weights: Any = None,
+    encoder_revision: str | None = None,
+    device: Any = None,
+    segmenter: Any = None,
+    segmenter_weights: Any = None,
+    cache_dir: Any = None,
+    use_cache: bool = True,
+    method: str = "submission",
+    condition: str = "default",
+    return_per_block: bool = False,
+    batch_size: int = 32,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Scores of generated panels against their target blocks (SPEC section 5), averaged over blocks.
+
+    Predictions are grouped by target block into panels and scored with
+    :func:`~geofidelity_bench.evaluation.evaluate_panels`; every score is the NaN-skipping
+    mean over blocks (:func:`~geofidelity_bench.evaluation.summarize`).
+    """
+    from .evaluation import METRIC_COLUMNS, RESULT_COLUMNS, evaluate_panels, summarize
+
+    for name, value in (("method", method), ("condition", condition)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{name} must be a non-empty string label, got {value!r}")
+    seg, gaas_reason = resolve_segmenter(segmenter, segmenter_weights, device)
+    kind, data = _split(predictions, "predictions")
+    block_ids = list(references)
+    bench = resources.benchmark(benchmark)
+    panels = group_panels(data, block_ids, bench, method, condition)
+    enc = resources.encoder(encoder, encoder_weights, encoder_revision, device)
+    if kind == "embedding" and data.shape[1] != enc.dim:
+        raise ValueError(
+            f"predictions are embeddings of dimension {data.shape[1]}, but encoder {enc.name!r} gives {enc.dim}: "
+            "embed with the same encoder the benchmark galleries are embedded with"
+        )
+    extra = {"segmenter": seg} if seg is not None else {}
+    df = evaluate_panels(
+        bench, panels, enc, cache=resources.cache(cache_dir, use_cache), batch_size=batch_size, progress=progress,
+        **extra,
+    )
+    summary = summarize(df, ["method", "condition"]).iloc[0]
+    out: dict[str, Any] = {col: float(summary[col]) for col in METRIC_COLUMNS}
+    out.update(
+        n_blocks=int(len(df)),
+        n_images=int(df["n_generated"].sum()),
+        benchmark=bench.name,
+        benchmark_fingerprint=_fingerprint(bench),
+        method=method,
+        condition=condition,
+        input_kind=kind,
+        **_encoder_info(enc),
+        segmenter=None if seg is None else getattr(seg, "name", str(seg)),
+        segmenter_config=None if seg is None else getattr(seg, "config", None),
+        gaas_unavailable_reason=gaas_reason,
+        nan_reasons=_nan_reasons(df.attrs.get("nan_reasons", [])),
+    )
+    if return_per_block:
+        out["per_block"] = [{c: _py(row[c]) for c in RESULT_COLUMNS} for row in df.to_dict("records")]
+    return out
+
+
+# -- config "sets": benchmark-free set fidelity -----------------------------------------------------------
+
+
+def compute_sets(
+    predictions: Sequence[Mapping[str, Any]],
+    references: Sequence[Mapping[str, Any]],
+    *,
+    resources: MetricResources,
+    encoder: Any = None,
+    encoder_weights: Any = None,
+    encoder_revision: str | None = None,
+    device: Any = None,
+    cache_dir: Any = None,
+    use_cache: bool = True,
+    batch_size: int = 32,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """CosSim, MMD^2, DCSF and the diversity gap between a generated and a reference set.
+
+    Either set may be images (embedded with ``encoder``) or precomputed embeddings; the
+    encoder is built only when some set holds images.
+    """
+    from . import metrics
+
+    sides = {}
+    for field, items in (("predictions", predictions), ("references", references)):
+        sides[field] = _split(items, field)
+        n = len(sides[field][1])
+        if n < 2:
+            raise ValueError(f"{field} has {n} item; set fidelity (MMD^2, DCSF, diversity) needs at least 2 in each set")
+    enc = None
+    if any(kind == "image" for kind, _ in sides.values()):
+        from .encoders import embed_images
+
+        enc = resources.encoder(encoder, encoder_weights, encoder_revision, device)
+        cache = resources.cache(cache_dir, use_cache)
+    emb = {}
+    for field, (kind, data) in sides.items():
+        if kind == "image":
+            emb[field] = embed_images(enc, data, names=[f"{field}[{i}]" for i in range(len(data))], cache=cache,
+                                      batch_size=batch_size, progress=progress)
+        else:
+            if enc is not None and data.shape[1] != enc.dim:
+                raise ValueError(
+                    f"{field} are embeddings of dimension {data.shape[1]}, but encoder {enc.name!r} (used for the "
+                    f"other set's images) gives {enc.dim}"
+                )
+            emb[field] = data
+    gen, ref = emb["predictions"], emb["references"]
+    if gen.shape[1] != ref.shape[1]:
+        raise ValueError(f"predictions have dimension {gen.shape[1]} but references have {ref.shape[1]}")
+    mmd, reason = metrics.mmd2_with_reason(gen, ref)
+    out: dict[str, Any] = {
+        "cos_sim": metrics.cos_sim(gen, ref),
+        "mmd": mmd,
+        "dcsf": metrics.dcsf(gen, ref),
+        "diversity_gap": metrics.diversity_gap(gen, ref),
+        "diversity_predictions": metrics.diversity(gen),
+        "diversity_references": metrics.diversity(ref),
+        "n_predictions": int(gen.shape[0]),
+        "n_references": int(ref.shape[0]),
+        "input_kind": {field: kind for field, (kind, _) in sides.items()},
+    }
+    if enc is not None:
+        out.update(_encoder_info(enc))
+    else:
+        out.update(encoder=None, encoder_config=None, encoder_config_hash=None)
+    out["nan_reasons"] = {"mmd": [reason]} if reason else {}
+    return {k: (float(v) if isinstance(v, (float, np.floating)) and not isinstance(v, bool) else v) for k, v in out.items()}
+
+
+# -- config "mfp": Map Feature Perception of paired map tiles -------------------------------------------
+
+
+def compute_mfp(
+    predictions: Sequence[Mapping[str, Any]],
+    references: Sequence[Mapping[str, Any]],
+    *,
+    resources: MetricResources,
+    model: Any = None,
+    image_size: int = 224,
+    device: Any = None,
+    batch_size: int = 8,
+    revision: str | None = None,
+    global_weight: float = 10.0,
+    spatial_weight: float = 1.0,
+    pixel_metrics: bool = True,
+) -> dict[str, Any]:
+    """MFP global and spatial terms, loss, SSIM and PSNR (SPEC section 10) of paired map images.
+
+    A thin wrapper over :func:`geofidelity_bench.metrics.mfp.mfp_compute` (``model``: Hub id or
+    local folder of a DINO ViT, default ``facebook/dino-vitb8``).
+    """
+    from .metrics.mfp import mfp_compute
+
+    _, generated = _split(predictions, "predictions")
+    _, targets = _split(references, "references")
+    return mfp_compute(generated, targets, model=model, image_size=image_size, device=device,
+                       batch_size=batch_size, revision=revision, global_weight=global_weight,
+                       spatial_weight=spatial_weight, pixel_metrics=pixel_metrics)
+
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "DEFAULT_ENCODER",
+    "METRIC_NAME",
+    "MetricResources",
+    "compute_default",
+    "compute_mfp",
+    "compute_sets",
+    "group_panels",
+    "load_metric",
+    "metric_path",
+    "normalize_default_batch",
+    "normalize_pairs_batch",
+    "normalize_sets_batch",
+    "resolve_segmenter",
+    "to_item",
+    "to_items",
+]

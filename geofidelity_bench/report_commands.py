@@ -1,0 +1,67 @@
+"""``geofidelity-bench report``: the paper's tables and plots from one or more results folders."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _cli_error(message: str) -> Exception:
+    try:
+        from .cli_common import CLIError
+    except ImportError:  # older layout: CLIError lives in cli.py
+        from .cli import CLIError
+    return CLIError(message)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import ReportError, report_from_dirs
+
+    if args.n_resamples < 1 or args.rank_resamples < 1:
+        raise _cli_error("--n-resamples and --rank-resamples must be positive")
+    if not 0 < args.confidence < 1:
+        raise _cli_error("--confidence must be between 0 and 1")
+    try:
+        report = report_from_dirs(
+            args.results,
+            args.out,
+            allow_mixed_encoders=args.allow_mixed_encoders,
+            seed=args.seed,
+            n_resamples=args.n_resamples,
+            rank_resamples=args.rank_resamples,
+            confidence=args.confidence,
+            plots=not args.no_plots,
+        )
+    except ReportError as err:
+        raise _cli_error(str(err)) from None
+    out = report["out_dir"]
+    if "tables" in report:
+        for name, entry in report["tables"].items():
+            status = "ok" if entry["status"] == "ok" else f"skipped: {entry.get('reason')}"
+            print(f"{name:28s} {status}")
+    else:
+        for enc, sub in report.get("sub_reports", {}).items():
+            print(f"encoder {enc}: {out}/{sub['report_md']}")
+    print(f"\nwrote {out}/report.md, report.json, tables/ and plots/", file=sys.stderr)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "report",
+        help="tables (Markdown, CSV, JSON) and plots of the paper from one or more results folders",
+        description="Builds report.md, report.json, tables/*.csv and plots/*.png from results folders written by "
+        "`geofidelity-bench evaluate` or `demo`. Tables whose inputs are missing are skipped with a reason.",
+    )
+    p.add_argument("--results", nargs="+", required=True, metavar="DIR",
+                   help="results folder(s) with results.csv (and run.json, optionally clip_alignment.csv)")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: <first results folder>/report)")
+    p.add_argument("--seed", type=int, default=42, help="seed of every bootstrap (default: 42)")
+    p.add_argument("--n-resamples", type=int, default=5000, help="bootstrap resamples (default: 5000)")
+    p.add_argument("--rank-resamples", type=int, default=2000,
+                   help="city bootstraps for rank stability (default: 2000)")
+    p.add_argument("--confidence", type=float, default=0.95, help="interval level (default: 0.95)")
+    p.add_argument("--allow-mixed-encoders", action="store_true",
+                   help="accept results from several encoders (one sub-report per encoder)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.set_defaults(func=_cmd_report)

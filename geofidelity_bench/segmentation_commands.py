@@ -1,0 +1,158 @@
+"""``geofidelity-bench segment``: precompute (and cache) the semantic group shares of a benchmark's
+reference images, optionally writing them as a table with the tier-4 gate of SPEC section 8."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import sys
+from pathlib import Path
+
+from .cli_common import BENCHMARK_HELP, CLIError
+
+_TABLE_SUFFIXES = (".parquet", ".csv")
+
+
+def _table_path(out: str | None) -> Path | None:
+    if out is None:
+        return None
+    path = Path(out)
+    if path.suffix.lower() not in _TABLE_SUFFIXES:
+        raise CLIError(f"--out must end in .parquet or .csv, got {out!r}")
+    return path
+
+
+def _atomic_write(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def shares_table(bench, segmenter, shares, keys):
+    """One row per reference: ids, role, content hash, the 12 shares, unlabeled, the tier-4 gate."""
+    import pandas as pd
+
+    from .segmentation import GROUP_NAMES, tier4_gate, unlabeled_share
+
+    heldout = {r.reference_id for b in bench.block_ids for r in bench.heldout(b)}
+    unlabeled = unlabeled_share(shares)
+    rows = []
+    for ref, row, key, unl in zip(bench.references, shares, keys, unlabeled):
+        passed, measured = tier4_gate(row)
+        rows.append(
+            {
+                "reference_id": ref.reference_id,
+                "image_id": ref.image_id,
+                "block_id": ref.block_id,
+                "role": "heldout" if ref.reference_id in heldout else "gallery",
+                "image_sha256": key,
+                **{f"share_{g}": float(v) for g, v in zip(GROUP_NAMES, row)},
+                "share_unlabeled": float(unl),
+                "urbanness": measured["urbanness"],
+                "tier4_pass": bool(passed),
+                "tier4_failed": ",".join(measured["failed"]),
+                "segmenter": segmenter.name,
+                "segmenter_config_hash": segmenter.config_hash,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _cmd_segment(args: argparse.Namespace) -> int:
+    from .segmentation import (
+        DEFAULT_WEIGHTS,
+        LabelMismatchError,
+        SegmenterUnavailableError,
+        get_segmenter,
+        list_segmenters,
+        segment_named_images,
+    )
+
+    if args.list:
+        for name in list_segmenters():
+            print(f"{name}\t{DEFAULT_WEIGHTS[name]}")
+        return 0
+    out = _table_path(args.out)
+    if args.batch_size < 1:
+        raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
+
+    from .benchmark import load_benchmark
+    from .encoders import EmbeddingCache
+    from .images import content_sha256
+
+    bench = load_benchmark(args.benchmark, revision=args.revision)
+    try:
+        segmenter = get_segmenter(args.segmenter, weights=args.segmenter_weights, device=args.device)
+    except (SegmenterUnavailableError, LabelMismatchError, ValueError) as err:
+        raise CLIError(str(err)) from None
+    try:
+        cache = None if args.no_cache else EmbeddingCache(args.cache_dir)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    items = [(f"reference {r.reference_id}", r.image_bytes) for r in bench.references]
+    print(
+        f"segmenting {len(items)} reference images of {bench!r} with {segmenter.name} "
+        f"(config {segmenter.config_hash[:12]}, device {segmenter.device})",
+        file=sys.stderr,
+    )
+    _, shares, stats = segment_named_images(
+        segmenter, items, cache=cache, batch_size=args.batch_size, progress=not args.no_progress
+    )
+    print(f"{stats.total} images: {stats}")
+    if cache is not None:
+        print(f"cache: {cache.dir_for(segmenter)}")
+    if out is not None:
+        table = shares_table(bench, segmenter, shares, [content_sha256(src) for _, src in items])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.suffix.lower() == ".parquet":
+            _atomic_write(out, lambda p: table.to_parquet(p, index=False))
+        else:
+            _atomic_write(out, lambda p: table.to_csv(p, index=False))
+        meta = {
+            "command": "geofidelity-bench " + " ".join(getattr(args, "argv", [])),
+            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "benchmark": {"name": bench.name, "source": bench.source, "fingerprint": bench.fingerprint},
+            "segmenter": {"name": segmenter.name, "config": segmenter.config, "config_hash": segmenter.config_hash},
+            "segment_stats": stats.as_dict(),
+            "cache": str(cache.root) if cache is not None else None,
+            "table": out.name,
+            "tier4": "SPEC section 8, bounds inclusive: sky 0.01-0.55, building 0.03-0.70, road 0.01-0.55, "
+            "vehicle <= 0.40, vegetation <= 0.80, urbanness >= 0.05",
+        }
+        meta_path = out.with_suffix(".json")
+        _atomic_write(meta_path, lambda p: p.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8"))
+        print(f"wrote {out} ({len(table)} rows, {int(table['tier4_pass'].sum())} pass tier 4) and {meta_path}")
+    return 0
+
+
+def _add_segment(sub) -> None:
+    p = sub.add_parser(
+        "segment",
+        help="precompute and cache the semantic group shares (GAAS, tier-4 gate) of a benchmark's reference images",
+    )
+    p.add_argument("--benchmark", default="demo", help=BENCHMARK_HELP + " (default: demo)")
+    p.add_argument("--revision", default=None, help="Hub revision of the benchmark dataset")
+    p.add_argument("--segmenter", default="mask2former-vistas",
+                   help="segmenter name (default: mask2former-vistas; see --list)")
+    p.add_argument("--segmenter-weights", default=None, metavar="PATH",
+                   help="local folder saved with save_pretrained() (or a Hub id) for the segmenter's weights")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--batch-size", type=int, default=8, help="images per segmenter batch (default: 8)")
+    p.add_argument("--cache-dir", default=None,
+                   help="cache folder, shared with the embeddings (default: $GEOFIDELITY_CACHE or under HF_HOME)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="write the shares table (.parquet or .csv) and its config beside it (.json)")
+    p.add_argument("--list", action="store_true", help="list the segmenters and their default weights, then exit")
+    p.set_defaults(func=_cmd_segment)
+
+
+def register(sub) -> None:
+    _add_segment(sub)

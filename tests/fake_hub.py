@@ -1,0 +1,445 @@
+"""A loopback fake of the Hugging Face Hub HTTP API, for tests (no network, no dependencies).
+
+huggingface_hub 2.x talks HTTP through httpx, so request mocks do not apply; this is a real
+threaded ``http.server`` on 127.0.0.1 with the endpoints ``HfApi`` uses to create repos,
+commit files, read repo info and download files:
+
+* ``POST /api/repos/create``                                    create_repo
+* ``GET  /api/{type}s/{repo}`` and ``/revision/{rev}``          repo_info / dataset_info (``?blobs=true``)
+* ``GET  /api/{type}s/{repo}/tree/{rev}[/{path}]``              list_repo_tree / list_repo_files
+* ``POST /api/{type}s/{repo}/preupload/{rev}``                  upload modes (always "regular")
+* ``POST /api/{type}s/{repo}/commit/{rev}``                     NDJSON commit (file, deletedFile, deletedFolder)
+* ``POST /api/validate-yaml``                                   README metadata check
+* ``HEAD/GET /{type-prefix}{repo}/resolve/{rev}/{path}``         hf_hub_download
+* ``GET  /api/whoami-v2``
+
+Files live in memory per repo, with one snapshot per commit (so old revisions resolve).
+``fail_next(...)`` injects HTTP errors; ``requests`` records (method, path, status), never
+headers, so a test can check which calls were made without the token ever being stored.
+
+Usage::
+
+    with FakeHub(token="hf_test") as hub:
+        api = HfApi(endpoint=hub.url, token="hf_test")
+        ...
+        hub.files("dataset", "user/repo")  # {path: bytes}
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
+
+
+def git_blob_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass
+class _Repo:
+    repo_type: str
+    repo_id: str
+    private: bool = False
+    commits: list[tuple[str, dict[str, bytes]]] = field(default_factory=list)  # (oid, snapshot)
+
+    @property
+    def head(self) -> tuple[str, dict[str, bytes]]:
+        return self.commits[-1]
+
+    def snapshot(self, revision: str) -> tuple[str, dict[str, bytes]] | None:
+        if revision in ("main", "refs/heads/main"):
+            return self.head
+        for oid, files in self.commits:
+            if oid == revision or (len(revision) >= 7 and oid.startswith(revision)):
+                return oid, files
+        return None
+
+
+@dataclass
+class _Failure:
+    method: str
+    pattern: re.Pattern
+    status: int
+    remaining: int
+
+
+class FakeHub:
+    """The server; use as a context manager (or call ``start``/``stop``)."""
+
+    def __init__(self, token: str | None = None, user: str = "tester"):
+        self.token = token
+        self.user = user
+        self.repos: dict[tuple[str, str], _Repo] = {}
+        self.requests: list[tuple[str, str, int]] = []
+        self.authorized_writes = 0
+        self._failures: list[_Failure] = []
+        self._lock = threading.RLock()
+        self._counter = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> "FakeHub":
+        hub = self
+
+        class Handler(_Handler):
+            pass
+
+        Handler.hub = hub
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-hub", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> "FakeHub":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "server not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # -- test helpers ---------------------------------------------------------------------
+    def fail_next(self, method: str, path_regex: str, status: int = 500, count: int = 1) -> None:
+        """The next ``count`` requests matching (method, path regex) answer ``status``."""
+        with self._lock:
+            self._failures.append(_Failure(method.upper(), re.compile(path_regex), status, count))
+
+    def files(self, repo_type: str, repo_id: str, revision: str = "main") -> dict[str, bytes]:
+        with self._lock:
+            snap = self.repos[(repo_type, repo_id)].snapshot(revision)
+            assert snap is not None
+            return dict(snap[1])
+
+    def commit_count(self, repo_type: str, repo_id: str) -> int:
+        with self._lock:
+            return len(self.repos[(repo_type, repo_id)].commits) - 1
+
+    def count(self, method: str, path_regex: str, status: int | None = None) -> int:
+        rx = re.compile(path_regex)
+        with self._lock:
+            return sum(
+                1 for m, p, s in self.requests if m == method.upper() and rx.search(p) and (status is None or s == status)
+            )
+
+    def add_files(self, repo_type: str, repo_id: str, files: dict[str, bytes], message: str = "seed") -> str:
+        """Creates the repo if needed and commits ``files`` directly (test setup)."""
+        with self._lock:
+            repo = self._ensure(repo_type, repo_id)
+            snap = dict(repo.head[1])
+            snap.update(files)
+            return self._commit(repo, snap)
+
+    # -- internals ------------------------------------------------------------------------
+    def _ensure(self, repo_type: str, repo_id: str, private: bool = False) -> _Repo:
+        key = (repo_type, repo_id)
+        if key not in self.repos:
+            repo = _Repo(repo_type, repo_id, private)
+            repo.commits.append((self._new_oid(), {".gitattributes": b"*.parquet filter=lfs diff=lfs merge=lfs -text\n"}))
+            self.repos[key] = repo
+        return self.repos[key]
+
+    def _new_oid(self) -> str:
+        self._counter += 1
+        return hashlib.sha1(f"commit-{self._counter}".encode()).hexdigest()
+
+    def _commit(self, repo: _Repo, snapshot: dict[str, bytes]) -> str:
+        oid = self._new_oid()
+        repo.commits.append((oid, snapshot))
+        return oid
+
+    def _take_failure(self, method: str, path: str) -> int | None:
+        with self._lock:
+            for f in self._failures:
+                if f.remaining > 0 and f.method == method and f.pattern.search(path):
+                    f.remaining -= 1
+                    return f.status
+        return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    hub: FakeHub
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr logging
+        return
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            return self.rfile.read(length)
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            return b"".join(chunks)
+        return b""
+
+    def _send(self, status: int, payload: Any = None, headers: dict[str, str] | None = None, raw: bytes | None = None):
+        body = raw if raw is not None else (b"" if payload is None else json.dumps(payload).encode())
+        self.send_response(status)
+        if raw is None:
+            self.send_header("Content-Type", "application/json")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.hub.requests.append((self.command, self._path, status))
+
+    def _error(self, status: int, message: str, code: str | None = None):
+        headers = {"X-Error-Message": message}
+        if code:
+            headers["X-Error-Code"] = code
+        self._send(status, {"error": message}, headers)
+
+    def _authorized(self) -> bool:
+        if self.hub.token is None:
+            return True
+        return self.headers.get("Authorization") == f"Bearer {self.hub.token}"
+
+    def _dispatch(self) -> None:
+        split = urlsplit(self.path)
+        self._path = unquote(split.path)
+        self._query = parse_qs(split.query)
+        self._payload = self._body() if self.command in ("POST", "PUT") else b""
+        status = self.hub._take_failure(self.command, self._path)
+        if status is not None:
+            return self._error(status, f"injected failure {status}")
+        try:
+            self._route()
+        except Exception as err:  # noqa: BLE001 - a bug in the fake must show up as a 500
+            self._error(500, f"fake hub error: {type(err).__name__}: {err}")
+
+    do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = _dispatch
+
+    # -- routes ---------------------------------------------------------------------------
+    def _route(self) -> None:
+        p, m = self._path, self.command
+        if p == "/api/whoami-v2" and m == "GET":
+            if not self.headers.get("Authorization") or not self._authorized():
+                return self._error(401, "Invalid credentials")
+            return self._send(200, {"type": "user", "name": self.hub.user, "auth": {"accessToken": {"role": "write"}}})
+        if p == "/api/validate-yaml" and m == "POST":
+            return self._send(200, {"errors": [], "warnings": []})
+        if p == "/api/repos/create" and m == "POST":
+            return self._create_repo()
+        match = re.fullmatch(r"/api/(models|datasets|spaces)/([^/]+/[^/]+)(/.*)?", p)
+        if match:
+            repo_type, repo_id, rest = _TYPES[match.group(1)], match.group(2), match.group(3) or ""
+            return self._api_repo(m, repo_type, repo_id, rest)
+        match = re.fullmatch(r"/(datasets/|spaces/)?([^/]+/[^/]+)/resolve/([^/]+)/(.+)", p)
+        if match and m in ("GET", "HEAD"):
+            repo_type = {"datasets/": "dataset", "spaces/": "space"}.get(match.group(1) or "", "model")
+            return self._resolve(repo_type, match.group(2), match.group(3), match.group(4))
+        return self._error(404, f"no route for {m} {p}")
+
+    def _create_repo(self) -> None:
+        if not self._authorized():
+            return self._error(401, "Invalid credentials in Authorization header")
+        body = json.loads(self._payload or b"{}")
+        repo_type = body.get("type") or "model"
+        name, org = body["name"], body.get("organization") or self.hub.user
+        repo_id = f"{org}/{name}"
+        prefix = {"dataset": "datasets/", "space": "spaces/"}.get(repo_type, "")
+        url = f"{self.hub.url}/{prefix}{repo_id}"
+        with self.hub._lock:
+            self.hub.authorized_writes += 1
+            if (repo_type, repo_id) in self.hub.repos:
+                # The Hub answers 409 with the repo's url; create_repo(exist_ok=True) reads it.
+                message = "You already created this repo"
+                return self._send(409, {"error": message, "url": url}, {"X-Error-Message": message})
+            self.hub._ensure(repo_type, repo_id, body.get("visibility") == "private" or bool(body.get("private")))
+        return self._send(200, {"url": url, "name": repo_id})
+
+    def _repo(self, repo_type: str, repo_id: str) -> _Repo | None:
+        return self.hub.repos.get((repo_type, repo_id))
+
+    def _api_repo(self, method: str, repo_type: str, repo_id: str, rest: str) -> None:
+        with self.hub._lock:
+            repo = self._repo(repo_type, repo_id)
+        if repo is None:
+            return self._error(404, f"Repository {repo_id} not found", "RepoNotFound")
+        if repo.private and not self._authorized():
+            return self._error(401, "Repository not found", "RepoNotFound")
+        if method == "GET" and (rest == "" or rest.startswith("/revision/")):
+            revision = unquote(rest[len("/revision/") :]) if rest else "main"
+            return self._info(repo, revision)
+        match = re.fullmatch(r"/tree/([^/]+)(/.*)?", rest)
+        if method == "GET" and match:
+            return self._tree(repo, unquote(match.group(1)), (match.group(2) or "").strip("/"))
+        match = re.fullmatch(r"/preupload/([^/]+)", rest)
+        if method == "POST" and match:
+            return self._preupload(repo, unquote(match.group(1)))
+        match = re.fullmatch(r"/commit/([^/]+)", rest)
+        if method == "POST" and match:
+            return self._commit(repo, unquote(match.group(1)))
+        return self._error(404, f"no route for {method} {self._path}")
+
+    def _info(self, repo: _Repo, revision: str) -> None:
+        with self.hub._lock:
+            snap = repo.snapshot(revision)
+        if snap is None:
+            return self._error(404, f"Revision {revision} not found", "RevisionNotFound")
+        oid, files = snap
+        blobs = self._query.get("blobs", ["false"])[0].lower() in ("1", "true")
+        siblings = []
+        for path in sorted(files):
+            entry: dict[str, Any] = {"rfilename": path}
+            if blobs:
+                entry.update(size=len(files[path]), blobId=git_blob_sha1(files[path]))
+            siblings.append(entry)
+        return self._send(
+            200,
+            {
+                "id": repo.repo_id,
+                "author": repo.repo_id.split("/")[0],
+                "sha": oid,
+                "private": repo.private,
+                "disabled": False,
+                "gated": False,
+                "siblings": siblings,
+                "tags": [],
+                "lastModified": "2025-01-01T00:00:00.000Z",
+                "createdAt": "2025-01-01T00:00:00.000Z",
+            },
+        )
+
+    def _tree(self, repo: _Repo, revision: str, folder: str) -> None:
+        with self.hub._lock:
+            snap = repo.snapshot(revision)
+        if snap is None:
+            return self._error(404, f"Revision {revision} not found", "RevisionNotFound")
+        _, files = snap
+        recursive = self._query.get("recursive", ["false"])[0].lower() in ("1", "true")
+        prefix = f"{folder}/" if folder else ""
+        entries: dict[str, dict[str, Any]] = {}
+        for path in sorted(files):
+            if not path.startswith(prefix):
+                continue
+            rest = path[len(prefix) :]
+            parts = rest.split("/")
+            for depth in range(1, len(parts)):
+                sub = prefix + "/".join(parts[:depth])
+                if recursive or depth == 1:
+                    entries.setdefault(sub, {"type": "directory", "path": sub, "oid": git_blob_sha1(sub.encode())})
+            if recursive or len(parts) == 1:
+                entries[path] = {"type": "file", "path": path, "size": len(files[path]), "oid": git_blob_sha1(files[path])}
+        if folder and not entries:
+            return self._error(404, f"{folder} not found", "EntryNotFound")
+        return self._send(200, list(entries.values()))
+
+    def _preupload(self, repo: _Repo, revision: str) -> None:
+        if not self._authorized():
+            return self._error(401, "Invalid credentials in Authorization header")
+        body = json.loads(self._payload or b"{}")
+        with self.hub._lock:
+            snap = repo.snapshot(revision)
+        files = snap[1] if snap else {}
+        out = []
+        for f in body.get("files", []):
+            existing = files.get(f["path"])
+            out.append(
+                {
+                    "path": f["path"],
+                    "uploadMode": "regular",
+                    "shouldIgnore": False,
+                    "oid": git_blob_sha1(existing) if existing is not None else None,
+                }
+            )
+        return self._send(200, {"files": out, "commitOid": snap[0] if snap else None})
+
+    def _commit(self, repo: _Repo, revision: str) -> None:
+        if not self._authorized():
+            return self._error(401, "Invalid credentials in Authorization header")
+        lines = [json.loads(line) for line in self._payload.splitlines() if line.strip()]
+        header = next((x["value"] for x in lines if x.get("key") == "header"), {})
+        with self.hub._lock:
+            self.hub.authorized_writes += 1
+            snap = repo.snapshot(revision)
+            if snap is None:
+                return self._error(404, f"Revision {revision} not found", "RevisionNotFound")
+            parent = header.get("parentCommit")
+            if parent and parent != snap[0]:
+                return self._error(412, "A commit has happened since. Please refresh and try again.")
+            files = dict(snap[1])
+            for item in lines:
+                key, value = item.get("key"), item.get("value") or {}
+                if key == "file":
+                    if value.get("encoding") != "base64":
+                        return self._error(400, "only base64 file content is supported")
+                    files[value["path"]] = base64.b64decode(value["content"])
+                elif key == "deletedFile":
+                    if value["path"] not in files:
+                        return self._error(404, "A file with this name doesn't exist", "EntryNotFound")
+                    del files[value["path"]]
+                elif key == "deletedFolder":
+                    folder = value["path"].rstrip("/") + "/"
+                    for path in [p for p in files if p.startswith(folder)]:
+                        del files[path]
+                elif key == "lfsFile":
+                    return self._error(400, "the fake hub accepts regular uploads only")
+            oid = self.hub._commit(repo, files)
+        prefix = {"dataset": "datasets/", "space": "spaces/"}.get(repo.repo_type, "")
+        return self._send(
+            200,
+            {
+                "commitUrl": f"{self.hub.url}/{prefix}{repo.repo_id}/commit/{oid}",
+                "commitOid": oid,
+                "success": True,
+                "pullRequestUrl": None,
+            },
+        )
+
+    def _resolve(self, repo_type: str, repo_id: str, revision: str, path: str) -> None:
+        with self.hub._lock:
+            repo = self._repo(repo_type, repo_id)
+            snap = repo.snapshot(unquote(revision)) if repo else None
+        if repo is None:
+            return self._error(404, f"Repository {repo_id} not found", "RepoNotFound")
+        if snap is None:
+            return self._error(404, f"Revision {revision} not found", "RevisionNotFound")
+        oid, files = snap
+        if path not in files:
+            return self._error(404, f"Entry {path} not found", "EntryNotFound")
+        data = files[path]
+        headers = {
+            "X-Repo-Commit": oid,
+            "ETag": f'"{git_blob_sha1(data)}"',
+            "Content-Type": "application/octet-stream",
+        }
+        self.send_response(200)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command == "GET":
+            self.wfile.write(data)
+        self.hub.requests.append((self.command, self._path, 200))

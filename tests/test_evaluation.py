@@ -1,0 +1,343 @@
+import json
+import random
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import make_block, make_refs
+from geofidelity_bench.benchmark import Benchmark, load_benchmark
+from geofidelity_bench.cli import main
+from geofidelity_bench.evaluation import (
+    RESULT_COLUMNS,
+    EvaluationError,
+    anchor_panels,
+    evaluate_panels,
+    read_generated_folder,
+    sanity_panels,
+    score_embeddings,
+    summaries,
+)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_benchmark("demo")
+
+
+# -- anchors -----------------------------------------------------------------------------------
+
+
+def test_anchor_sampling_is_deterministic_and_never_uses_the_target(demo):
+    a, b = anchor_panels(demo), anchor_panels(demo)
+    assert a == b
+    for bid in demo.block_ids:
+        held = {r.reference_id for r in demo.heldout(bid)}
+        gallery = {r.reference_id for r in demo.gallery(bid)}
+        panel = a[("heldout_real", "anchor", bid)]
+        assert len(panel) == 4 and {r.reference_id for r in panel} == held
+        assert not gallery & {r.reference_id for r in panel}
+        for method in ("random_same_country", "random_global"):
+            panel = a[(method, "anchor", bid)]
+            assert len(panel) == 4
+            assert all(r.block_id != bid for r in panel)
+            # Drawn from other blocks' galleries only, never their held-out queries.
+            assert all(r in demo.gallery(r.block_id) for r in panel)
+        country = demo.block(bid).country
+        same = [r for r in a[("random_same_country", "anchor", bid)]]
+        others_same_country = [b for b in demo.blocks if b.country == country and b.block_id != bid]
+        if others_same_country:
+            assert all(demo.block(r.block_id).country == country for r in same)
+
+
+def test_anchor_draw_matches_documented_seed(demo):
+    bid = "lund_seg2"
+    pool = sorted((r for b in demo.blocks if b.block_id != bid for r in demo.gallery(b.block_id)),
+                  key=lambda r: r.reference_id)
+    expected = random.Random(f"0|{bid}|random_global").sample(pool, 4)
+    assert anchor_panels(demo)[("random_global", "anchor", bid)] == expected
+
+
+def test_sanity_panels_are_labelled_and_deterministic(demo):
+    a, b = sanity_panels(demo), sanity_panels(demo)
+    assert a == b
+    assert {k[0] for k in a} == {"sanity_augmented_heldout", "sanity_world"}
+    assert all(k[1] == "sanity" for k in a)
+    world_bytes = {w.image_bytes for w in demo.world}
+    assert all(img in world_bytes for k, v in a.items() if k[0] == "sanity_world" for img in v)
+
+
+# -- scoring from embeddings ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def emb_setup():
+    rng = np.random.default_rng(0)
+    blocks = [
+        make_block("t", neg_same_neighborhood="n1", neg_same_city="n1", neg_same_driving_side="n2"),
+        make_block("n1"),
+        make_block("n2", city="rome", country="IT"),
+    ]
+    galleries = {b.block_id: rng.normal(size=(6, 8)) + i for i, b in enumerate(blocks)}
+    panel = rng.normal(size=(4, 8)) + 0.2
+    return blocks, galleries, panel
+
+
+def _unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def test_score_rows_match_independent_computation(emb_setup):
+    blocks, galleries, panel = emb_setup
+    df = score_embeddings(blocks, galleries, {("m", "L1", "t"): panel}, encoder_name="enc")
+    assert list(df.columns) == RESULT_COLUMNS
+    row = df.iloc[0]
+    ref = galleries["t"]
+    mg, mr = panel.mean(0), ref.mean(0)
+    assert row.cos_sim == pytest.approx(mg @ mr / (np.linalg.norm(mg) * np.linalg.norm(mr) + 1e-8))
+    # Retrieval by brute force: candidates target, n1 (twice: same_neighborhood and same_city), n2.
+    cands = [("target", "t"), ("same_neighborhood", "n1"), ("same_city", "n1"), ("same_driving_side", "n2")]
+    sims = {name: [float(_unit(g) @ _unit(galleries[b].mean(0))) for g in panel] for name, b in cands}
+    ranks = [sum(sims[n][i] >= sims["target"][i] for n, _ in cands[1:]) for i in range(4)]
+    assert row.retrieval_acc == pytest.approx(np.mean([r == 0 for r in ranks]))
+    assert row.mrr == pytest.approx(np.mean([1 / (r + 1) for r in ranks]))
+    assert row.sim_target == pytest.approx(np.mean(sims["target"]))
+    assert row.sim_same_city == pytest.approx(np.mean(sims["same_city"]))
+    assert np.isnan(row.sim_random_city)  # missing negative: NaN in its own column, nothing shifted
+    assert row.sim_same_driving_side == pytest.approx(np.mean(sims["same_driving_side"]))
+    assert row.local_margin == pytest.approx(row.sim_target - max(row.sim_same_neighborhood, row.sim_same_city))
+    assert row.n_generated == 4 and row.n_reference == 6 and row.encoder == "enc"
+    assert np.isnan(row.gaas)
+    reasons = df.attrs["nan_reasons"]
+    assert {r["column"] for r in reasons} == {"gaas"}
+
+
+def test_identical_panel_gives_ideal_scores(emb_setup):
+    blocks, galleries, _ = emb_setup
+    df = score_embeddings(blocks, galleries, {("copy", "L0", "t"): galleries["t"]}, encoder_name="enc")
+    assert df.cos_sim[0] == pytest.approx(1.0)
+    assert df.mmd[0] == pytest.approx(0.0, abs=1e-9)
+    assert df.diversity_gap[0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_permuting_and_scaling_panel(emb_setup):
+    blocks, galleries, panel = emb_setup
+    base = score_embeddings(blocks, galleries, {("m", "L1", "t"): panel}, encoder_name="e")
+    perm = score_embeddings(blocks, galleries, {("m", "L1", "t"): panel[::-1]}, encoder_name="e")
+    pd.testing.assert_frame_equal(base, perm)
+    scaled = score_embeddings(blocks, galleries, {("m", "L1", "t"): panel * 3.0}, encoder_name="e")
+    for col in ("cos_sim", "retrieval_acc", "mrr", "sim_target", "local_margin"):
+        assert scaled[col][0] == pytest.approx(base[col][0])
+
+
+def test_block_without_negatives_has_nan_margins(emb_setup):
+    blocks, galleries, panel = emb_setup
+    df = score_embeddings(blocks, galleries, {("m", "L1", "n1"): panel}, encoder_name="e")
+    row = df.iloc[0]
+    assert row.retrieval_acc == 1.0 and row.mrr == 1.0  # the target is the only candidate
+    assert np.isnan(row.local_margin) and np.isnan(row.strongest_margin)
+    assert {"local_margin", "strongest_margin"} <= {r["column"] for r in df.attrs["nan_reasons"]}
+
+
+def test_summaries_group_means(emb_setup):
+    blocks, galleries, panel = emb_setup
+    df = score_embeddings(blocks, galleries, {("m", "L1", "t"): panel, ("m", "L1", "n2"): panel,
+                                              ("m", "L0", "t"): panel * 0.5}, encoder_name="e")
+    out = summaries(df)
+    by_mc = out["by_method_condition"].set_index(["method", "condition"])
+    assert by_mc.loc[("m", "L1"), "n_blocks"] == 2
+    assert by_mc.loc[("m", "L1"), "cos_sim"] == pytest.approx(df[df.condition == "L1"].cos_sim.mean())
+    assert set(out) == {"by_method", "by_method_condition", "by_city_method", "by_condition"}
+
+
+# -- evaluate_panels with a real encoder -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    from geofidelity_bench.encoders import get_encoder
+
+    return get_encoder("efficientnet-lite0", device="cpu")
+
+
+def test_precomputed_embeddings_equal_images(demo, encoder, tmp_path):
+    from geofidelity_bench.encoders import EmbeddingCache, embed_images
+
+    cache = EmbeddingCache(tmp_path / "cache")
+    imgs = [r.image_bytes for r in demo.heldout("lund_seg1")]
+    by_image = evaluate_panels(demo, {("m", "L0", "lund_seg1"): imgs}, encoder, cache=cache, progress=False)
+    emb = embed_images(encoder, imgs, cache=cache, progress=False)
+    by_emb = evaluate_panels(demo, {("m", "L0", "lund_seg1"): emb}, encoder, cache=cache, progress=False)
+    pd.testing.assert_frame_equal(by_image, by_emb)
+
+
+def test_panel_errors_are_named(demo, encoder):
+    with pytest.raises(EvaluationError, match="unknown block id 'atlantis'"):
+        evaluate_panels(demo, {("m", "L0", "atlantis"): [b"x"]}, encoder, progress=False)
+    with pytest.raises(EvaluationError, match="no images"):
+        evaluate_panels(demo, {("m", "L0", "lund_seg1"): []}, encoder, progress=False)
+    with pytest.raises(EvaluationError, match="dimension 7"):
+        evaluate_panels(demo, {("m", "L0", "lund_seg1"): np.zeros((4, 7), np.float32)}, encoder, progress=False)
+    with pytest.raises(EvaluationError, match="no panels"):
+        evaluate_panels(demo, {}, encoder, progress=False)
+
+
+# -- generated folders ---------------------------------------------------------------------------
+
+
+def _write_panel(root, method, condition, block_id, images):
+    folder = root / method / condition / block_id
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, data in enumerate(images):
+        (folder / f"{k:02d}.jpg").write_bytes(data)
+    return folder
+
+
+def test_read_generated_folder(demo, tmp_path):
+    imgs = [w.image_bytes for w in demo.world[:4]]
+    _write_panel(tmp_path, "model_a", "L0", "lund_seg1", imgs)
+    _write_panel(tmp_path, "model_a", "GPS_ONLY", "arezzo_park_path", imgs[:2])
+    panels = read_generated_folder(tmp_path, demo)
+    assert sorted(panels) == [("model_a", "GPS_ONLY", "arezzo_park_path"), ("model_a", "L0", "lund_seg1")]
+    assert [p.name for p in panels[("model_a", "L0", "lund_seg1")]] == ["00.jpg", "01.jpg", "02.jpg", "03.jpg"]
+    assert list(read_generated_folder(tmp_path, demo, conditions=["L0"])) == [("model_a", "L0", "lund_seg1")]
+
+
+def test_generated_folder_problems_are_all_reported(demo, tmp_path):
+    img = demo.world[0].image_bytes
+    _write_panel(tmp_path, "m", "L0", "atlantis", [img, img])
+    (tmp_path / "m" / "L0" / "lund_seg1").mkdir(parents=True)
+    _write_panel(tmp_path, "m", "L0", "lund_seg2", [img, img])
+    (tmp_path / "m" / "L0" / "lund_seg2" / "notes.txt").write_text("hi")
+    _write_panel(tmp_path, "m", "L0", "lund_seg3", [img])
+    _write_panel(tmp_path, "bad name", "L0", "lund_seg1", [img, img])
+    with pytest.raises(EvaluationError) as info:
+        read_generated_folder(tmp_path, demo)
+    msg = str(info.value)
+    assert "unknown block id 'atlantis'" in msg
+    assert "lund_seg1: empty panel" in msg
+    assert "notes.txt: not a panel image" in msg
+    assert "lund_seg3: 1 image(s)" in msg
+    assert "bad name: unsafe method folder name" in msg
+    with pytest.raises(EvaluationError, match="requested method 'ghost'"):
+        read_generated_folder(tmp_path, demo, methods=["ghost"])
+
+
+def test_non_image_with_image_name_fails_naming_the_file(demo, encoder, tmp_path):
+    img = demo.world[0].image_bytes
+    folder = _write_panel(tmp_path, "m", "L0", "lund_seg1", [img, b"this is text, not a jpeg"])
+    panels = read_generated_folder(tmp_path, demo)
+    from geofidelity_bench.images import ImageDecodeError
+
+    with pytest.raises(ImageDecodeError, match=str(folder / "01.jpg")):
+        evaluate_panels(demo, panels, encoder, progress=False)
+
+
+# -- CLI ---------------------------------------------------------------------------------------------
+
+
+def test_evaluate_cli_writes_results_and_run_json(demo, tmp_path, capsys):
+    gen = tmp_path / "gen"
+    for i, bid in enumerate(["lund_seg1", "berlin_am_lustgarten"]):
+        _write_panel(gen, "world_photos", "L0", bid, [w.image_bytes for w in demo.world[4 * i : 4 * i + 4]])
+    out = tmp_path / "out"
+    code = main(["evaluate", "--benchmark", "demo", "--generated", str(gen), "--encoder", "efficientnet-lite0",
+                 "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
+    assert code == 0
+    df = pd.read_csv(out / "results.csv")
+    assert list(df.columns) == RESULT_COLUMNS
+    assert set(df.method) == {"world_photos", "heldout_real", "random_same_country", "random_global"}
+    assert (df.encoder == "efficientnet-lite0").all()
+    for name in ("by_method", "by_method_condition", "by_city_method", "by_condition"):
+        assert (out / f"summary_{name}.csv").stat().st_size > 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["benchmark"]["fingerprint"] == demo.fingerprint
+    assert run["encoder"]["name"] == "efficientnet-lite0" and run["encoder"]["config"]
+    assert run["parameters"]["generated"] == str(gen)
+    assert "numpy" in run["versions"]
+    assert any(r["column"] == "gaas" for r in run["nan_reasons"])
+    assert "world_photos" in capsys.readouterr().out
+
+
+def test_evaluate_cli_bad_folder_is_clean_error(tmp_path, capsys):
+    (tmp_path / "gen" / "m" / "L0" / "atlantis").mkdir(parents=True)
+    code = main(["evaluate", "--generated", str(tmp_path / "gen"), "--encoder", "efficientnet-lite0",
+                 "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "atlantis" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_demo_main_job(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "Leaderboard" in printed and "Similarity hierarchy" in printed and "GAAS: n/a" in printed
+    df = pd.read_csv(out / "results.csv")
+    mean = df.groupby("method")[["cos_sim", "retrieval_acc"]].mean()
+    assert mean.loc["heldout_real", "cos_sim"] > mean.loc["random_global", "cos_sim"]
+    assert mean.loc["heldout_real", "retrieval_acc"] > mean.loc["random_global", "retrieval_acc"]
+    assert mean.loc["sanity_augmented_heldout", "cos_sim"] > mean.loc["sanity_world", "cos_sim"]
+    assert json.loads((out / "run.json").read_text())["encoder"]["name"] == "efficientnet-lite0"
+    report = (out / "report" / "report.md").read_text()
+    assert "Table 10: leaderboard with real-image anchors" in report and "Held-out Real" in report
+    assert "Table 5: CosSim by prompt condition\n\nskipped:" in report  # no generated rows in the demo
+    for plot in ("leaderboard.png", "hierarchy.png", "city_heatmap.png"):
+        assert (out / "report" / "plots" / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # A second run is served from the embedding cache.
+    assert main(["demo", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
+    stats = json.loads((out / "run.json").read_text())["embedding_stats"]
+    assert stats["forward_images"] == 0 and stats["from_cache"] == stats["total"]
+
+
+# -- GAAS with a segmenter ---------------------------------------------------------------------------
+
+
+def test_gaas_with_a_segmenter_equals_independent_computation(demo, encoder, tiny_m2f_dir, tmp_path):
+    from scipy.spatial.distance import jensenshannon
+
+    from geofidelity_bench.segmentation import gaas_shares, get_segmenter, segment_images
+
+    seg = get_segmenter("mask2former-vistas", weights=tiny_m2f_dir, device="cpu")
+    panel = [w.image_bytes for w in demo.world[:3]]
+    emb_only = embed_images_for(encoder, [w.image_bytes for w in demo.world[3:6]])
+    df = evaluate_panels(demo, {("m", "L0", "lund_seg1"): panel, ("e", "L0", "lund_seg1"): emb_only}, encoder,
+                         segmenter=seg, progress=False)
+    gen = gaas_shares(segment_images(seg, panel, progress=False))
+    ref = gaas_shares(segment_images(seg, [r.image_bytes for r in demo.gallery("lund_seg1")], progress=False))
+    expected = np.mean([
+        jensenshannon(*(np.histogram(x[:, g], bins=10, range=(0, 1))[0] + 1e-8 for x in (gen, ref)), base=2)
+        for g in range(8)
+    ])
+    row = df.set_index("method").loc["m"]
+    assert row.gaas == pytest.approx(expected, abs=1e-9)
+    assert np.isnan(df.set_index("method").loc["e", "gaas"])  # embeddings only: no images to segment
+    reasons = [r for r in df.attrs["nan_reasons"] if r["column"] == "gaas"]
+    assert [r["method"] for r in reasons] == ["e"] and "precomputed embeddings" in reasons[0]["reason"]
+    assert df.attrs["segment_stats"]["total"] > 0
+
+
+def embed_images_for(encoder, images):
+    from geofidelity_bench.encoders import embed_images
+
+    return embed_images(encoder, images, progress=False)
+
+
+def test_demo_reports_gaas_with_local_segmenter_weights(tiny_m2f_dir, tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress",
+                 "--segmenter-weights", str(tiny_m2f_dir)]) == 0
+    assert "GAAS computed with segmenter mask2former-vistas" in capsys.readouterr().out
+    df = pd.read_csv(out / "results.csv")
+    assert df.gaas.notna().all() and ((df.gaas >= 0) & (df.gaas <= 1)).all()
+    gaas = json.loads((out / "run.json").read_text())["gaas"]
+    assert gaas["segmenter"] == "mask2former-vistas" and gaas["config_hash"]
+
+
+def test_demo_without_segmenter_weights_says_how_to_provide_them(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
+    assert "--segmenter-weights PATH" in capsys.readouterr().out
+    gaas = json.loads((out / "run.json").read_text())["gaas"]
+    assert gaas["segmenter"] is None and "--segmenter-weights" in gaas["reason"]

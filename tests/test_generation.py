@@ -1,0 +1,340 @@
+"""Generation harness: registry, seeds, the offline tiny pipeline, the runner, resume, manifest, CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from geofidelity_bench import load_benchmark
+from geofidelity_bench.generation import (
+    BUILTIN_GENERATORS,
+    PAPER_GENERATORS,
+    GeneratorError,
+    GeneratorRegistry,
+    GeneratorSpec,
+    image_seed,
+    register_generator,
+    resolve_generator,
+)
+from geofidelity_bench.generation.manifest import (
+    MANIFEST_COLUMNS,
+    MANIFEST_FILE,
+    VOLATILE_COLUMNS,
+    ManifestJournal,
+    journal_files,
+    load_manifest,
+    merge_manifest,
+)
+from geofidelity_bench.generation.runner import plan_units, run_generation
+from geofidelity_bench.prompts import NEGATIVE_PROMPT, PromptError, build_prompt
+
+SCRIPTS = Path(__file__).parent / "scripts"
+NAMED_BLOCK = "berlin_am_lustgarten"
+CONDITIONS = ["L0", "GPS_ONLY", "L1"]
+N = 2
+
+
+def spec_seed(model: str, block_id: str, condition: str, k: int) -> int:
+    """The SPEC section 3 formula, written out independently of the library."""
+    digest = hashlib.sha256(f"{model}/{block_id}/{condition}/{k}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
+
+
+def jpg_hashes(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*.jpg"))
+    }
+
+
+def stable_manifest(root: Path) -> list[dict]:
+    """The merged manifest file's rows without the when/where columns (timings, process, device)."""
+    rows = pq.read_table(root / "manifest.parquet").to_pylist()
+    return [{k: v for k, v in r.items() if k not in VOLATILE_COLUMNS} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load_benchmark("demo")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(bench, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny_run")
+    messages: list[str] = []
+    summary = run_generation(
+        bench, ["tiny"], CONDITIONS, out, images_per_block=N, progress=False, log=messages.append
+    )
+    return out, summary, messages
+
+
+# -- registry and seeds ----------------------------------------------------------------------
+
+
+def test_registry_has_the_six_spec_generators_and_tiny():
+    expected = {
+        "sdxl": ("stabilityai/stable-diffusion-xl-base-1.0", "StableDiffusionXLPipeline", 30, 5.0, "fp16", False),
+        "sd35_large": ("stabilityai/stable-diffusion-3.5-large", "StableDiffusion3Pipeline", 28, 3.5, "bf16", True),
+        "flux_dev": ("black-forest-labs/FLUX.1-dev", "FluxPipeline", 28, 3.5, "bf16", True),
+        "flux_schnell": ("black-forest-labs/FLUX.1-schnell", "FluxPipeline", 4, 0.0, "bf16", True),
+        "pixart_sigma": ("PixArt-alpha/PixArt-Sigma-XL-2-1024-MS", "PixArtSigmaPipeline", 20, 4.5, "fp16", False),
+        "hunyuan_dit": ("Tencent-Hunyuan/HunyuanDiT-Diffusers", "HunyuanDiTPipeline", 50, 5.0, "fp16", False),
+    }
+    assert tuple(expected) == PAPER_GENERATORS
+    for key, (weights, cls, steps, guidance, dtype, offload) in expected.items():
+        s = BUILTIN_GENERATORS[key]
+        assert (s.weights, s.pipeline_class, s.steps, s.guidance, s.dtype, s.cpu_offload) == (
+            weights, cls, steps, guidance, dtype, offload
+        )
+        assert (s.height, s.width) == (1024, 1024)
+        flux = key.startswith("flux")
+        assert s.negative_prompt is (not flux)
+        assert dict(s.call_kwargs) == ({"max_sequence_length": 256} if flux else {})
+    tiny = BUILTIN_GENERATORS["tiny"]
+    assert tiny.kind == "factory" and tiny.steps == 2 and tiny.height <= 64
+
+
+def test_seed_formula_and_generators():
+    assert image_seed("sdxl", "berlin_am_lustgarten", "L1", 3) == spec_seed("sdxl", "berlin_am_lustgarten", "L1", 3)
+    seeds = {image_seed(m, b, c, k) for m in ("a", "b") for b in ("x", "y") for c in ("L0", "L1") for k in range(4)}
+    assert len(seeds) == 32 and all(0 <= s < 2**63 for s in seeds)
+
+
+def test_register_and_resolve_user_generators():
+    reg = GeneratorRegistry()
+    spec = register_generator("mine", weights="org/some-pipeline", steps=8, guidance=1.5, registry=reg)
+    assert reg.get("mine") is spec and spec.kind == "diffusers" and spec.dtype == "fp16"
+    with pytest.raises(GeneratorError, match="already registered"):
+        register_generator("mine", weights="org/other", registry=reg)
+    grey = register_generator("grey", lambda p, n, g, **kw: Image.new("RGB", (8, 8)), registry=reg)
+    assert grey.kind == "callable"
+    with pytest.raises(GeneratorError, match="exactly one"):
+        GeneratorSpec("bad")
+    with pytest.raises(GeneratorError, match="path component"):
+        GeneratorSpec("a/b", weights="x/y")
+    with pytest.raises(GeneratorError, match="unknown generator"):
+        resolve_generator("no_such_model", registry=reg)
+    assert resolve_generator("org/pipe").weights == "org/pipe" and resolve_generator("org/pipe").key == "org__pipe"
+    assert resolve_generator("alias=diffusers:org/pipe").key == "alias"
+    assert resolve_generator("t2=tiny").key == "t2" and resolve_generator("t2=tiny").kind == "factory"
+    spec = resolve_generator(f"c={SCRIPTS / 'gen_plugin.py'}:coordinate_painter")
+    assert spec.kind == "callable" and spec.key == "c"
+
+
+def test_plan_orders_units_and_refuses_unnamed_blocks(bench):
+    units, refused = plan_units(bench, ["tiny"], ["L0", "L1"], images_per_block=2)
+    assert [u.block_id for u in units if u.condition == "L1"] == [NAMED_BLOCK, NAMED_BLOCK]
+    assert {r.block_id for r in refused} == set(bench.block_ids) - {NAMED_BLOCK}
+    assert all(r.condition == "L1" and "no street_name" in r.reason for r in refused)
+    keys = [(u.condition, u.block_id, u.k) for u in units]
+    assert keys == sorted(keys, key=lambda t: (["L0", "L1"].index(t[0]), t[1], t[2]))
+
+
+# -- the tiny pipeline end to end --------------------------------------------------------------
+
+
+def test_tiny_generates_panels_for_the_demo_benchmark(bench, tiny_run):
+    out, summary, messages = tiny_run
+    files = jpg_hashes(out)
+    expected = {
+        f"tiny/{c}/{b}/{k:02d}.jpg" for c in ("L0", "GPS_ONLY") for b in bench.block_ids for k in range(N)
+    } | {f"tiny/L1/{NAMED_BLOCK}/{k:02d}.jpg" for k in range(N)}
+    assert set(files) == expected
+    assert summary.generated == len(expected) and summary.skipped == 0
+    assert {r["block_id"] for r in summary.refused} == set(bench.block_ids) - {NAMED_BLOCK}
+    assert any("refused 6" in m and "lund_seg1" in m for m in messages)
+    assert any("images/s" in m for m in messages)
+    with Image.open(out / sorted(expected)[0]) as img:
+        assert img.format == "JPEG" and img.size == (512, 512) and img.mode == "RGB"
+    # Different seeds and prompts give different pictures.
+    assert len(set(files.values())) == len(files)
+    assert sorted(p.name for p in out.iterdir() if p.is_file()) == ["generation_summary.json", MANIFEST_FILE]
+    saved = json.loads((out / "generation_summary.json").read_text())
+    assert saved["generated"] == len(expected) and saved["images_per_s"] > 0
+
+
+def test_manifest_rows_describe_every_image(bench, tiny_run):
+    out, _, _ = tiny_run
+    df = load_manifest(out)
+    assert list(df.columns) == list(MANIFEST_COLUMNS)
+    assert len(df) == len(jpg_hashes(out)) and not df.duplicated(["model", "condition", "block_id", "k"]).any()
+    for row in df.to_dict("records"):
+        path = out / row["path"]
+        assert row["path"] == f"tiny/{row['condition']}/{row['block_id']}/{row['k']:02d}.jpg"
+        assert row["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert row["seed"] == spec_seed("tiny", row["block_id"], row["condition"], row["k"])
+        assert row["prompt"] == build_prompt(bench, row["block_id"], row["condition"]).text
+        assert row["negative_prompt"] == NEGATIVE_PROMPT
+        assert (row["steps"], row["guidance"], row["dtype"], row["height"]) == (2, 5.0, "fp32", 64)
+        assert row["torch_version"] and row["diffusers_version"] and row["geofidelity_bench_version"]
+        assert row["benchmark_fingerprint"] == bench.fingerprint and row["duration_s"] > 0
+        assert (row["process_index"], row["num_processes"]) == (0, 1)
+
+
+def test_batch_size_does_not_change_the_files(bench, tiny_run, tmp_path):
+    out, _, _ = tiny_run
+    run_generation(bench, ["tiny"], ["L0", "L1"], tmp_path, images_per_block=N, batch_size=3, progress=False, log=lambda m: None)
+    batched = jpg_hashes(tmp_path)
+    assert batched and all(batched[p] == jpg_hashes(out)[p] for p in batched)
+    assert set(load_manifest(tmp_path)["batch_size"]) == {3}
+
+
+def test_rerun_skips_and_repairs_missing_corrupt_and_changed_images(bench, tiny_run, tmp_path):
+    import shutil
+
+    src, _, _ = tiny_run
+    shutil.copytree(src, tmp_path / "out")
+    out = tmp_path / "out"
+    before_files, before_rows = jpg_hashes(out), stable_manifest(out)
+    mtimes = {p: (out / p).stat().st_mtime_ns for p in before_files}
+
+    again = run_generation(bench, ["tiny"], CONDITIONS, out, images_per_block=N, progress=False, log=lambda m: None)
+    assert again.generated == 0 and again.skipped == len(before_files)
+    assert all((out / p).stat().st_mtime_ns == t for p, t in mtimes.items())
+
+    missing, corrupt = "tiny/L0/lund_seg1/01.jpg", f"tiny/L1/{NAMED_BLOCK}/00.jpg"
+    (out / missing).unlink()
+    (out / corrupt).write_bytes((out / corrupt).read_bytes()[:100])
+    # A killed writer's leftovers: a torn journal line, a duplicate row, a temp file.
+    row = load_manifest(out).iloc[0].to_dict()
+    with ManifestJournal(out, tag="dead-0") as journal:
+        journal.append(row)
+    with open(out / "manifest.part-dead-0.jsonl", "ab") as fh:
+        fh.write(b'{"model": "tiny", "condition": "L0", "blo')
+    (out / "tiny/L0/lund_seg1/.01.jpg.tmp").write_bytes(b"partial")
+
+    repaired = run_generation(bench, ["tiny"], CONDITIONS, out, images_per_block=N, progress=False, log=lambda m: None)
+    assert repaired.generated == 2
+    assert jpg_hashes(out) == before_files
+    assert stable_manifest(out) == before_rows
+    assert journal_files(out) == [] and not list(out.rglob("*.tmp"))
+
+
+def test_changed_settings_regenerate(bench, tiny_run, tmp_path):
+    import shutil
+
+    src, _, _ = tiny_run
+    shutil.copytree(src, tmp_path / "out")
+    out = tmp_path / "out"
+    three_steps = BUILTIN_GENERATORS["tiny"].replace(steps=3)
+    s = run_generation(bench, [three_steps], ["L0"], out, images_per_block=1, block_ids=["lund_seg1"], progress=False, log=lambda m: None)
+    assert s.generated == 1
+    df = load_manifest(out)
+    row = df[(df.block_id == "lund_seg1") & (df.condition == "L0") & (df.k == 0)].iloc[0]
+    assert row["steps"] == 3 and len(df) == len(load_manifest(src))
+
+
+def test_strict_mode_refuses_unnamed_blocks(bench, tmp_path):
+    with pytest.raises(PromptError, match="lund_seg1"):
+        run_generation(bench, ["tiny"], ["L1"], tmp_path, strict=True, progress=False)
+    assert not list(tmp_path.rglob("*.jpg"))
+
+
+def test_callable_generator_receives_block_metadata(bench, tmp_path):
+    seen = []
+
+    def painter(prompt, negative_prompt, generator, *, block, prompt_info, seed):
+        import torch
+
+        seen.append((block.block_id, prompt_info.condition, seed, negative_prompt, prompt))
+        value = int(torch.randint(0, 255, (1,), generator=generator))
+        return Image.new("RGB", (16, 16), (value, int(abs(block.centroid[0])) % 255, 0))
+
+    spec = GeneratorSpec("painter", fn=painter, negative_prompt=False, dtype="fp32", steps=1, guidance=0.0)
+    s = run_generation(bench, [spec], ["GPS_ONLY"], tmp_path, images_per_block=1, progress=False, log=lambda m: None)
+    assert s.generated == len(bench.block_ids)
+    assert {b for b, *_ in seen} == set(bench.block_ids)
+    assert all(seed == spec_seed("painter", b, "GPS_ONLY", 0) and neg is None for b, _, seed, neg, _ in seen)
+    df = load_manifest(tmp_path)
+    assert df["negative_prompt"].isna().all() and (df["weights"].str.startswith("callable:")).all()
+
+
+def test_merge_keeps_rows_of_live_journals(bench, tiny_run, tmp_path):
+    import shutil
+
+    src, _, _ = tiny_run
+    shutil.copytree(src, tmp_path / "out")
+    out = tmp_path / "out"
+    rows = load_manifest(out).to_dict("records")
+    (out / MANIFEST_FILE).unlink()
+    with ManifestJournal(out, tag="live-1") as journal:
+        for row in rows:
+            journal.append(row)
+        report = merge_manifest(out)  # the writer still holds its lock: merged but kept
+        assert report.rows == len(rows) and report.journals_kept == 1
+        assert journal_files(out)
+    report = merge_manifest(out)
+    assert report.journals_merged == 1 and journal_files(out) == [] and report.rows == len(rows)
+
+
+# -- command line ----------------------------------------------------------------------------------
+
+
+def test_cli_generate_with_a_plugin_file(tmp_path, capsys):
+    from geofidelity_bench.cli import main
+
+    plugin = SCRIPTS / "gen_plugin.py"
+    rc = main(
+        ["generate", "--plugin", str(plugin), "--model", "coords", f"c2={plugin}:coordinate_painter",
+         "--conditions", "L0", "L2", "--images-per-block", "1", "--out", str(tmp_path), "--no-progress"]
+    )
+    assert rc == 0
+    out = capsys.readouterr()
+    assert "refused 6" in out.err and "L2: arezzo_church_streets" in out.err
+    files = jpg_hashes(tmp_path)
+    assert len(files) == 2 * (7 + 1)
+    assert f"coords/L2/{NAMED_BLOCK}/00.jpg" in files and f"c2/L2/{NAMED_BLOCK}/00.jpg" in files
+    # Same callable, different model key: different seeds, different files.
+    assert files[f"coords/L0/lund_seg1/00.jpg"] != files[f"c2/L0/lund_seg1/00.jpg"]
+
+
+def test_cli_errors_are_clear(tmp_path, capsys):
+    from geofidelity_bench.cli import main
+
+    assert main(["generate", "--model", "nope", "--out", str(tmp_path)]) == 2
+    assert "unknown generator 'nope'" in capsys.readouterr().err
+    assert main(["generate", "--model", "tiny", "--conditions", "L1", "--strict", "--out", str(tmp_path)]) == 2
+    assert "lund_seg1" in capsys.readouterr().err
+    assert main(["generate", "--model", "tiny", "--blocks", "no_block", "--out", str(tmp_path)]) == 2
+    assert "no_block" in capsys.readouterr().err
+    assert main(["generate", "--list-models"]) == 0
+    listed = capsys.readouterr().out
+    assert all(k in listed for k in PAPER_GENERATORS)
+
+
+def test_panel_encoding_is_lanczos_512_jpeg95():
+    from geofidelity_bench.generation.manifest import encode_panel
+
+    img = Image.new("RGB", (64, 64), (10, 200, 30))
+    data = encode_panel(img)
+    expected = io.BytesIO()
+    img.resize((512, 512), Image.Resampling.LANCZOS).save(expected, format="JPEG", quality=95)
+    assert data == expected.getvalue()
+
+
+def test_control_prompts_record_their_donors(bench, tmp_path):
+    import dataclasses
+
+    from geofidelity_bench.benchmark import Benchmark
+
+    blocks = [
+        dataclasses.replace(b, street_name="Testgatan", neighborhood="Centrum") if b.block_id == "lund_seg1" else b
+        for b in bench.blocks
+    ]
+    named = Benchmark(blocks, bench.references, cities=bench.cities.values(), name="demo-named", validate_images=False)
+    spec = GeneratorSpec("flat", fn=lambda p, n, g, **kw: Image.new("RGB", (8, 8)), dtype="fp32", steps=1)
+    conditions = ["C_WRONG_STREET", "C_SHUFFLED_NEIGHBORHOOD", "C_WRONG_STREET_NEIGHBORHOOD"]
+    s = run_generation(named, [spec], conditions, tmp_path, images_per_block=1, progress=False, log=lambda m: None)
+    assert s.generated == 6  # berlin and lund_seg1 donate to each other
+    df = load_manifest(tmp_path).set_index(["condition", "block_id"])
+    assert df.loc[("C_WRONG_STREET", NAMED_BLOCK), "street_donor"] == "lund_seg1"
+    assert "Testgatan" in df.loc[("C_WRONG_STREET", NAMED_BLOCK), "prompt"]
+    assert df.loc[("C_SHUFFLED_NEIGHBORHOOD", "lund_seg1"), "neighborhood_donor"] == NAMED_BLOCK
+    row = df.loc[("C_WRONG_STREET_NEIGHBORHOOD", "lund_seg1")]
+    assert (row["street_donor"], row["neighborhood_donor"]) == (NAMED_BLOCK, NAMED_BLOCK)

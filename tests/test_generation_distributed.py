@@ -1,0 +1,148 @@
+"""Real multi-process and crash runs of ``geofidelity-bench generate`` (subprocesses, CPU, gloo).
+
+* ``accelerate launch --multi_gpu --num_processes 2`` (on a CPU-only machine accelerate falls
+  back to 2 CPU processes; note that ``--cpu --num_processes 2`` would start only one);
+* ``torchrun --nproc_per_node 2``;
+* a run killed with SIGKILL midway, then resumed.
+
+Each must end with exactly the files of an uninterrupted one-process run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from geofidelity_bench import load_benchmark
+from geofidelity_bench.generation.manifest import VOLATILE_COLUMNS, journal_files, load_manifest
+from geofidelity_bench.generation.runner import UNIT_DELAY_ENV, run_generation
+
+CONDITIONS = ["L0", "GPS_ONLY", "L1"]
+N = 2
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def jpg_hashes(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*.jpg"))}
+
+
+def all_files(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def stable_manifest(root: Path) -> list[dict]:
+    """The merged manifest file's rows without the when/where columns (timings, process, device)."""
+    rows = pq.read_table(root / "manifest.parquet").to_pylist()
+    return [{k: v for k, v in r.items() if k not in VOLATILE_COLUMNS} for r in rows]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env(**extra: str) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if k != UNIT_DELAY_ENV}
+    # CPU only (gloo), so that the runs compare bit for bit with the CPU baseline on any machine.
+    e.update(HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false", CUDA_VISIBLE_DEVICES="", **extra)
+    return e
+
+
+def generate_args(out: Path, conditions=CONDITIONS, n: int = N) -> list[str]:
+    return ["generate", "--model", "tiny", "--conditions", *conditions, "--images-per-block", str(n),
+            "--out", str(out), "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    """One uninterrupted single-process run on the CPU (in this process unless a GPU is visible)."""
+    import torch
+
+    out = tmp_path_factory.mktemp("baseline")
+    if torch.cuda.is_available():
+        cmd = [sys.executable, "-m", "geofidelity_bench.cli", *generate_args(out)]
+        subprocess.run(cmd, cwd=ROOT, env=env(), check=True, capture_output=True, timeout=240)
+    else:
+        quiet = dict(progress=False, log=lambda m: None)
+        run_generation(load_benchmark("demo"), ["tiny"], CONDITIONS, out, images_per_block=N, **quiet)
+    return out
+
+
+def _check_two_processes(out: Path, stdout: str) -> None:
+    df = load_manifest(out)
+    assert set(df["process_index"]) == {0, 1}, "both processes must have generated images"
+    assert set(df["num_processes"]) == {2}
+    assert "[rank 0/2]" in stdout and "[rank 1/2]" in stdout
+    assert stdout.count("generation summary:") == 1  # only the main process merges and reports
+
+
+@pytest.mark.slow
+def test_accelerate_launch_two_processes_matches_one_process(baseline, tmp_path):
+    out = tmp_path / "acc"
+    cmd = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+        "--main_process_port", str(free_port()), "-m", "geofidelity_bench.cli", *generate_args(out),
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _check_two_processes(out, proc.stdout)
+    assert jpg_hashes(out) == jpg_hashes(baseline)
+    assert stable_manifest(out) == stable_manifest(baseline)
+    assert all_files(out) == all_files(baseline)
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_matches_one_process(baseline, tmp_path):
+    out = tmp_path / "trun"
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+        "-m", "geofidelity_bench.cli", *generate_args(out, conditions=["L0"]),
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _check_two_processes(out, proc.stdout)
+    produced = jpg_hashes(out)
+    assert produced and produced == {p: h for p, h in jpg_hashes(baseline).items() if p.startswith("tiny/L0/")}
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_uninterrupted_result(baseline, tmp_path):
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "geofidelity_bench.cli", *generate_args(out)]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env(**{UNIT_DELAY_ENV: "0.3"}), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    expected = len(jpg_hashes(baseline))
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(out.rglob("*.jpg"))) < 3:
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, "no image appeared in time"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    done = len(jpg_hashes(out))
+    assert 3 <= done < expected, "the kill must land midway"
+    assert not (out / "manifest.parquet").exists() and journal_files(out), "the killed run had not merged yet"
+
+    resumed = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=240)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "already done" in resumed.stdout
+    assert all_files(out) == all_files(baseline)  # no journal, no temp file left
+    assert jpg_hashes(out) == jpg_hashes(baseline)
+    assert stable_manifest(out) == stable_manifest(baseline)

@@ -1,0 +1,437 @@
+"""Map Feature Perception (SPEC section 10): extractor, terms, loss, SSIM/PSNR and the ``mfp`` command.
+
+Everything runs offline on a tiny random ViT saved with save_pretrained (no Hub access).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from geofidelity_bench.metrics import mfp as M  # noqa: E402
+
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32,
+            patch_size=8)
+
+
+@pytest.fixture(scope="module")
+def tiny_vit_dir(tmp_path_factory):
+    from transformers import ViTConfig, ViTModel
+
+    torch.manual_seed(0)
+    model = ViTModel(ViTConfig(**TINY), add_pooling_layer=False)
+    path = tmp_path_factory.mktemp("tiny_vit")
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def extractor(tiny_vit_dir):
+    return M.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, device="cpu")
+
+
+def synthetic_map(seed: int, size: int = 64) -> Image.Image:
+    """A map-like tile: land background, a river, road lines and building polygons."""
+    rng = np.random.default_rng(seed)
+    img = Image.new("RGB", (size, size), (242, 239, 233))
+    draw = ImageDraw.Draw(img)
+    y0 = int(rng.integers(0, size))
+    draw.polygon([(0, y0), (size, y0 + 6), (size, y0 + 14), (0, y0 + 8)], fill=(170, 211, 223))
+    for _ in range(3):
+        pts = [tuple(int(v) for v in rng.integers(0, size, 2)) for _ in range(2)]
+        draw.line(pts, fill=(255, 255, 255), width=4)
+        draw.line(pts, fill=(250, 178, 102), width=2)
+    for _ in range(4):
+        x, y = (int(v) for v in rng.integers(0, size - 10, 2))
+        w, h = (int(v) for v in rng.integers(4, 10, 2))
+        draw.polygon([(x, y), (x + w, y), (x + w, y + h), (x, y + h)], fill=(217, 208, 201), outline=(190, 180, 170))
+    return img
+
+
+# -- terms -------------------------------------------------------------------------------------
+
+
+def test_identical_images_give_ideal_terms(extractor):
+    maps = [synthetic_map(i) for i in range(3)]
+    df = M.mfp_scores(maps, [m.copy() for m in maps], extractor)
+    assert list(df.columns) == ["pair", "global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"]
+    np.testing.assert_allclose(df["global_score"], 1.0, atol=1e-6)
+    np.testing.assert_allclose(df["spatial_distance"], 0.0, atol=1e-5)
+    np.testing.assert_allclose(df["spatial_mse"], 0.0, atol=1e-10)
+    np.testing.assert_allclose(df["loss"], 0.0, atol=1e-5)
+    np.testing.assert_allclose(df["ssim"], 1.0)
+    assert np.isinf(df["psnr"]).all()
+    summary = M.summarize_scores(df)
+    assert summary["psnr_infinite_pairs"] == 3 and summary["means"]["psnr"] is None
+
+
+def test_different_maps_score_worse_and_terms_are_consistent(extractor):
+    gen = [synthetic_map(i) for i in range(3)]
+    tgt = [synthetic_map(100 + i) for i in range(3)]
+    df = M.mfp_scores(gen, tgt, extractor)
+    assert (df["global_score"] < 1).all() and (df["spatial_distance"] > 0).all()
+    n = extractor.n_tokens
+    np.testing.assert_allclose(df["spatial_mse"], df["spatial_distance"] ** 2 / n**2, rtol=1e-5)
+    np.testing.assert_allclose(df["loss"], 10 * (1 - df["global_score"]) + df["spatial_mse"], rtol=1e-6)
+    assert (df["ssim"] < 1).all() and np.isfinite(df["psnr"]).all()
+
+
+def test_swapping_generated_and_target_gives_same_terms(extractor):
+    gen = [synthetic_map(i) for i in range(3)]
+    tgt = [synthetic_map(50 + i) for i in range(3)]
+    a = M.mfp_scores(gen, tgt, extractor)
+    b = M.mfp_scores(tgt, gen, extractor)
+    for col in ("global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"):
+        np.testing.assert_allclose(a[col], b[col], rtol=1e-6, atol=1e-7, err_msg=col)
+
+
+def test_batch_size_does_not_change_results(extractor):
+    gen = [synthetic_map(i) for i in range(3)]
+    tgt = [synthetic_map(20 + i) for i in range(3)]
+    one = M.mfp_scores(gen, tgt, extractor, batch_size=1, pixel_metrics=False)
+    three = M.mfp_scores(gen, tgt, extractor, batch_size=3, pixel_metrics=False)
+    for col in M.TERM_COLUMNS:
+        np.testing.assert_allclose(one[col], three[col], atol=1e-5, err_msg=col)
+
+
+def test_key_capture_matches_independent_recomputation(extractor):
+    x = extractor.prepare(torch.rand(2, 3, 32, 32))
+    with torch.no_grad():
+        feats = extractor(x)
+        out = extractor.model(pixel_values=x, output_hidden_states=True)
+        layer = extractor.model.layers[-1] if hasattr(extractor.model, "layers") else extractor.model.encoder.layer[-1]
+        key = layer.attention.k_proj if hasattr(layer.attention, "k_proj") else layer.attention.attention.key
+        last_input = out.hidden_states[-2]  # embeddings + one entry per layer: the last layer's input
+        expected_keys = torch.nn.functional.linear(layer.layernorm_before(last_input), key.weight, key.bias)
+    assert feats.keys.shape == (2, extractor.n_tokens, TINY["hidden_size"])
+    torch.testing.assert_close(feats.keys, expected_keys, rtol=1e-5, atol=1e-6)
+    # last_block CLS = the last layer's output before the final layer norm (paper's z_L^0).
+    torch.testing.assert_close(feats.cls, out.hidden_states[-1][:, 0], rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(feats.cls, out.last_hidden_state[:, 0])
+    # Self-similarity is the cosine of key vectors.
+    k = expected_keys[0] / expected_keys[0].norm(dim=-1, keepdim=True)
+    torch.testing.assert_close(M.self_similarity(feats.keys)[0], k @ k.T, rtol=1e-5, atol=1e-6)
+
+
+def test_final_layernorm_cls_source(tiny_vit_dir):
+    ext = M.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, device="cpu", cls_source="final_layernorm")
+    x = ext.prepare(torch.rand(1, 3, 32, 32))
+    with torch.no_grad():
+        torch.testing.assert_close(ext(x).cls, ext.model(pixel_values=x).last_hidden_state[:, 0])
+    assert ext.config["cls_source"] == "final_layernorm"
+    with pytest.raises(ValueError, match="cls_source"):
+        M.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, cls_source="pooler")
+
+
+def test_hooks_are_removed_after_use_and_after_an_error(tiny_vit_dir):
+    # A fresh model: transformers 5 itself leaves output-capturing hooks on the layers once a
+    # forward pass asks for output_hidden_states (as another test does), so only here is "empty" exact.
+    extractor = M.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, device="cpu")
+    modules = [extractor.key_projection, extractor.last_layer]
+    assert all(len(m._forward_hooks) == 0 for m in modules)
+    extractor.extract(torch.rand(1, 3, 32, 32))
+    assert all(len(m._forward_hooks) == 0 for m in modules)
+
+    def boom(module, inputs, output):
+        raise RuntimeError("mid-forward failure")
+
+    # The MLP runs after the key projection inside the last layer, so our hooks are live when it fails.
+    handle = extractor.last_layer.mlp.register_forward_hook(boom)
+    try:
+        with pytest.raises(RuntimeError, match="mid-forward failure"):
+            extractor.extract(torch.rand(1, 3, 32, 32))
+    finally:
+        handle.remove()
+    assert all(len(m._forward_hooks) == 0 for m in modules)
+    assert len(extractor.last_layer.mlp._forward_hooks) == 0
+
+
+def test_other_image_size_interpolates_positions(tiny_vit_dir):
+    ext = M.DinoViTFeatureExtractor(tiny_vit_dir, image_size=48, device="cpu")
+    assert ext.n_tokens == 37 and ext.config["interpolate_pos_encoding"] is True
+    feats = ext.extract(torch.rand(2, 3, 64, 64))
+    assert feats.keys.shape == (2, 37, 32)
+    with pytest.raises(ValueError, match="multiple of the patch size"):
+        M.DinoViTFeatureExtractor(tiny_vit_dir, image_size=36)
+
+
+# -- the loss ----------------------------------------------------------------------------------
+
+
+def test_loss_gradients_reach_the_input_not_the_weights(extractor):
+    loss_fn = M.MapFeaturePerceptionLoss(extractor, l1_weight=1.0)
+    gen = torch.rand(2, 3, 40, 40, requires_grad=True)
+    target = torch.rand(2, 3, 40, 40)
+    loss = loss_fn(gen, target)
+    assert loss.dim() == 0 and loss.item() > 0
+    loss.backward()
+    assert gen.grad is not None and torch.isfinite(gen.grad).all() and gen.grad.abs().sum() > 0
+    params = list(extractor.parameters())
+    assert params and all(not p.requires_grad for p in params)
+    assert all(p.grad is None for p in params)
+
+
+def test_loss_matches_weighted_terms_and_is_zero_for_identical_inputs(extractor):
+    loss_fn = M.MapFeaturePerceptionLoss(extractor, global_weight=3.0, spatial_weight=2.0, l1_weight=0.5)
+    gen, target = torch.rand(2, 3, 32, 32), torch.rand(2, 3, 32, 32)
+    terms = loss_fn.terms(gen, target)
+    expected = 3.0 * (1 - terms["global_score"]) + 2.0 * terms["spatial_mse"] + 0.5 * (gen - target).abs().mean((1, 2, 3))
+    torch.testing.assert_close(terms["loss"], expected)
+    torch.testing.assert_close(loss_fn(gen, target), expected.mean())
+    assert loss_fn(target, target.clone()).item() == pytest.approx(0.0, abs=1e-5)
+
+
+def test_loss_input_ranges_agree(extractor):
+    x, y = torch.rand(2, 3, 32, 32), torch.rand(2, 3, 32, 32)
+    unit = M.MapFeaturePerceptionLoss(extractor, input_range="unit")(x, y)
+    sym = M.MapFeaturePerceptionLoss(extractor, input_range="symmetric")(2 * x - 1, 2 * y - 1)
+    mean, std = extractor._mean, extractor._std
+    norm = M.MapFeaturePerceptionLoss(extractor, input_range="normalized")((x - mean) / std, (y - mean) / std)
+    torch.testing.assert_close(unit, sym, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(unit, norm, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="input_range"):
+        M.MapFeaturePerceptionLoss(extractor, input_range="0-255")
+
+
+def test_extractor_stays_in_eval_mode(extractor):
+    loss_fn = M.MapFeaturePerceptionLoss(extractor)
+    parent = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 1), loss_fn)
+    parent.train()
+    assert parent[0].training and loss_fn.training
+    assert not extractor.training and not extractor.model.training
+    assert not any(m.training for m in extractor.model.modules())
+    loss_fn.train(True)
+    assert not any(m.training for m in extractor.modules())
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def test_local_checkpoint_loads_offline_and_is_recorded(tiny_vit_dir, extractor):
+    from huggingface_hub import constants
+
+    assert constants.HF_HUB_OFFLINE  # conftest sets HF_HUB_OFFLINE=1
+    cfg = extractor.config
+    assert cfg["weights"] == str(tiny_vit_dir.resolve()) and len(cfg["weights_sha256"]) == 64
+    assert cfg["image_size"] == 32 and cfg["n_tokens"] == 17 and cfg["preprocessing"]["mean"] == [0.485, 0.456, 0.406]
+    json.dumps(cfg)
+
+
+def test_unavailable_hub_id_gives_a_clear_error():
+    with pytest.raises(M.MFPModelUnavailableError) as info:
+        M.DinoViTFeatureExtractor("no-such-org/no-such-mfp-model", device="cpu")
+    msg = str(info.value)
+    assert "no-such-org/no-such-mfp-model" in msg and "save_pretrained" in msg and "efficientnet" not in msg
+
+
+def test_missing_local_path_gives_a_clear_error(tmp_path):
+    with pytest.raises(M.MFPModelUnavailableError, match="not a directory"):
+        M.DinoViTFeatureExtractor(tmp_path / "nope", device="cpu")
+
+
+def test_pixel_metrics_resize_generated_to_target_size(extractor):
+    df = M.mfp_scores([synthetic_map(0, 96)], [synthetic_map(0, 64)], extractor)
+    assert df.attrs["n_pixel_resized"] == 1 and 0.5 < df["ssim"][0] <= 1.0
+
+
+def test_mfp_scores_rejects_unequal_counts(extractor):
+    with pytest.raises(ValueError, match="2 generated images but 1 targets"):
+        M.mfp_scores([synthetic_map(0), synthetic_map(1)], [synthetic_map(2)], extractor)
+
+
+def test_mfp_compute_returns_means_lists_and_config(extractor, tiny_vit_dir):
+    gen = [synthetic_map(i) for i in range(2)]
+    tgt = [synthetic_map(30 + i) for i in range(2)]
+    out = M.mfp_compute(gen, tgt, model=extractor, batch_size=2)
+    assert out["n_pairs"] == 2
+    for key in ("global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"):
+        assert out[key] == pytest.approx(float(np.mean(out["per_pair"][key])))
+    assert out["config"]["image_size"] == 32 and out["config"]["global_weight"] == 10.0
+    json.dumps(out)
+    by_path = M.mfp_compute(gen, tgt, model=str(tiny_vit_dir), image_size=32, device="cpu")
+    assert by_path["global_score"] == pytest.approx(out["global_score"], abs=1e-6)
+
+
+# -- SSIM and PSNR -----------------------------------------------------------------------------
+
+
+def _gaussian_window() -> np.ndarray:
+    ax = np.arange(11) - 5
+    g = np.exp(-(ax[:, None] ** 2 + ax[None, :] ** 2) / (2 * 1.5**2))
+    return g / g.sum()
+
+
+def test_ssim_identical_and_symmetric():
+    a = np.asarray(synthetic_map(1))
+    b = np.asarray(synthetic_map(2))
+    assert M.ssim(a, a) == pytest.approx(1.0)
+    assert M.ssim(a, b) == pytest.approx(M.ssim(b, a))
+    assert -1.0 <= M.ssim(a, b) < 1.0
+
+
+def test_ssim_constant_offset_known_value():
+    # Constant images: sigma = 0, so SSIM = (2 a b + C1) / (a^2 + b^2 + C1) exactly.
+    a = np.full((32, 32, 3), 100, np.uint8)
+    b = np.full((32, 32, 3), 120, np.uint8)
+    c1 = (0.01 * 255) ** 2
+    expected = (2 * 100 * 120 + c1) / (100**2 + 120**2 + c1)
+    assert M.ssim(a, b) == pytest.approx(expected, rel=1e-12)
+
+
+def test_ssim_textured_offset_matches_direct_valid_convolution():
+    from scipy.signal import convolve2d
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(40, 160, size=(24, 30))
+    y = x + 25.0  # same variance and covariance: only the luminance term differs from 1
+    w = _gaussian_window()
+    mu_x = convolve2d(x, w, mode="valid")
+    mu_y = mu_x + 25.0
+    c1 = (0.01 * 255) ** 2
+    expected = np.mean((2 * mu_x * mu_y + c1) / (mu_x**2 + mu_y**2 + c1))
+    assert M.ssim(x, y) == pytest.approx(expected, rel=1e-9)
+
+
+def test_ssim_general_case_matches_direct_valid_convolution():
+    from scipy.signal import convolve2d
+
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 255, size=(20, 23))
+    y = np.clip(0.6 * x + rng.normal(0, 30, size=x.shape) + 20, 0, 255)
+    w = _gaussian_window()
+
+    def f(z):
+        return convolve2d(z, w, mode="valid")
+
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    mx, my = f(x), f(y)
+    vx, vy, cxy = f(x * x) - mx**2, f(y * y) - my**2, f(x * y) - mx * my
+    expected = np.mean((2 * mx * my + c1) * (2 * cxy + c2) / ((mx**2 + my**2 + c1) * (vx + vy + c2)))
+    assert M.ssim(x, y) == pytest.approx(expected, rel=1e-9)
+    with pytest.raises(ValueError, match="at least 11x11"):
+        M.ssim(x[:10], y[:10])
+    with pytest.raises(ValueError, match="same size"):
+        M.ssim(x, y[:, :20])
+
+
+def test_psnr_known_value():
+    a = np.full((16, 16, 3), 100, np.uint8)
+    b = np.full((16, 16, 3), 110, np.uint8)
+    assert M.psnr(a, b) == pytest.approx(10 * math.log10(255**2 / 100.0))
+    assert M.psnr(a, a) == math.inf
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+def _write_maps(folder, names, seed0):
+    for i, name in enumerate(names):
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        synthetic_map(seed0 + i).save(path)
+
+
+def _run_cli(argv):
+    from geofidelity_bench.cli import main
+
+    return main(argv)
+
+
+def test_cli_writes_csv_summary_and_plot(tmp_path, tiny_vit_dir):
+    gen, tgt, out = tmp_path / "gen", tmp_path / "gt", tmp_path / "out"
+    names = ["r1/t00.png", "r1/t01.png", "r2/t02.png"]
+    _write_maps(gen, names, 0)
+    _write_maps(tgt, names, 10)
+    synthetic_map(0).save(tgt / "r1" / "t00.png")  # one identical pair (PSNR inf)
+    code = _run_cli(["mfp", "--generated", str(gen), "--targets", str(tgt), "--model", str(tiny_vit_dir),
+                     "--image-size", "32", "--device", "cpu", "--batch-size", "2", "--out", str(out)])
+    assert code == 0
+    with open(out / "mfp.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["pair"] for r in rows] == names
+    for col in ("global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr", "generated", "target"):
+        assert col in rows[0]
+    assert float(rows[0]["global_score"]) == pytest.approx(1.0) and rows[0]["psnr"] == "inf"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_pairs"] == 3 and summary["psnr_infinite_pairs"] == 1
+    assert set(summary["means"]) == {"global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"}
+    assert summary["image_size"] == 32 and summary["model"]["weights_sha256"]
+    assert summary["parameters"]["global_weight"] == 10.0 and summary["parameters"]["spatial_weight"] == 1.0
+    assert "torch" in summary["versions"] and "transformers" in summary["versions"]
+    assert (out / "mfp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(out.glob("*.tmp"))
+
+
+def test_cli_pairs_csv_overrides_names(tmp_path, tiny_vit_dir):
+    gen, tgt, out = tmp_path / "gen", tmp_path / "gt", tmp_path / "out"
+    _write_maps(gen, ["a.png", "b.png"], 0)
+    _write_maps(tgt, ["x.png", "y.png"], 5)
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("generated,target\na.png,x.png\nb.png,y.png\n")
+    code = _run_cli(["mfp", "--pairs", str(pairs), "--generated", str(gen), "--targets", str(tgt),
+                     "--model", str(tiny_vit_dir), "--image-size", "32", "--device", "cpu", "--out", str(out)])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_pairs"] == 2 and summary["parameters"]["pairing"] == "csv"
+
+
+def test_cli_errors_name_the_files(tmp_path, tiny_vit_dir, capsys):
+    gen, tgt = tmp_path / "gen", tmp_path / "gt"
+    _write_maps(gen, ["a.png", "b.png", "c.png"], 0)
+    _write_maps(tgt, ["a.png", "b.png"], 5)
+    base = ["--model", str(tiny_vit_dir), "--image-size", "32", "--out", str(tmp_path / "out")]
+
+    assert _run_cli(["mfp", "--generated", str(gen), "--targets", str(tgt), *base]) == 2
+    err = capsys.readouterr().err
+    assert "3 images" in err and "has 2" in err and "c.png" in err
+
+    (tgt / "d.png").write_bytes((tgt / "a.png").read_bytes())
+    assert _run_cli(["mfp", "--generated", str(gen), "--targets", str(tgt), *base]) == 2
+    err = capsys.readouterr().err
+    assert "do not match" in err and "c.png" in err and "d.png" in err
+
+    assert _run_cli(["mfp", "--generated", str(tmp_path / "missing"), "--targets", str(tgt), *base]) == 2
+    assert "--generated folder not found" in capsys.readouterr().err
+
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("gen,tgt\na.png,a.png\n")
+    assert _run_cli(["mfp", "--pairs", str(pairs), *base]) == 2
+    assert "columns 'generated' and 'target'" in capsys.readouterr().err
+    pairs.write_text("generated,target\na.png,zzz.png\n")
+    assert _run_cli(["mfp", "--pairs", str(pairs), "--generated", str(gen), "--targets", str(tgt), *base]) == 2
+    assert "zzz.png" in capsys.readouterr().err
+
+    (gen / "c.png").write_bytes(b"not a png")
+    (tgt / "c.png").write_bytes((tgt / "a.png").read_bytes())
+    (tgt / "d.png").unlink()
+    assert _run_cli(["mfp", "--generated", str(gen), "--targets", str(tgt), *base]) == 2
+    assert "c.png" in capsys.readouterr().err
+
+
+def test_cli_unavailable_model_is_a_clear_error(tmp_path, capsys):
+    gen, tgt = tmp_path / "gen", tmp_path / "gt"
+    _write_maps(gen, ["a.png"], 0)
+    _write_maps(tgt, ["a.png"], 1)
+    code = _run_cli(["mfp", "--generated", str(gen), "--targets", str(tgt), "--model", "no-such-org/no-such-mfp-model",
+                     "--out", str(tmp_path / "out")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "no-such-org/no-such-mfp-model" in err and "--model" in err
+    assert not (tmp_path / "out" / "mfp.csv").exists()
+
+
+def test_cli_module_does_not_import_torch():
+    code = ("import sys; import geofidelity_bench.mfp_commands, geofidelity_bench.metrics; "
+            "assert 'torch' not in sys.modules, 'torch imported'; "
+            "assert 'geofidelity_bench.metrics.mfp' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,381 @@
+"""Tests of geofidelity_bench.stats against independent implementations (scipy, brute force,
+explicit loops) and hand-worked examples."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sstats
+
+from geofidelity_bench import stats
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _rows(spec):
+    """spec: iterable of (method, condition, block_id, city, value) -> results-like frame."""
+    return pd.DataFrame(
+        [{"method": m, "condition": c, "block_id": b, "city": city, "cos_sim": v, "mmd": v}
+         for m, c, b, city, v in spec]
+    )
+
+
+def _two_condition_frame(seed=0, methods=("m1", "m2", "m3"), n_cities=5, blocks=4, effect=0.03):
+    rng = np.random.default_rng(seed)
+    spec = []
+    for ci in range(n_cities):
+        for b in range(blocks):
+            base = rng.normal(0.5, 0.05)
+            for m in methods:
+                spec.append((m, "L0", f"c{ci}_b{b}", f"c{ci}", base + rng.normal(0, 0.02)))
+                spec.append((m, "L1", f"c{ci}_b{b}", f"c{ci}", base + effect + rng.normal(0, 0.02)))
+    return _rows(spec)
+
+
+# -- paired bootstrap -----------------------------------------------------------------------
+
+
+def test_bootstrap_ci_covers_true_mean_about_95_percent():
+    rng = np.random.default_rng(123)
+    true = 0.3
+    hits = 0
+    reps = 200
+    for rep in range(reps):
+        x = rng.normal(1.0, 1.0, size=40)
+        y = x - true + rng.normal(0.0, 0.5, size=40)  # differences ~ N(true, 0.5)
+        r = stats.paired_bootstrap(x, y, n_resamples=800, seed=rep)
+        hits += r.ci_low <= true <= r.ci_high
+    coverage = hits / reps
+    assert 0.88 <= coverage <= 0.99, coverage
+
+
+def test_paired_bootstrap_matches_explicit_resampling():
+    rng = np.random.default_rng(7)
+    x, y = rng.normal(size=31), rng.normal(size=31)
+    r = stats.paired_bootstrap(x, y, n_resamples=500, seed=11, confidence=0.9)
+    # independent: the same generator draws, one explicit loop
+    gen = np.random.default_rng(11)
+    idx = gen.integers(0, 31, size=(500, 31))
+    d = x - y
+    means = np.array([d[row].mean() for row in idx])
+    lo, hi = np.percentile(means, [5, 95])
+    assert r.ci_low == pytest.approx(lo, abs=1e-12)
+    assert r.ci_high == pytest.approx(hi, abs=1e-12)
+    assert r.mean == pytest.approx(d.mean())
+    assert r.n == 31 and r.seed == 11 and r.n_resamples == 500 and r.confidence == 0.9
+    assert r.n_positive == int((d > 0).sum())
+    assert r.positive_share == pytest.approx((d > 0).mean())
+
+
+def test_paired_bootstrap_is_seeded_and_frozen():
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=50), rng.normal(size=50)
+    a = stats.paired_bootstrap(x, y, n_resamples=300, seed=5)
+    b = stats.paired_bootstrap(x, y, n_resamples=300, seed=5)
+    c = stats.paired_bootstrap(x, y, n_resamples=300, seed=6)
+    assert a == b
+    assert (a.ci_low, a.ci_high) != (c.ci_low, c.ci_high)
+    with pytest.raises(Exception):
+        a.mean = 0.0  # frozen
+
+
+def test_wilcoxon_p_equals_scipy():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=80)
+    y = x - 0.1 + rng.normal(0, 0.3, size=80)
+    r = stats.paired_bootstrap(x, y, n_resamples=100)
+    assert r.wilcoxon_p == pytest.approx(sstats.wilcoxon(x - y).pvalue, rel=1e-12)
+    assert r.wilcoxon_reason is None
+    # small sample with some zero differences
+    x2 = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
+    y2 = np.array([1.0, 1.5, 3.5, 2.0, 5.0, 4.0, 6.0])
+    r2 = stats.paired_bootstrap(x2, y2, n_resamples=100)
+    assert r2.wilcoxon_p == pytest.approx(sstats.wilcoxon(x2 - y2).pvalue, rel=1e-12)
+
+
+def test_all_zero_differences_give_nan_p_with_reason():
+    x = np.array([0.5, 0.6, 0.7])
+    r = stats.paired_bootstrap(x, x.copy(), n_resamples=50)
+    assert math.isnan(r.wilcoxon_p)
+    assert "zero" in r.wilcoxon_reason
+    assert r.mean == 0 and r.ci_low == 0 and r.ci_high == 0 and r.positive_share == 0
+
+
+@pytest.mark.parametrize(
+    "x, y, match",
+    [
+        ([1.0, 2.0, 3.0], [1.0, 2.0], "same length"),
+        ([1.0, np.nan, 3.0], [1.0, 2.0, 3.0], "NaN"),
+        ([1.0], [2.0], "at least 2"),
+    ],
+)
+def test_paired_bootstrap_rejects_bad_input(x, y, match):
+    with pytest.raises(ValueError, match=match):
+        stats.paired_bootstrap(x, y)
+
+
+def test_paired_bootstrap_is_vectorized_fast():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=672), rng.normal(size=672)
+    stats.paired_bootstrap(x, y, n_resamples=200)  # warm-up
+    start = time.perf_counter()
+    stats.paired_bootstrap(x, y, n_resamples=5000)
+    assert time.perf_counter() - start < 0.9
+
+
+# -- pairing result rows --------------------------------------------------------------------
+
+
+def test_paired_deltas_pairs_by_method_and_block_and_counts_drops():
+    spec = [
+        ("a", "L1", "b1", "x", 0.6), ("a", "L0", "b1", "x", 0.5),
+        ("a", "L1", "b2", "x", 0.7), ("a", "L0", "b2", "x", 0.4),
+        ("b", "L1", "b1", "y", 0.3), ("b", "L0", "b1", "y", 0.35),
+        ("b", "L1", "b3", "y", 0.9),  # only in L1
+        ("b", "L0", "b4", "y", 0.9),  # only in L0
+        ("b", "L0", "b5", "y", 0.2), ("b", "L1", "b5", "y", np.nan),  # NaN pair
+    ]
+    df = _rows(spec)
+    r = stats.paired_deltas(df, "cos_sim", "L1", "L0", n_resamples=200)
+    assert (r.n_pairs, r.n_only_a, r.n_only_b, r.n_nan_dropped) == (3, 1, 1, 1)
+    assert r.mean == pytest.approx(np.mean([0.1, 0.3, -0.05]))
+    assert r.result.n_positive == 2
+    assert set(zip(r.pairs["method"], r.pairs["block_id"])) == {("a", "b1"), ("a", "b2"), ("b", "b1")}
+    d = r.to_dict()
+    assert d["comparison"] == "L1 - L0" and d["n_pairs"] == 3 and d["seed"] == 42
+
+
+def test_paired_deltas_errors_name_the_problem():
+    df = _two_condition_frame()
+    with pytest.raises(ValueError, match="'not_a_metric'"):
+        stats.paired_deltas(df, "not_a_metric", "L1", "L0")
+    with pytest.raises(ValueError, match="'L2'"):
+        stats.paired_deltas(df, "cos_sim", "L2", "L0")
+    dup = pd.concat([df, df.iloc[:1]], ignore_index=True)
+    with pytest.raises(ValueError, match="once per condition"):
+        stats.paired_deltas(dup, "cos_sim", "L1", "L0")
+    tiny = _rows([("a", "L1", "b1", "x", 0.1), ("a", "L0", "b1", "x", 0.2), ("a", "L0", "b2", "x", 0.2)])
+    with pytest.raises(ValueError, match="1 usable paired"):
+        stats.paired_deltas(tiny, "cos_sim", "L1", "L0")
+
+
+# -- city-level -----------------------------------------------------------------------------
+
+
+def _hand_worked():
+    # City A: three blocks, L1 = .6/.7/.8 vs L0 = .5 each -> city delta +0.2.
+    # City B: one block, L1 = .4 vs L0 = .5 -> city delta -0.1.
+    spec = [("m", "L1", f"a{i}", "A", v) for i, v in enumerate([0.6, 0.7, 0.8])]
+    spec += [("m", "L0", f"a{i}", "A", 0.5) for i in range(3)]
+    spec += [("m", "L1", "b0", "B", 0.4), ("m", "L0", "b0", "B", 0.5)]
+    return _rows(spec)
+
+
+def test_city_balanced_hand_worked_example():
+    df = _hand_worked()
+    matched = stats.paired_deltas(df, "cos_sim", "L1", "L0", n_resamples=100)
+    assert matched.mean == pytest.approx((0.1 + 0.2 + 0.3 - 0.1) / 4)  # 0.125: cities weighted by blocks
+    cb = stats.city_balanced(df, "cos_sim", "L1", "L0", n_resamples=500, seed=1)
+    assert cb.mean == pytest.approx((0.2 + -0.1) / 2)  # 0.05: each city weighs the same
+    assert cb.n_cities == 2 and cb.n_cities_positive == 1 and cb.n_pairs == 4
+    per_city = cb.per_city.set_index("city")
+    assert per_city.loc["A", "delta"] == pytest.approx(0.2)
+    assert per_city.loc["B", "delta"] == pytest.approx(-0.1)
+    assert per_city.loc["A", "n_pairs"] == 3
+    # resampling two cities can only give means of -0.1, 0.05 or 0.2
+    assert -0.1 - 1e-12 <= cb.ci_low <= cb.ci_high <= 0.2 + 1e-12
+    assert cb.seed == 1 and cb.n_resamples == 500
+
+
+def test_city_balanced_needs_two_cities():
+    df = _hand_worked()
+    with pytest.raises(ValueError, match="2 cities"):
+        stats.city_balanced(df[df["city"] == "A"], "cos_sim", "L1", "L0")
+
+
+def test_leave_one_city_out_hand_worked():
+    out = stats.leave_one_city_out(_hand_worked(), "cos_sim", "L1", "L0").set_index("city_removed")
+    assert out.loc["A", "delta"] == pytest.approx(-0.1)
+    assert out.loc["A", "n_pairs"] == 1
+    assert out.loc["B", "delta"] == pytest.approx(0.2)
+    assert out.attrs["delta_all"] == pytest.approx(0.125)
+    assert out.loc["B", "change"] == pytest.approx(0.2 - 0.125)
+
+
+# -- rank stability -------------------------------------------------------------------------
+
+
+def _ranking_frame(best_offset=0.5, metric_values=None, seed=0):
+    rng = np.random.default_rng(seed)
+    spec = []
+    for ci in range(6):
+        for b in range(3):
+            for m, off in (("best", best_offset), ("mid", 0.0), ("low", -0.01)):
+                spec.append((m, "L1", f"c{ci}_b{b}", f"c{ci}", 0.5 + off + rng.normal(0, 0.05)))
+    return _rows(spec)
+
+
+def test_rank_stability_dominant_method():
+    df = _ranking_frame()
+    r = stats.rank_stability(df, "cos_sim", "L1", n_resamples=500, seed=3)
+    t = r.table.set_index("method")
+    assert t.loc["best", "rank1_prob"] == pytest.approx(1.0)
+    assert t.loc["best", "rank"] == 1
+    assert (t.loc["best", "rank_ci_low"], t.loc["best", "rank_ci_high"]) == (1, 1)
+    assert t.loc["mid", "rank1_prob"] == 0 and t.loc["low", "rank1_prob"] == 0
+    assert t["rank1_prob"].sum() >= 1.0 - 1e-12
+    assert set(t.loc[["mid", "low"], "rank_ci_high"]) <= {2, 3}
+    # full-data score is the plain mean over the method's blocks
+    assert t.loc["best", "score"] == pytest.approx(df[df["method"] == "best"]["cos_sim"].mean())
+    assert r.n_cities == 6 and r.n_resamples == 500 and r.seed == 3 and r.higher_is_better
+
+
+def test_rank_stability_is_direction_aware():
+    df = _ranking_frame()
+    # mmd is lower-is-better: the method with the largest values is now last
+    r = stats.rank_stability(df, "mmd", "L1", n_resamples=300)
+    t = r.table.set_index("method")
+    assert not r.higher_is_better
+    assert t.loc["best", "rank"] == 3 and t.loc["best", "rank1_prob"] == 0
+    r2 = stats.rank_stability(df, "mmd", "L1", n_resamples=300, higher_is_better=True)
+    assert r2.table.set_index("method").loc["best", "rank1_prob"] == pytest.approx(1.0)
+    df2 = df.assign(diversity_gap=df["cos_sim"])
+    with pytest.raises(ValueError, match="higher_is_better"):
+        stats.rank_stability(df2, "diversity_gap", "L1")
+
+
+# -- controls -------------------------------------------------------------------------------
+
+
+def test_control_benefits_flip_sign_for_lower_is_better():
+    rng = np.random.default_rng(4)
+    spec = []
+    for b in range(30):
+        base = rng.normal(0.5, 0.1)
+        spec.append(("m", "L1", f"b{b}", f"c{b % 3}", base))
+        spec.append(("m", "C_WRONG_STREET", f"b{b}", f"c{b % 3}", base + 0.1 + rng.normal(0, 0.01)))
+    df = _rows(spec)  # same numbers in cos_sim and mmd: the control is 0.1 HIGHER
+    cos = stats.control_benefits(df, "cos_sim", n_resamples=300).iloc[0]
+    mmd = stats.control_benefits(df, "mmd", n_resamples=300).iloc[0]
+    raw = stats.paired_deltas(df, "cos_sim", "L1", "C_WRONG_STREET", n_resamples=300)
+    # higher-is-better: benefit = L1 - control (negative here: the wrong names "help")
+    assert cos["benefit"] == pytest.approx(raw.mean) and cos["benefit"] < 0 and cos["sign"] == 1
+    # lower-is-better: benefit = control - L1 (positive: the correct names lower MMD)
+    assert mmd["benefit"] == pytest.approx(-raw.mean) and mmd["benefit"] > 0 and mmd["sign"] == -1
+    assert mmd["ci_low"] == pytest.approx(-raw.ci_high) and mmd["ci_high"] == pytest.approx(-raw.ci_low)
+    assert mmd["positive_share"] == pytest.approx(1.0) and cos["positive_share"] == 0.0
+    assert mmd["wilcoxon_p"] == pytest.approx(raw.wilcoxon_p)
+    assert mmd["mean_control"] > mmd["mean_reference"]
+    assert list(stats.control_benefits(df, "cos_sim", n_resamples=50)["control"]) == ["C_WRONG_STREET"]
+
+
+def test_control_benefits_errors():
+    df = _two_condition_frame()
+    with pytest.raises(ValueError, match="no control rows"):
+        stats.control_benefits(df, "cos_sim")
+    with pytest.raises(ValueError, match="C_SHUFFLED_NEIGHBORHOOD"):
+        stats.control_benefits(df, "cos_sim", controls=["C_SHUFFLED_NEIGHBORHOOD"])
+
+
+# -- Spearman, AUROC, block bootstrap -------------------------------------------------------
+
+
+def test_spearman_equals_scipy_with_ties():
+    rng = np.random.default_rng(9)
+    for _ in range(5):
+        x = np.round(rng.normal(size=120), 1)
+        y = np.round(x + rng.normal(size=120), 1)
+        assert stats.spearman(x, y) == pytest.approx(sstats.spearmanr(x, y).statistic, abs=1e-12)
+    assert math.isnan(stats.spearman([1, 1, 1], [1, 2, 3]))
+    with pytest.raises(ValueError, match="same length"):
+        stats.spearman([1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match="NaN"):
+        stats.spearman([1, np.nan, 3], [1, 2, 3])
+
+
+def _auroc_brute(labels, scores):
+    pos = [s for l, s in zip(labels, scores) if l]
+    neg = [s for l, s in zip(labels, scores) if not l]
+    total = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p, n in itertools.product(pos, neg))
+    return total / (len(pos) * len(neg))
+
+
+def test_auroc_equals_brute_force_with_ties():
+    rng = np.random.default_rng(10)
+    for _ in range(5):
+        labels = rng.integers(0, 2, size=90)
+        scores = np.round(rng.normal(size=90) + 0.4 * labels, 1)
+        assert stats.auroc(labels, scores) == pytest.approx(_auroc_brute(labels, scores), abs=1e-12)
+    assert stats.auroc([True, False], [0.3, 0.3]) == 0.5
+    with pytest.raises(ValueError, match="single class"):
+        stats.auroc([1, 1, 1], [0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match="0/1"):
+        stats.auroc([0, 2, 1], [0.1, 0.2, 0.3])
+
+
+def test_block_bootstrap_matches_explicit_cluster_resampling():
+    rng = np.random.default_rng(12)
+    n_blocks, per_block = 15, 3
+    blocks = np.repeat([f"blk{i:02d}" for i in range(n_blocks)], per_block)
+    x = np.round(rng.normal(size=blocks.size), 1)
+    y = np.round(x + rng.normal(size=blocks.size), 1)
+    labels = (y > 0).astype(int)
+    res_s = stats.block_bootstrap_ci("spearman", x, y, blocks=blocks, n_resamples=150, seed=21)
+    res_a = stats.block_bootstrap_ci("auroc", labels, x, blocks=blocks, n_resamples=150, seed=21)
+    # independent: the same block draws, the expanded sample built row by row, scipy / brute force
+    uniq = sorted(set(blocks))
+    draws = np.random.default_rng(21).integers(0, n_blocks, size=(150, n_blocks))
+    ref_s, ref_a = [], []
+    for row in draws:
+        rows = np.concatenate([np.flatnonzero(blocks == uniq[k]) for k in row])
+        ref_s.append(sstats.spearmanr(x[rows], y[rows]).statistic)
+        lab = labels[rows]
+        ref_a.append(_auroc_brute(lab, x[rows]) if 0 < lab.sum() < lab.size else np.nan)
+    ref_s, ref_a = np.array(ref_s), np.array(ref_a)
+    assert res_s.ci_low == pytest.approx(np.percentile(ref_s, 2.5), abs=1e-9)
+    assert res_s.ci_high == pytest.approx(np.percentile(ref_s, 97.5), abs=1e-9)
+    ok = np.isfinite(ref_a)
+    assert res_a.n_undefined == int((~ok).sum())
+    assert res_a.ci_low == pytest.approx(np.percentile(ref_a[ok], 2.5), abs=1e-9)
+    assert res_a.ci_high == pytest.approx(np.percentile(ref_a[ok], 97.5), abs=1e-9)
+    assert res_s.estimate == pytest.approx(sstats.spearmanr(x, y).statistic)
+    assert res_a.estimate == pytest.approx(_auroc_brute(labels, x))
+    assert res_s.n_blocks == n_blocks and res_s.n == blocks.size and res_s.seed == 21
+
+
+def test_block_bootstrap_mean_and_errors():
+    rng = np.random.default_rng(2)
+    x = rng.normal(0.2, 1, size=60)
+    blocks = np.arange(60) // 6
+    r = stats.block_bootstrap_ci("mean", x, blocks=blocks, n_resamples=400)
+    assert r.estimate == pytest.approx(x.mean())
+    assert r.ci_low < r.estimate < r.ci_high
+    with pytest.raises(ValueError, match="unknown statistic"):
+        stats.block_bootstrap_ci("median", x, blocks=blocks)
+    with pytest.raises(ValueError, match="length"):
+        stats.block_bootstrap_ci("mean", x[:10], blocks=blocks)
+    with pytest.raises(ValueError, match="2 blocks"):
+        stats.block_bootstrap_ci("mean", x, blocks=np.zeros(60))
+
+
+def test_block_bootstrap_spearman_is_fast():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=672), rng.normal(size=672)
+    blocks = np.repeat(np.arange(112), 6)
+    start = time.perf_counter()
+    stats.block_bootstrap_ci("spearman", x, y, blocks=blocks, n_resamples=5000)
+    assert time.perf_counter() - start < 3.0
+
+
+def test_bootstrap_mean_ci():
+    r = stats.bootstrap_mean_ci([0.1, 0.2, np.nan, 0.3], n_resamples=300)
+    assert r.mean == pytest.approx(0.2) and r.n == 3
+    assert 0.1 <= r.ci_low <= r.ci_high <= 0.3
+    one = stats.bootstrap_mean_ci([0.5])
+    assert one.mean == 0.5 and math.isnan(one.ci_low)
