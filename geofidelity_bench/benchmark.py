@@ -34,7 +34,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .images import ImageDecodeError, load_image
+from .images import load_image
 
 DEMO_NAME = "demo"
 STRATA = ("major", "residential", "pedestrian", "tertiary")

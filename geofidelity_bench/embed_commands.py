@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 from .cli_common import BENCHMARK_HELP, CLIError, add_encoder_args, encoder_and_cache

@@ -52,7 +52,6 @@ RESULT_COLUMNS = [
     "encoder",
 ]
 METRIC_COLUMNS = RESULT_COLUMNS[8:22]
-LOWER_IS_BETTER = ("mmd", "dcsf", "gaas")
 ANCHOR_CONDITION = "anchor"
 ANCHOR_METHODS = ("heldout_real", "random_same_country", "random_global")
 ANCHOR_PANEL_SIZE = 4

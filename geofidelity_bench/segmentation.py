@@ -39,7 +39,6 @@ import json
 import math
 import os
 import re
-import time
 import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,8 +47,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from geofidelity_bench.cached_batches import run_cached
 from geofidelity_bench.encoders.base import as_image_list, canonical_json, default_names, file_sha256, hash_config
-from geofidelity_bench.images import ImageDecodeError, ImageSource, content_sha256, load_image
+from geofidelity_bench.images import ImageSource, load_image
 from geofidelity_bench.metrics.composition import GAAS_GROUPS, SEMANTIC_GROUPS
 
 #: The 12 groups, in the column order of every share vector this module returns.
@@ -878,8 +878,6 @@ def get_segmenter(
 # -- running through the cache ---------------------------------------------------------------------
 
 #: New shares are written to the cache at least this often (rows / seconds).
-FLUSH_ROWS = 512
-FLUSH_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -903,39 +901,6 @@ class SegmentStats:
         return asdict(self)
 
 
-def _content_keys(items: Sequence[ImageSource], labels: Sequence[str]) -> list[str]:
-    keys = []
-    for src, label in zip(items, labels):
-        try:
-            keys.append(content_sha256(src))
-        except FileNotFoundError as err:
-            raise ImageDecodeError(f"image file not found: {label}") from err
-        except (OSError, ValueError, TypeError, SyntaxError) as err:
-            raise ImageDecodeError(f"cannot read image {label}: {err}") from err
-    return keys
-
-
-class _Writer:
-    def __init__(self, segmenter: Segmenter, cache) -> None:
-        self.segmenter, self.cache = segmenter, cache
-        self.keys: list[str] = []
-        self.rows: list[np.ndarray] = []
-        self.last = time.monotonic()
-
-    def add(self, keys: Sequence[str], rows: np.ndarray) -> None:
-        if self.cache is None:
-            return
-        self.keys.extend(keys)
-        self.rows.append(rows)
-        if len(self.keys) >= FLUSH_ROWS or time.monotonic() - self.last >= FLUSH_SECONDS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.cache is not None and self.keys:
-            self.cache.put(self.segmenter, self.keys, np.concatenate(self.rows, axis=0))
-        self.keys, self.rows, self.last = [], [], time.monotonic()
-
-
 def _segment_with_stats(
     segmenter: Segmenter,
     images: Iterable[ImageSource] | ImageSource,
@@ -945,68 +910,20 @@ def _segment_with_stats(
     batch_size: int,
     progress: bool | None,
 ) -> tuple[np.ndarray, SegmentStats]:
-    from tqdm.auto import tqdm
-
     items = as_image_list(images)
     labels = [str(n) for n in names] if names is not None else default_names(items)
-    if len(labels) != len(items):
-        raise ValueError(f"got {len(labels)} names for {len(items)} images")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    keys = _content_keys(items, labels)
-
-    found: dict[str, np.ndarray] = {}
-    if cache is not None:
-        for k, row in cache.get(segmenter, set(keys)).items():
-            if row.shape == (len(GROUP_NAMES),):
-                found[k] = row
-    from_cache = sum(1 for k in keys if k in found)
-    todo: list[int] = []  # first index of every distinct uncached content
-    seen: set[str] = set(found)
-    for i, k in enumerate(keys):
-        if k not in seen:
-            seen.add(k)
-            todo.append(i)
-
-    if progress is None:
-        progress = len(todo) > 4 * batch_size
     calls_before = segmenter.forward_calls
-    writer = _Writer(segmenter, cache)
-    try:
-        with tqdm(total=len(todo), desc=f"segmenting ({segmenter.name})", unit="img", disable=not progress or not todo) as bar:
-            for start in range(0, len(todo), batch_size):
-                batch = todo[start : start + batch_size]
-                decoded, error = [], None
-                for i in batch:
-                    try:
-                        decoded.append(load_image(items[i], name=labels[i]))
-                    except ImageDecodeError as err:
-                        error = err
-                        break
-                done = batch[: len(decoded)]
-                if decoded:
-                    rows = segmenter.shares_of(decoded)
-                    done_keys = [keys[i] for i in done]
-                    for k, row in zip(done_keys, rows):
-                        found[k] = row
-                    writer.add(done_keys, rows)
-                    bar.update(len(done))
-                if error is not None:
-                    raise error
-    finally:
-        writer.flush()  # whatever happened, keep what was computed
-
-    out = np.zeros((len(items), len(GROUP_NAMES)), dtype=np.float32)
-    for i, k in enumerate(keys):
-        out[i] = found[k]
+    run = run_cached(segmenter, items, labels, width=len(GROUP_NAMES), prepare=lambda item, label: load_image(item, name=label),
+                     compute=segmenter.shares_of, cache=cache, batch_size=batch_size, progress=progress,
+                     desc=f"segmenting ({segmenter.name})")
     stats = SegmentStats(
         total=len(items),
-        from_cache=from_cache,
-        computed=len(items) - from_cache,
-        forward_images=len(todo),
+        from_cache=run.from_cache,
+        computed=len(items) - run.from_cache,
+        forward_images=run.forward_images,
         forward_calls=segmenter.forward_calls - calls_before,
     )
-    return out, stats
+    return run.rows, stats
 
 
 def segment_images(

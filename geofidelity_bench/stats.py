@@ -35,34 +35,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-#: Result-row columns (SPEC section 7), in order.
-RESULT_COLUMNS = (
-    "method",
-    "condition",
-    "block_id",
-    "city",
-    "country",
-    "stratum",
-    "n_generated",
-    "n_reference",
-    "cos_sim",
-    "mmd",
-    "dcsf",
-    "diversity_gap",
-    "gaas",
-    "retrieval_acc",
-    "mrr",
-    "sim_target",
-    "sim_same_neighborhood",
-    "sim_same_city",
-    "sim_same_driving_side",
-    "sim_random_city",
-    "local_margin",
-    "strongest_margin",
-    "encoder",
-)
-#: Numeric metric columns of a result row.
-METRIC_COLUMNS = RESULT_COLUMNS[8:22]
+from .evaluation import ANCHOR_CONDITION, ANCHOR_METHODS, METRIC_COLUMNS, RESULT_COLUMNS
+
 #: Metrics with a direction. ``diversity_gap`` and the negative similarities
 #: (``sim_same_*``, ``sim_random_city``) have none: pass ``higher_is_better`` explicitly.
 HIGHER_IS_BETTER: Mapping[str, bool] = {
@@ -77,9 +51,6 @@ HIGHER_IS_BETTER: Mapping[str, bool] = {
     "strongest_margin": True,
 }
 LOWER_IS_BETTER = frozenset(m for m, hib in HIGHER_IS_BETTER.items() if not hib)
-#: Condition of the real-image anchors and their method names (SPEC section 6).
-ANCHOR_CONDITION = "anchor"
-ANCHOR_METHODS = ("heldout_real", "random_same_country", "random_global")
 SANITY_CONDITION = "sanity"
 SANITY_METHODS = ("sanity_augmented_heldout", "sanity_world")
 DEFAULT_PAIR_KEYS = ("method", "block_id")

@@ -8,20 +8,15 @@ writes new embeddings as it goes, so an interrupted or failing run keeps what it
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from geofidelity_bench.cached_batches import run_cached
 from geofidelity_bench.encoders.base import Encoder, as_image_list, default_names
 from geofidelity_bench.encoders.cache import EmbeddingCache
-from geofidelity_bench.images import ImageDecodeError, ImageSource, content_sha256
-
-#: New embeddings are written to the cache at least this often (rows / seconds).
-FLUSH_ROWS = 512
-FLUSH_SECONDS = 30.0
-
+from geofidelity_bench.images import ImageDecodeError, ImageSource
 
 @dataclass(frozen=True)
 class EmbedStats:
@@ -40,41 +35,6 @@ class EmbedStats:
         return f"{self.from_cache} from cache, {self.computed} computed"
 
 
-def _hash_images(items: Sequence[ImageSource], labels: Sequence[str]) -> list[str]:
-    keys = []
-    for src, label in zip(items, labels):
-        try:
-            keys.append(content_sha256(src))
-        except FileNotFoundError as err:
-            raise ImageDecodeError(f"image file not found: {label}") from err
-        except (OSError, ValueError, TypeError, SyntaxError) as err:
-            raise ImageDecodeError(f"cannot read image {label}: {err}") from err
-    return keys
-
-
-class _Writer:
-    """Buffers new embeddings and writes them as cache shards."""
-
-    def __init__(self, encoder: Encoder, cache: EmbeddingCache | None) -> None:
-        self.encoder, self.cache = encoder, cache
-        self.keys: list[str] = []
-        self.rows: list[np.ndarray] = []
-        self.last = time.monotonic()
-
-    def add(self, keys: Sequence[str], emb: np.ndarray) -> None:
-        if self.cache is None:
-            return
-        self.keys.extend(keys)
-        self.rows.append(emb)
-        if len(self.keys) >= FLUSH_ROWS or time.monotonic() - self.last >= FLUSH_SECONDS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.cache is not None and self.keys:
-            self.cache.put(self.encoder, self.keys, np.concatenate(self.rows, axis=0))
-        self.keys, self.rows, self.last = [], [], time.monotonic()
-
-
 def _embed_with_stats(
     encoder: Encoder,
     images: Iterable[ImageSource] | ImageSource,
@@ -84,57 +44,14 @@ def _embed_with_stats(
     batch_size: int,
     progress: bool | None,
 ) -> tuple[np.ndarray, EmbedStats]:
-    from tqdm.auto import tqdm
-
     items = as_image_list(images)
     labels = [str(n) for n in names] if names is not None else default_names(items)
-    if len(labels) != len(items):
-        raise ValueError(f"got {len(labels)} names for {len(items)} images")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    keys = _hash_images(items, labels)
-
-    found: dict[str, np.ndarray] = dict(cache.get(encoder, set(keys))) if cache is not None else {}
-    from_cache = sum(1 for k in keys if k in found)
-    todo: list[int] = []  # first index of every distinct uncached content
-    seen: set[str] = set(found)
-    for i, k in enumerate(keys):
-        if k not in seen:
-            seen.add(k)
-            todo.append(i)
-
-    if progress is None:
-        progress = len(todo) > 4 * batch_size
-    writer = _Writer(encoder, cache)
-    try:
-        with tqdm(total=len(todo), desc=f"embedding ({encoder.name})", unit="img", disable=not progress or not todo) as bar:
-            for start in range(0, len(todo), batch_size):
-                batch = todo[start : start + batch_size]
-                arrays, error = [], None
-                for i in batch:
-                    try:
-                        arrays.append(encoder.preprocess(items[i], labels[i]))
-                    except ImageDecodeError as err:
-                        error = err
-                        break
-                done = batch[: len(arrays)]
-                if arrays:
-                    emb = encoder.embed_arrays(arrays)
-                    done_keys = [keys[i] for i in done]
-                    for k, row in zip(done_keys, emb):
-                        found[k] = row
-                    writer.add(done_keys, emb)
-                    bar.update(len(done))
-                if error is not None:
-                    raise error
-    finally:
-        writer.flush()  # whatever happened, keep what was computed
-
-    out = np.zeros((len(items), encoder.dim), dtype=np.float32)
-    for i, k in enumerate(keys):
-        out[i] = found[k]
-    stats = EmbedStats(total=len(items), from_cache=from_cache, computed=len(items) - from_cache, forward_images=len(todo))
-    return out, stats
+    run = run_cached(encoder, items, labels, width=encoder.dim, prepare=encoder.preprocess,
+                     compute=encoder.embed_arrays, cache=cache, batch_size=batch_size, progress=progress,
+                     desc=f"embedding ({encoder.name})")
+    stats = EmbedStats(total=len(items), from_cache=run.from_cache, computed=len(items) - run.from_cache,
+                       forward_images=run.forward_images)
+    return run.rows, stats
 
 
 def embed_images(

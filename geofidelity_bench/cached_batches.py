@@ -1,0 +1,140 @@
+"""Running a model over many images through a content-addressed cache.
+
+Both the encoders (embeddings) and the segmenters (group shares) work the same way: hash
+every image's content, serve hits from the :class:`~geofidelity_bench.encoders.cache.EmbeddingCache`,
+run the model on each distinct miss once, in batches, and write new rows to the cache as they
+come, so that a failing or interrupted run keeps what it computed. Bad images raise the
+ImageDecodeError that names them, after the rows computed before them are flushed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .images import ImageDecodeError, ImageSource, content_sha256
+
+#: New rows are written to the cache at least this often (rows / seconds).
+FLUSH_ROWS = 512
+FLUSH_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class CachedRun:
+    """Rows in input order and where they came from."""
+
+    rows: np.ndarray
+    from_cache: int  # images served by the cache
+    forward_images: int  # distinct images run through the model
+
+
+def content_keys(items: Sequence[ImageSource], labels: Sequence[str]) -> list[str]:
+    """sha256 content keys; unreadable inputs raise ImageDecodeError naming the image."""
+    keys = []
+    for src, label in zip(items, labels):
+        try:
+            keys.append(content_sha256(src))
+        except FileNotFoundError as err:
+            raise ImageDecodeError(f"image file not found: {label}") from err
+        except (OSError, ValueError, TypeError, SyntaxError) as err:
+            raise ImageDecodeError(f"cannot read image {label}: {err}") from err
+    return keys
+
+
+class _Writer:
+    """Buffers new rows and writes them as cache shards."""
+
+    def __init__(self, owner: Any, cache) -> None:
+        self.owner, self.cache = owner, cache
+        self.keys: list[str] = []
+        self.rows: list[np.ndarray] = []
+        self.last = time.monotonic()
+
+    def add(self, keys: Sequence[str], rows: np.ndarray) -> None:
+        if self.cache is None:
+            return
+        self.keys.extend(keys)
+        self.rows.append(rows)
+        if len(self.keys) >= FLUSH_ROWS or time.monotonic() - self.last >= FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.cache is not None and self.keys:
+            self.cache.put(self.owner, self.keys, np.concatenate(self.rows, axis=0))
+        self.keys, self.rows, self.last = [], [], time.monotonic()
+
+
+def run_cached(
+    owner: Any,
+    items: Sequence[ImageSource],
+    labels: Sequence[str],
+    *,
+    width: int,
+    prepare: Callable[[ImageSource, str], Any],
+    compute: Callable[[list], np.ndarray],
+    cache=None,
+    batch_size: int,
+    progress: bool | None,
+    desc: str,
+) -> CachedRun:
+    """Rows of ``compute`` for every item, each distinct uncached image computed once.
+
+    Args:
+        owner: what the cache keys rows by (an object with ``config_hash``).
+        items, labels: the images and how to call them in errors.
+        width: row length (cached rows of another length are ignored).
+        prepare: ``(item, label) -> model input``; raises ImageDecodeError for bad images.
+        compute: a list of prepared inputs -> (len, width) rows (one batch).
+        cache: an EmbeddingCache, or None.
+        progress: tqdm bar over the images computed (None: only for more than 4 batches).
+    """
+    from tqdm.auto import tqdm
+
+    if len(labels) != len(items):
+        raise ValueError(f"got {len(labels)} names for {len(items)} images")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    keys = content_keys(items, labels)
+    found: dict[str, np.ndarray] = {}
+    if cache is not None:
+        found = {k: row for k, row in cache.get(owner, set(keys)).items() if row.shape == (width,)}
+    from_cache = sum(1 for k in keys if k in found)
+    todo: list[int] = []  # first index of every distinct uncached content
+    seen: set[str] = set(found)
+    for i, k in enumerate(keys):
+        if k not in seen:
+            seen.add(k)
+            todo.append(i)
+    if progress is None:
+        progress = len(todo) > 4 * batch_size
+    writer = _Writer(owner, cache)
+    try:
+        with tqdm(total=len(todo), desc=desc, unit="img", disable=not progress or not todo) as bar:
+            for start in range(0, len(todo), batch_size):
+                batch = todo[start : start + batch_size]
+                prepared, error = [], None
+                for i in batch:
+                    try:
+                        prepared.append(prepare(items[i], labels[i]))
+                    except ImageDecodeError as err:
+                        error = err
+                        break
+                done = batch[: len(prepared)]
+                if prepared:
+                    rows = compute(prepared)
+                    done_keys = [keys[i] for i in done]
+                    for k, row in zip(done_keys, rows):
+                        found[k] = row
+                    writer.add(done_keys, rows)
+                    bar.update(len(done))
+                if error is not None:
+                    raise error
+    finally:
+        writer.flush()  # whatever happened, keep what was computed
+    out = np.zeros((len(items), width), dtype=np.float32)
+    for i, k in enumerate(keys):
+        out[i] = found[k]
+    return CachedRun(out, from_cache, len(todo))
