@@ -295,6 +295,18 @@ class MetricResources:
 
         return EmbeddingCache(cache_dir) if use_cache else None
 
+    def vqa_backend(self, model: Any = None, **options: Any):
+        """A GeoDiv VQA backend, built once per (model, options); a built backend is used as it is."""
+        from .geodiv.vqa import VQABackend, get_vqa_backend
+
+        if isinstance(model, VQABackend):
+            return get_vqa_backend(model)
+        backends = self.__dict__.setdefault("_vqa_backends", {})
+        key = (None if model is None else str(model), tuple(sorted((k, str(v)) for k, v in options.items())))
+        if key not in backends:
+            backends[key] = get_vqa_backend(model, **options)
+        return backends[key]
+
 
 def resolve_segmenter(segmenter: Any, weights: Any = None, device: Any = None) -> tuple[Any, str | None]:
     """(segmenter to pass on, reason GAAS is NaN).
@@ -544,18 +556,107 @@ def compute_mfp(
                        spatial_weight=spatial_weight, pixel_metrics=pixel_metrics)
 
 
+# -- config "geodiv": GeoDiv SEVI / VDI diversity per group ---------------------------------------------
+
+
+def normalize_geodiv_batch(predictions: Any, references: Any) -> tuple[list, list]:
+    """``geodiv`` config: images and one group label (a non-empty string) per image."""
+    if predictions is None:
+        raise ValueError("predictions is missing: give the images")
+    if references is None:
+        raise ValueError("references is missing: give the group label (country, city, model, ...) of every image")
+    preds = to_items(predictions, "predictions")
+    refs = []
+    for i, v in enumerate(_as_list(references, "references")):
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"references[{i}] must be the image's group label (a non-empty string), got {v!r}")
+        refs.append(v)
+    if len(preds) != len(refs):
+        raise ValueError(
+            f"predictions has {len(preds)} item(s) but references has {len(refs)}: give the group label of every image"
+        )
+    for i, item in enumerate(preds):
+        if _kind(item) != "image":
+            raise ValueError(f"predictions[{i}] is not an image: GeoDiv asks a VQA model about images")
+    return preds, refs
+
+
+def compute_geodiv(
+    predictions: Sequence[Mapping[str, Any]],
+    references: Sequence[str],
+    *,
+    resources: MetricResources,
+    vqa_model: Any = None,
+    question_bank: Any = None,
+    device: Any = None,
+    cache_dir: Any = None,
+    use_cache: bool = True,
+    vqa_revision: str | None = None,
+    dtype: str | None = None,
+    batch_size: int | None = None,
+    max_new_tokens: int | None = None,
+    max_image_side: int | None = None,
+    group_name: str = "group",
+    return_answers: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """GeoDiv tables (SPEC section 9) of images grouped by their labels.
+
+    A thin wrapper over :func:`geofidelity_bench.geodiv.answer_questions` and
+    :func:`geofidelity_bench.geodiv.diversity_tables` (``group_by = group_name``).
+    ``vqa_model``: a Hub id or local folder of an image-text-to-text model (default
+    :data:`geofidelity_bench.geodiv.DEFAULT_VQA_MODEL`) or a built ``VQABackend``;
+    ``question_bank``: a JSON/YAML path (default: the shipped street bank); ``cache_dir``:
+    the VQA answer cache (``use_cache=False`` to bypass it).
+    """
+    from .geodiv import AnswerCache, GeoDivImage, answer_questions, diversity_tables, load_question_bank
+
+    if not isinstance(group_name, str) or not group_name:
+        raise ValueError(f"group_name must be a non-empty string, got {group_name!r}")
+    _, sources = _split(predictions, "predictions")
+    labels = list(references)
+    bank = load_question_bank(question_bank)
+    options = {k: v for k, v in (("revision", vqa_revision), ("device", device), ("dtype", dtype),
+                                 ("batch_size", batch_size), ("max_new_tokens", max_new_tokens),
+                                 ("max_image_side", max_image_side)) if v is not None}
+    backend = resources.vqa_backend(vqa_model, **options)
+    images = [GeoDivImage(name=f"predictions[{i}]", source=src, labels={group_name: label})
+              for i, (src, label) in enumerate(zip(sources, labels))]
+    cache = AnswerCache(cache_dir) if use_cache else None
+    answers = answer_questions(images, bank, backend, cache=cache, progress=progress)
+    tables = diversity_tables(answers, bank, group_name)
+    out: dict[str, Any] = tables.to_dict()
+    n_unparseable = int((answers["status"] == "unparseable").sum())
+    out.update(
+        n_images=len(images),
+        n_unparseable=n_unparseable,
+        vqa_model=backend.model_id,
+        vqa_config=backend.config,
+        vqa_config_hash=backend.config_hash,
+        answer_stats=answers.attrs["answer_stats"],
+    )
+    if return_answers:
+        out["answers"] = [
+            {k: _py(v) for k, v in row.items()}
+            for row in answers[["image", "question_id", "reply", "status", "choice", group_name]].to_dict("records")
+        ]
+    return out
+
+
 __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULT_ENCODER",
     "METRIC_NAME",
     "MetricResources",
     "compute_default",
+    "compute_geodiv",
     "compute_mfp",
     "compute_sets",
     "group_panels",
     "load_metric",
     "metric_path",
     "normalize_default_batch",
+    "normalize_geodiv_batch",
     "normalize_pairs_batch",
     "normalize_sets_batch",
     "resolve_segmenter",

@@ -275,7 +275,7 @@ def test_clear_errors(evaluate_lib, metric, encoder, panel_inputs, case, match):
 
 
 def test_unknown_config_is_refused(evaluate_lib):
-    with pytest.raises(ValueError, match=r"unknown geofidelity config 'nope'.*'default', 'mfp', 'sets'"):
+    with pytest.raises(ValueError, match=r"unknown geofidelity config 'nope'.*'default', 'geodiv', 'mfp', 'sets'"):
         evaluate_lib.load(metric_module.metric_path(), "nope")
 
 

@@ -26,26 +26,28 @@ never printed or logged. ``endpoint=`` (or ``HF_ENDPOINT``) selects another Hub 
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import os
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..hub_requests import (
+    CONFLICT_STATUS,
+    HubPushError,
+    auth_hint,
+    describe_error,
+    file_digests,
+    http_status,
+    resolve_token,
+    same_remote,
+    with_retries,
+)
 from .manifest import MANIFEST_COLUMNS, load_manifest
 
 GENERATIONS_CONFIG = "generations"
 GENERATIONS_DIR = "generations"
 DEFAULT_MAX_SHARD_ROWS = 500
-TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
-CONFLICT_STATUS = (409, 412)
-
-
-class HubPushError(RuntimeError):
-    """Publishing failed; the message says what to do (it never contains the token)."""
 
 
 @dataclass
@@ -112,7 +114,7 @@ def build_model_shards(
             batch["image"].append({"bytes": data, "path": row["path"]})
             for col in MANIFEST_COLUMNS:
                 value = row.get(col)
-                batch[col].append(None if _is_missing(value) else value)
+                batch[col].append(None if is_missing(value) else value)
         table = pa.Table.from_pydict(features.encode_batch(batch), schema=features.arrow_schema)
         repo_path = shard_path(model, i, total)
         local = Path(folder) / f"{model}-{i:05d}.parquet"
@@ -121,7 +123,7 @@ def build_model_shards(
     return shards
 
 
-def _is_missing(value: Any) -> bool:
+def is_missing(value: Any) -> bool:
     try:
         import math
 
@@ -195,107 +197,7 @@ def update_readme(text: str | None, repo_files: Sequence[str] = ()) -> str:
     return f"---\n{header}---\n{body if body.startswith(chr(10)) else chr(10) + body}"
 
 
-# -- retries ------------------------------------------------------------------------------------
-
-
-def _transient_exception_types() -> tuple[type[BaseException], ...]:
-    types: list[type[BaseException]] = [ConnectionError, TimeoutError]
-    for module, names in (
-        ("httpx2", ("TransportError",)),
-        ("httpx", ("TransportError",)),
-        ("requests", ("ConnectionError", "Timeout")),
-    ):
-        try:
-            mod = importlib.import_module(module)
-        except ImportError:
-            continue
-        types += [getattr(mod, n) for n in names if isinstance(getattr(mod, n, None), type)]
-    return tuple(types)
-
-
-def _status(err: BaseException) -> int | None:
-    response = getattr(err, "response", None)
-    return getattr(response, "status_code", None)
-
-
-def _is_transient(err: BaseException) -> bool:
-    status = _status(err)
-    if status is not None:
-        return status in TRANSIENT_STATUS
-    return isinstance(err, _transient_exception_types())
-
-
-def _hint(err: BaseException) -> str:
-    if _status(err) in (401, 403):
-        return " (is the token valid, with write access to this repo? set HF_TOKEN or run `hf auth login`)"
-    return ""
-
-
-def _redact(text: str, token: str | None) -> str:
-    return text.replace(token, "***") if token else text
-
-
-def _describe(err: BaseException, token: str | None) -> str:
-    status = _status(err)
-    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    label = f"HTTP {status}" if status is not None else type(err).__name__
-    return _redact(f"{label}: {first}"[:300], token)
-
-
-def with_retries(
-    fn: Callable[[], Any],
-    what: str,
-    *,
-    attempts: int = 6,
-    base_delay: float = 1.0,
-    max_delay: float = 60.0,
-    log: Callable[[str], None] = print,
-    token: str | None = None,
-) -> Any:
-    """Calls ``fn`` until it succeeds, retrying transient errors with exponential backoff."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return fn()
-        except Exception as err:  # noqa: BLE001 - classified just below
-            if not _is_transient(err) or attempt == attempts:
-                raise
-            delay = min(max_delay, base_delay * 2 ** (attempt - 1))
-            log(f"{what}: transient error ({_describe(err, token)}); retry {attempt}/{attempts - 1} in {delay:.1f} s")
-            time.sleep(delay)
-    raise AssertionError("unreachable")
-
-
 # -- push ---------------------------------------------------------------------------------------
-
-
-def _file_digests(path: Path) -> tuple[str, str]:
-    """(sha256, git blob sha1) of a file, streamed."""
-    sha256, sha1 = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % path.stat().st_size)
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            sha256.update(chunk)
-            sha1.update(chunk)
-    return sha256.hexdigest(), sha1.hexdigest()
-
-
-def _same_remote(sibling: Any, digests: tuple[str, str]) -> bool:
-    if sibling is None:
-        return False
-    lfs = getattr(sibling, "lfs", None)
-    if lfs is not None:
-        return getattr(lfs, "sha256", None) == digests[0]
-    return getattr(sibling, "blob_id", None) == digests[1]
-
-
-def resolve_token(token: str | None = None) -> str:
-    from huggingface_hub import get_token
-
-    token = token or get_token()
-    if not token:
-        raise HubPushError(
-            "no Hugging Face token found: set HF_TOKEN or run `hf auth login` (a token with write access)"
-        )
-    return token
 
 
 def push_generations(
@@ -352,7 +254,7 @@ def push_generations(
                 **retry,
             )
     except HfHubHTTPError as err:
-        raise HubPushError(f"cannot create or access dataset repo {repo_id}: {_describe(err, token)}{_hint(err)}") from None
+        raise HubPushError(f"cannot create or access dataset repo {repo_id}: {describe_error(err, token)}{auth_hint(err)}") from None
 
     report = PushReport(repo_id, [])
     for model in chosen:
@@ -385,14 +287,14 @@ def _push_model(
     from huggingface_hub.errors import HfHubHTTPError
 
     shards = build_model_shards(out_dir, manifest, model, folder, max_shard_rows=max_shard_rows)
-    digests = {p: _file_digests(local) for p, local, _ in shards}
+    digests = {p: file_digests(local) for p, local, _ in shards}
     result = ModelPush(model, int((manifest["model"] == model).sum()), [p for p, _, _ in shards])
     prefix = f"{GENERATIONS_DIR}/{model}/"
     for conflict_try in range(1, attempts + 1):
         try:
             info = with_retries(lambda: api.dataset_info(repo_id, files_metadata=True), f"read repo {repo_id}", **retry)
         except HfHubHTTPError as err:
-            raise HubPushError(f"cannot read dataset repo {repo_id}: {_describe(err, token)}{_hint(err)}") from None
+            raise HubPushError(f"cannot read dataset repo {repo_id}: {describe_error(err, token)}{auth_hint(err)}") from None
         remote = {s.rfilename: s for s in (info.siblings or [])}
         readme = None
         if "README.md" in remote:
@@ -400,7 +302,7 @@ def _push_model(
                 lambda: _read_text(api, repo_id, "README.md", info.sha), f"read {repo_id}/README.md", **retry
             )
         new_readme = update_readme(readme, list(remote) + result.shards)
-        changed = [(p, local) for p, local, _ in shards if not _same_remote(remote.get(p), digests[p])]
+        changed = [(p, local) for p, local, _ in shards if not same_remote(remote.get(p), digests[p])]
         stale = sorted(p for p in remote if p.startswith(prefix) and p not in result.shards)
         readme_changed = new_readme != readme
         if not changed and not stale and not readme_changed:
@@ -424,10 +326,10 @@ def _push_model(
         try:
             done = with_retries(commit, f"commit {model} to {repo_id}", **retry)
         except HfHubHTTPError as err:
-            if _status(err) in CONFLICT_STATUS and conflict_try < attempts:
-                say(f"{repo_id} changed while pushing {model} ({_describe(err, token)}); reading it again")
+            if http_status(err) in CONFLICT_STATUS and conflict_try < attempts:
+                say(f"{repo_id} changed while pushing {model} ({describe_error(err, token)}); reading it again")
                 continue
-            raise HubPushError(f"cannot push {model} to {repo_id}: {_describe(err, token)}{_hint(err)}") from None
+            raise HubPushError(f"cannot push {model} to {repo_id}: {describe_error(err, token)}{auth_hint(err)}") from None
         result.uploaded = [p for p, _ in changed]
         result.deleted = stale
         result.readme_updated = readme_changed

@@ -20,6 +20,7 @@ use it without torch.
 from __future__ import annotations
 
 from .composition import GAAS_GROUPS, SEMANTIC_GROUPS, gaas
+from .diversity import normalized_hill
 from .panel import cos_sim, diversity
 from .reference import PreparedReference, prepare_reference
 from .retrieval import CANDIDATE_NAMES, RetrievalResult, retrieval
@@ -48,6 +49,7 @@ __all__ = [
     "median_heuristic_gamma",
     "mmd2",
     "mmd2_with_reason",
+    "normalized_hill",
     "prepare_reference",
     "retrieval",
     "set_fidelity",

@@ -50,7 +50,8 @@ compared with the block's real reference gallery and with the galleries of negat
 
 Config "default" scores panels against a benchmark (the embedded demo by default); config
 "sets" compares any two sets of images or embeddings (CosSim, MMD^2, DCSF, diversity gap);
-config "mfp" scores generated map tiles against target tiles (Map Feature Perception).
+config "mfp" scores generated map tiles against target tiles (Map Feature Perception);
+config "geodiv" reports GeoDiv diversity (SEVI ratings, VDI entity/background) per image group.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -84,6 +85,13 @@ Args (config "mfp"):
     predictions: generated map images; references: their target map images, paired by position.
     model: DINO ViT Hub id or local folder (default "facebook/dino-vitb8"); image_size (224),
     device, batch_size (8), revision, global_weight (10), spatial_weight (1), pixel_metrics (True).
+Args (config "geodiv"):
+    predictions: images; references: the group label of each image (country, city, model, ...).
+    vqa_model: Hub id or local folder of a transformers image-text-to-text model (default
+    "HuggingFaceTB/SmolVLM-256M-Instruct"), or a built geofidelity_bench.geodiv.VQABackend;
+    question_bank: JSON/YAML path (default: the shipped street-scene bank); device; cache_dir
+    (VQA answer cache), use_cache; vqa_revision, dtype, batch_size, max_new_tokens,
+    max_image_side; group_name ("group"); return_answers (False).
 Returns (config "default"):
     cos_sim, mmd, dcsf, diversity_gap, gaas, retrieval_acc, mrr, sim_target,
     sim_same_neighborhood, sim_same_city, sim_same_driving_side, sim_random_city,
@@ -98,6 +106,11 @@ Returns (config "sets"):
 Returns (config "mfp"):
     global_score (higher better, 1 = identical), spatial_distance, spatial_mse, loss (lower
     better), ssim, psnr: means over pairs; n_pairs, per_pair ({column: [values]}), config.
+Returns (config "geodiv"):
+    per_group (list of dicts: n_images, affluence_mean, affluence_diversity, maintenance_mean,
+    maintenance_diversity, entity_diversity, background_diversity, ...), per_question, dropped,
+    group_by, question_bank, n_images, n_unparseable, vqa_model, vqa_config, vqa_config_hash,
+    answer_stats (and answers if asked).
 Examples:
     >>> import evaluate
     >>> import geofidelity_bench
@@ -142,12 +155,17 @@ _CONFIGS = {
         normalize=metric_module.normalize_pairs_batch,
         compute=metric_module.compute_mfp,
     ),
+    "geodiv": _Config(
+        features=datasets.Features({"predictions": _ITEM, "references": datasets.Value("string")}),
+        normalize=metric_module.normalize_geodiv_batch,
+        compute=metric_module.compute_geodiv,
+    ),
 }
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class Geofidelity(evaluate.Metric):
-    """GeoFidelity-Bench scores as an evaluate metric (configs: "default", "sets", "mfp")."""
+    """GeoFidelity-Bench scores as an evaluate metric (configs: "default", "sets", "mfp", "geodiv")."""
 
     def _config(self) -> _Config:
         name = self.config_name or metric_module.DEFAULT_CONFIG

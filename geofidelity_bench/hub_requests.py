@@ -1,0 +1,122 @@
+"""Talking to the Hugging Face Hub safely: retries, error messages without the token, digests.
+
+Shared by every publisher (:mod:`geofidelity_bench.hub` for the benchmark dataset,
+:mod:`geofidelity_bench.generation.hub` for generated panels).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
+CONFLICT_STATUS = (409, 412)
+
+
+class HubPushError(RuntimeError):
+    """Publishing failed; the message says what to do (it never contains the token)."""
+
+
+# -- retries ------------------------------------------------------------------------------------
+
+
+def transient_exception_types() -> tuple[type[BaseException], ...]:
+    types: list[type[BaseException]] = [ConnectionError, TimeoutError]
+    for module, names in (
+        ("httpx2", ("TransportError",)),
+        ("httpx", ("TransportError",)),
+        ("requests", ("ConnectionError", "Timeout")),
+    ):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        types += [getattr(mod, n) for n in names if isinstance(getattr(mod, n, None), type)]
+    return tuple(types)
+
+
+def http_status(err: BaseException) -> int | None:
+    response = getattr(err, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def is_transient(err: BaseException) -> bool:
+    status = http_status(err)
+    if status is not None:
+        return status in TRANSIENT_STATUS
+    return isinstance(err, transient_exception_types())
+
+
+def auth_hint(err: BaseException) -> str:
+    if http_status(err) in (401, 403):
+        return " (is the token valid, with write access to this repo? set HF_TOKEN or run `hf auth login`)"
+    return ""
+
+
+def redact(text: str, token: str | None) -> str:
+    return text.replace(token, "***") if token else text
+
+
+def describe_error(err: BaseException, token: str | None) -> str:
+    status = http_status(err)
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    label = f"HTTP {status}" if status is not None else type(err).__name__
+    return redact(f"{label}: {first}"[:300], token)
+
+
+def with_retries(
+    fn: Callable[[], Any],
+    what: str,
+    *,
+    attempts: int = 6,
+    base_delay: float = 1.0,
+    max_delay: float = 60.0,
+    log: Callable[[str], None] = print,
+    token: str | None = None,
+) -> Any:
+    """Calls ``fn`` until it succeeds, retrying transient errors with exponential backoff."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as err:  # noqa: BLE001 - classified just below
+            if not is_transient(err) or attempt == attempts:
+                raise
+            delay = min(max_delay, base_delay * 2 ** (attempt - 1))
+            log(f"{what}: transient error ({describe_error(err, token)}); retry {attempt}/{attempts - 1} in {delay:.1f} s")
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def file_digests(path: Path) -> tuple[str, str]:
+    """(sha256, git blob sha1) of a file, streamed."""
+    sha256, sha1 = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % path.stat().st_size)
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            sha256.update(chunk)
+            sha1.update(chunk)
+    return sha256.hexdigest(), sha1.hexdigest()
+
+
+def same_remote(sibling: Any, digests: tuple[str, str]) -> bool:
+    if sibling is None:
+        return False
+    lfs = getattr(sibling, "lfs", None)
+    if lfs is not None:
+        return getattr(lfs, "sha256", None) == digests[0]
+    return getattr(sibling, "blob_id", None) == digests[1]
+
+
+def resolve_token(token: str | None = None) -> str:
+    from huggingface_hub import get_token
+
+    token = token or get_token()
+    if not token:
+        raise HubPushError(
+            "no Hugging Face token found: set HF_TOKEN or run `hf auth login` (a token with write access)"
+        )
+    return token
+
+

@@ -1,0 +1,226 @@
+"""import-release: the published v3.1.0 layout (a synthetic fixture) -> the canonical format."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from geofidelity_bench import load_benchmark
+from geofidelity_bench.cli import main
+from geofidelity_bench.evaluation import read_generated_folder
+from geofidelity_bench.prompts import NEGATIVE_PROMPT
+from geofidelity_bench.release import (
+    ReleaseImportError,
+    canonical_block_id,
+    import_release,
+    map_level,
+    map_negative_column,
+    release_seed,
+)
+
+FIXTURE = Path(__file__).resolve().parent / "data" / "release_fixture" / "make_fixture.py"
+
+
+def _fixture_module():
+    spec = importlib.util.spec_from_file_location("geofidelity_release_fixture", FIXTURE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fx = _fixture_module()
+TOKYO = canonical_block_id(fx.B_TOKYO)
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    root = tmp_path_factory.mktemp("release")
+    fx.write_release_fixture(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def imported(release, tmp_path_factory):
+    out = tmp_path_factory.mktemp("imported")
+    report = import_release(release, out, log=lambda m: None)
+    return out, report
+
+
+def _issues(report, kind):
+    return [i for i in report.issues if i.kind == kind]
+
+
+def test_aliases_and_safe_ids():
+    assert [map_level(x) for x in ("L0", "l1", "L2", "L3", "GPS", "gps-only", "C_SHUFFLED_NBHD", "c wrong street",
+                                   "C_WRONG_STREET_NEIGHBORHOOD", "L9_STYLE", None)] == [
+        "L0", "L1", "L2", "L2", "GPS_ONLY", "GPS_ONLY", "C_SHUFFLED_NEIGHBORHOOD", "C_WRONG_STREET",
+        "C_WRONG_STREET_NEIGHBORHOOD", None, None]
+    assert [map_negative_column(c) for c in ("neg_same_neighborhood_diff_block", "neg_near", "neg_far",
+                                             "NEG_SAME_CITY_DIFF_NEIGHBORHOOD", "neg_same_driving_side_diff_city",
+                                             "neg_random_city", "neg_same_climate")] == [
+        "same_neighborhood", "same_neighborhood", "same_city", "same_city", "same_driving_side", "random_city", None]
+    assert canonical_block_id(fx.B_RIVOLI) == fx.B_RIVOLI
+    assert TOKYO == canonical_block_id(fx.B_TOKYO) and TOKYO.startswith("tokyo__pedestrian__2001-")
+    assert canonical_block_id("tokyo__pedestrian__2001__仲見世") != TOKYO
+
+
+def test_blocks_references_and_negatives(imported):
+    out, report = imported
+    bench = load_benchmark(out / "benchmark")
+    assert bench.block_ids == sorted([fx.B_OBERKAMPF, fx.B_RIVOLI, TOKYO])
+    assert len(bench.references) == fx.EXPECTED["references_imported"] == report.counts["references"]
+    assert len({r.image_id for r in bench.references}) == fx.EXPECTED["distinct_images"]
+    assert report.block_id_map == {fx.B_TOKYO: TOKYO}
+
+    rivoli, tokyo = bench.block(fx.B_RIVOLI), bench.block(TOKYO)
+    assert (rivoli.city, rivoli.country, rivoli.driving_side, rivoli.stratum) == ("paris", "FR", "R", "major")
+    assert rivoli.way_id == 1001 and rivoli.street_name == "Rue de Rivoli" and len(rivoli.polyline) == 3
+    assert tokyo.driving_side == "L" and tokyo.street_name == "仲見世通り" and fx.B_TOKYO in tokyo.notes
+    # Release negative names mapped to ours; benchmark_v3.json wins a disagreement; a negative to the
+    # dropped London block becomes null.
+    assert bench.negatives(fx.B_RIVOLI) == {"same_neighborhood": fx.B_OBERKAMPF, "same_city": fx.B_OBERKAMPF,
+                                            "same_driving_side": None, "random_city": TOKYO}
+    assert bench.negatives(fx.B_OBERKAMPF)["random_city"] == TOKYO
+    assert bench.negatives(TOKYO) == {"same_neighborhood": None, "same_city": None, "same_driving_side": None,
+                                      "random_city": fx.B_RIVOLI}
+
+    # Capture metadata from the JSON, license/attribution defaults, the Windows path relocated.
+    ref = bench.references_of(fx.B_RIVOLI)[0]
+    assert ref.sun_elevation_deg == 35.5 and ref.camera_type == "perspective" and ref.quality_score == 0.75
+    assert ref.captured_at > 1_650_000_000_000 and ref.source_url.startswith("https://www.mapillary.com/")
+    assert ref.license == "CC-BY-SA-4.0" and ref.attribution == f"Mapillary contributors (image {ref.image_id})"
+    assert len(bench.references_of(TOKYO)) == 4
+
+    # The held-out split works: disjoint, k = max(1, min(4, n // 2)), galleries of >= 2.
+    for block_id in bench.block_ids:
+        held, gallery = bench.heldout(block_id), bench.gallery(block_id)
+        n = len(bench.references_of(block_id))
+        assert len(held) == max(1, min(4, n // 2)) and len(gallery) >= 2
+        assert not {r.reference_id for r in held} & {r.reference_id for r in gallery}
+
+
+def test_generated_panels_are_evaluable_with_provenance(imported):
+    out, report = imported
+    bench = load_benchmark(out / "benchmark")
+    panels = read_generated_folder(out / "generations", bench)
+    assert len(panels) == 2 * 6 * 3 and all(len(files) == 2 for files in panels.values())
+    assert {m for m, _, _ in panels} == {"sdxl", "flux_schnell"}
+    assert {c for _, c, _ in panels} == {"L0", "L1", "L2", "C_WRONG_STREET", "C_SHUFFLED_NEIGHBORHOOD",
+                                         "C_WRONG_STREET_NEIGHBORHOOD"}
+    assert report.model_map == {"flux_schnell": "flux_schnell", "sdxl_base": "sdxl"}
+    assert report.level_map["C_SHUFFLED_NBHD"] == "C_SHUFFLED_NEIGHBORHOOD"
+
+    manifest = pd.read_parquet(out / "generations" / "manifest.parquet")
+    assert len(manifest) == fx.EXPECTED["generated_images"] == report.counts["generated_images"]
+    row = lambda m, c, b, k: manifest[(manifest.model == m) & (manifest.condition == c) & (manifest.block_id == b)
+                                      & (manifest.k == k)].iloc[0]
+    # Seeds: exact values recomputed from the float-rounded column (L2 was generated as "L3"), blank for L0.
+    assert row("sdxl", "L1", fx.B_RIVOLI, 1).seed == release_seed("sdxl_base", fx.B_RIVOLI, "L1", 1)
+    assert row("sdxl", "L2", TOKYO, 0).seed == release_seed("sdxl_base", fx.B_TOKYO, "L3", 0)
+    assert pd.isna(row("sdxl", "L0", fx.B_RIVOLI, 0).seed)
+    m, level, block, k = fx.EXPECTED["unverified_seed"]
+    assert pd.isna(row(m, level, canonical_block_id(block), k).seed)
+    assert report.counts["seeds_unverified"] == 1 and report.counts["seeds_missing"] == 12
+    # Donors from prompt_meta, or from prompt_controls.csv when prompt_meta has none; ids are ours.
+    assert row("sdxl", "C_WRONG_STREET", fx.B_RIVOLI, 0).street_donor == fx.B_OBERKAMPF
+    assert row("flux_schnell", "C_SHUFFLED_NEIGHBORHOOD", TOKYO, 0).neighborhood_donor == fx.B_RIVOLI
+    both = row("sdxl", "C_WRONG_STREET_NEIGHBORHOOD", TOKYO, 1)
+    assert both.street_donor == both.neighborhood_donor == fx.B_RIVOLI
+    # Generation settings of known models; FLUX takes no negative prompt.
+    sdxl = row("sdxl", "L1", fx.B_RIVOLI, 0)
+    assert sdxl.weights == "stabilityai/stable-diffusion-xl-base-1.0" and sdxl.negative_prompt == NEGATIVE_PROMPT
+    assert pd.isna(row("flux_schnell", "L1", fx.B_RIVOLI, 0).negative_prompt)
+    assert sdxl.prompt.startswith("A street-level photograph taken on Rue de Rivoli")
+    assert (sdxl.benchmark_fingerprint, sdxl.benchmark) == (bench.fingerprint, "GeoFidelity-Bench v3.1.0 (imported)")
+
+    # Every copied image keeps the release's names beside it.
+    with open(out / "generations" / "release_index.csv", newline="", encoding="utf-8") as fh:
+        index = {r["path"]: r for r in csv.DictReader(fh)}
+    entry = index[f"sdxl/C_SHUFFLED_NEIGHBORHOOD/{TOKYO}/00.jpg"]
+    assert (entry["release_model"], entry["release_level"], entry["release_block_id"]) == (
+        "sdxl_base", "C_SHUFFLED_NBHD", fx.B_TOKYO)
+
+
+def test_nothing_is_dropped_silently(imported):
+    out, report = imported
+    saved = json.loads((out / "import_report.json").read_text(encoding="utf-8"))
+    assert saved["issue_counts"] == report.issue_counts
+    unmapped = _issues(report, "unmapped_level")
+    assert len(unmapped) == 2 and all(i.values["level"] == "L9_STYLE" and i.action == "skipped" for i in unmapped)
+    assert all(i.file == "metadata/generated_images.csv" and i.line for i in unmapped)
+    unknown = _issues(report, "unknown_block")
+    assert any(i.file == "metadata/reference_images.csv" and i.values["block_id"] == fx.B_ROME for i in unknown)
+    assert sum(i.values.get("block_id") == fx.B_LONDON for i in unknown) == 2  # panels of the dropped block
+    assert [i.values["block_id"] for i in _issues(report, "too_few_references")] == [fx.B_LONDON]
+    assert [i.values["block_id"] for i in _issues(report, "block_not_in_blocks_csv")] == [fx.B_ROME]
+    assert len(_issues(report, "missing_image")) == 1
+    assert [i.values["column"] for i in _issues(report, "unmapped_negative_column")] == ["neg_same_climate"]
+    assert len(_issues(report, "negative_conflict")) == 1
+    assert {i.values["negative"] for i in _issues(report, "dangling_negative")} == {fx.B_LONDON}
+    assert len(_issues(report, "panel_too_small")) == 1
+    assert len(_issues(report, "seed_unverified")) == 1
+
+
+def test_cli_prints_the_summary_and_strict_fails(release, tmp_path, capsys):
+    out = tmp_path / "cli"
+    assert main(["import-release", str(release), "--out", str(out), "--no-generations"]) == 0
+    text = capsys.readouterr().out
+    assert "3 blocks in 2 cities" in text and "unknown_block (1)" in text and "import_report.json" in text
+    assert main(["import-release", str(release), "--out", str(out)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["import-release", str(release), "--out", str(out), "--overwrite", "--strict"]) == 1
+    text = capsys.readouterr().out
+    assert "unmapped_level (2)" in text and "L9_STYLE" in text and "panel_too_small (1)" in text
+
+
+def _rewrite_csv(path: Path, drop: list[str]) -> None:
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    header = [c for c in rows[0] if c not in drop]
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_missing_columns(release, tmp_path, capsys):
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    # Optional columns missing: nulls, no error.
+    _rewrite_csv(copy / "metadata/reference_images.csv", ["captured_at_utc_ms", "mapillary_url", "image_url", "lat"])
+    (copy / "data/processed/v3/benchmark_v3.json").unlink()
+    report = import_release(copy, tmp_path / "ok", generations=False, log=lambda m: None)
+    bench = load_benchmark(tmp_path / "ok" / "benchmark")
+    ref = bench.references[0]
+    assert ref.captured_at is None and ref.source_url is None and ref.lat is None and ref.sun_elevation_deg is None
+    assert _issues(report, "missing_optional_file")
+    # Required column missing: a clear error naming the file and the column.
+    _rewrite_csv(copy / "metadata/reference_images.csv", ["block_id"])
+    with pytest.raises(ReleaseImportError, match=r"metadata/reference_images\.csv: missing required column 'block_id'"):
+        import_release(copy, tmp_path / "bad", log=lambda m: None)
+    _rewrite_csv(copy / "metadata/blocks.csv", ["driving_side"])
+    assert main(["import-release", str(copy), "--out", str(tmp_path / "bad2")]) == 2
+    err = capsys.readouterr().err
+    assert "metadata/blocks.csv" in err and "'driving_side'" in err and "Traceback" not in err
+    (copy / "metadata/blocks.csv").unlink()
+    with pytest.raises(ReleaseImportError, match="missing required file metadata/blocks.csv"):
+        import_release(copy, tmp_path / "bad3", log=lambda m: None)
+
+
+def test_build_dataset_from_the_imported_release(imported, tmp_path):
+    import datasets
+
+    out, report = imported
+    hub_dir = tmp_path / "hub"
+    assert main(["build-dataset", str(out), "--out", str(hub_dir)]) == 0
+    gens = datasets.load_dataset(str(hub_dir), "generations", split="train", cache_dir=str(tmp_path / "cache"))
+    assert len(gens) == report.counts["generated_images"] and gens[0]["image"].size == (32, 24)
+    assert load_benchmark(hub_dir).fingerprint == load_benchmark(out / "benchmark").fingerprint
