@@ -12,10 +12,14 @@ import json
 import sys
 from typing import Callable, Sequence
 
+from .app_commands import register as _app_register
 from .cli_common import BENCHMARK_HELP, CLIError
+from .dataset_commands import register as _dataset_register
+from .curation_commands import register as _curation_register
 from .embed_commands import register as _embed_register
 from .evaluation_commands import register as _evaluation_register
 from .generation.cli import register as _generation_register
+from .geodiv_commands import register as _geodiv_register
 from .mfp_commands import register as _mfp_register
 from .report_commands import register as _report_register
 from .segmentation_commands import register as _segmentation_register
@@ -141,9 +145,13 @@ def _add_prompts(sub) -> None:
 REGISTRARS: list[Callable] = [
     _add_info,
     _add_prompts,
+    _dataset_register,
+    _curation_register,
+    _app_register,
     _embed_register,
     _evaluation_register,
     _generation_register,
+    _geodiv_register,
     _mfp_register,
     _report_register,
     _segmentation_register,

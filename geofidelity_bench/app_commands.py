@@ -1,0 +1,63 @@
+"""``geofidelity-bench app``: the Gradio demo app on this machine (local only, never shared)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .cli_common import BENCHMARK_HELP, CLIError, add_encoder_args
+
+
+def _cmd_app(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    import importlib.util
+
+    if importlib.util.find_spec("gradio") is None:
+        raise CLIError('the app needs gradio: pip install "geofidelity-bench[app]"')
+    from .demo_app import build_app, launch, load_app_data
+    from .demo_app.results import ResultsError
+    from .report import ReportError
+
+    try:
+        data = load_app_data(
+            args.benchmark,
+            args.encoder,
+            encoder_weights=args.encoder_weights,
+            revision=args.revision,
+            device=args.device,
+            cache_dir=args.cache_dir,
+            use_cache=not args.no_cache,
+            results_csv=args.results,
+            batch_size=args.batch_size,
+            progress=not args.no_progress,
+        )
+    except (ResultsError, ReportError) as err:
+        raise CLIError(str(err)) from None
+    demo = build_app(data)
+    where = f"http://{args.host}:{args.port or 7860}"
+    print(f"GeoFidelity-Bench app on {where} (Ctrl+C stops it)", file=sys.stderr)
+    launch(demo, host=args.host, port=args.port, inbrowser=args.open, quiet=True)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "app",
+        help="run the demo app (explore blocks, score your images, leaderboard) in the browser, locally",
+        description="Runs the GeoFidelity-Bench Gradio app on this machine. Offline it uses the embedded demo "
+        "benchmark and the offline encoder; with network and weights e.g. --benchmark user/name "
+        "--encoder dinov2-base. The app is never shared publicly from here.",
+    )
+    p.add_argument("--benchmark", default="demo", help=BENCHMARK_HELP + " (default: demo)")
+    p.add_argument("--revision", default=None, help="Hub revision of the benchmark dataset (default: main)")
+    add_encoder_args(p, "efficientnet-lite0")
+    p.add_argument("--results", default=None, metavar="CSV",
+                   help="results.csv for the leaderboard (default: the anchors and sanity methods scored at startup)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: 127.0.0.1, this machine only; "
+                   "0.0.0.0 exposes it on the network)")
+    p.add_argument("--port", type=int, default=None, help="port (default: $GRADIO_SERVER_PORT or 7860)")
+    p.add_argument("--open", action="store_true", help="open the app in the default browser")
+    p.set_defaults(func=_cmd_app)

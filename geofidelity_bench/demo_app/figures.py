@@ -1,0 +1,178 @@
+"""Matplotlib figures of the app: a block and its negatives on a map, a panel against the anchors.
+
+Figures are made on the Agg canvas directly (no pyplot): no global backend, safe in the
+threads of a web server.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+from ..benchmark import Benchmark
+from ..geo import haversine_m
+from .texts import ANCHOR_SHORT, CANDIDATE_PHRASES, SCORE_BY_KEY, is_missing
+
+ROLE_LABELS = {
+    "same_neighborhood": "same neighborhood",
+    "same_city": "same city",
+    "same_driving_side": "same driving side",
+    "random_city": "random city",
+}
+_ROLE_COLORS = {
+    "same_neighborhood": "#DD8452",
+    "same_city": "#C44E52",
+    "same_driving_side": "#8172B3",
+    "random_city": "#937860",
+}
+YOURS = "your images"
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _distance_text(metres: float) -> str:
+    if metres >= 10_000:
+        return f"{metres / 1000:.0f} km"
+    return f"{metres / 1000:.1f} km" if metres >= 1000 else f"{metres:.0f} m"
+
+
+def negatives_by_block(bench: Benchmark, block_id: str) -> dict[str, list[str]]:
+    """Negative block id -> its roles (one block may serve several roles), in role order."""
+    out: dict[str, list[str]] = {}
+    for role, neg in bench.negatives(block_id).items():
+        if neg is not None:
+            out.setdefault(neg, []).append(role)
+    return out
+
+
+def off_map_negatives(bench: Benchmark, block_id: str) -> list[str]:
+    """One line per negative outside the block's city (not drawn on the map)."""
+    block = bench.block(block_id)
+    lines = []
+    for neg, roles in negatives_by_block(bench, block_id).items():
+        other = bench.block(neg)
+        if other.city == block.city:
+            continue
+        dist = haversine_m(*block.centroid, *other.centroid)
+        city = bench.cities[other.city].name if other.city in bench.cities else other.city_name
+        lines.append(f"{' + '.join(ROLE_LABELS[r] for r in roles)}: {neg} in {city} ({other.country}), "
+                     f"{_distance_text(dist)} away")
+    return lines
+
+
+def block_map_figure(bench: Benchmark, block_id: str):
+    """The block's polyline, its centroid, and the centroids (and polylines) of its same-city
+    negatives, labelled by role; negatives in other cities are listed under the map."""
+    block = bench.block(block_id)
+    fig = _figure(6.4, 5.2)
+    ax = fig.add_subplot(1, 1, 1)
+    lat0 = block.centroid[0]
+    # Metres look square; the limits (not the axes box) stretch to fill the figure.
+    ax.set_aspect(1.0 / max(math.cos(math.radians(lat0)), 1e-6), adjustable="datalim")
+    lats = [p[0] for p in block.polyline]
+    lons = [p[1] for p in block.polyline]
+    ax.plot(lons, lats, "-", color="#4C72B0", linewidth=3, label=f"target: {block.block_id}", zorder=3)
+    ax.plot([block.centroid[1]], [block.centroid[0]], marker="*", markersize=16, color="#4C72B0",
+            markeredgecolor="black", linestyle="none", zorder=4)
+    for ref in bench.references_of(block_id):
+        if ref.lat is not None and ref.lon is not None:
+            lats.append(ref.lat)
+            lons.append(ref.lon)
+    for neg, roles in negatives_by_block(bench, block_id).items():
+        other = bench.block(neg)
+        if other.city != block.city:
+            continue
+        color = _ROLE_COLORS[roles[0]]
+        label = " + ".join(ROLE_LABELS[r] for r in roles)
+        olat = [p[0] for p in other.polyline]
+        olon = [p[1] for p in other.polyline]
+        ax.plot(olon, olat, "-", color=color, linewidth=1.5, alpha=0.6, zorder=2)
+        ax.plot([other.centroid[1]], [other.centroid[0]], marker="o", markersize=10, color=color,
+                markeredgecolor="black", linestyle="none", label=f"{label}: {neg}", zorder=4)
+        ax.annotate(neg, (other.centroid[1], other.centroid[0]), textcoords="offset points", xytext=(6, 6),
+                    fontsize=8, color=color, annotation_clip=True, clip_on=True)
+        lats += olat + [other.centroid[0]]
+        lons += olon + [other.centroid[1]]
+    pad_lat = max((max(lats) - min(lats)) * 0.12, 0.0003)
+    pad_lon = max((max(lons) - min(lons)) * 0.12, 0.0003)
+    ax.update_datalim([(min(lons) - pad_lon, min(lats) - pad_lat), (max(lons) + pad_lon, max(lats) + pad_lat)])
+    ax.autoscale_view()
+    ax.set_xlabel("longitude")
+    ax.set_ylabel("latitude")
+    ax.ticklabel_format(useOffset=False)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best", framealpha=0.85)
+    off = off_map_negatives(bench, block_id)
+    if off:
+        fig.text(0.01, 0.01, "Off the map: " + "; ".join(off), fontsize=7, wrap=True, va="bottom")
+        fig.tight_layout(rect=(0, 0.06 + 0.03 * (len(off) - 1), 1, 0.94))
+    else:
+        fig.tight_layout(rect=(0, 0, 1, 0.94))  # room for the Gradio label drawn over the top left
+    return fig
+
+
+#: Scores shown against the anchors (2 x 4 grid; the last cell shows the similarity profile).
+ANCHOR_PLOT_METRICS = ("cos_sim", "mmd", "dcsf", "retrieval_acc", "mrr", "local_margin", "strongest_margin")
+SIM_COLUMNS = ("sim_target", "sim_same_neighborhood", "sim_same_city", "sim_same_driving_side", "sim_random_city")
+
+
+def anchor_figure(yours: Mapping[str, float], anchors: Mapping[str, Mapping[str, float]], *, block_id: str):
+    """Your panel's scores next to the same block's real-image anchors."""
+    rows = [(YOURS, yours)] + [(ANCHOR_SHORT.get(m, m), v) for m, v in anchors.items()]
+    names = [n for n, _ in rows]
+    colors = ["#4C72B0"] + ["#AAAAAA", "#888888", "#666666"][: len(rows) - 1]
+    fig = _figure(12.0, 5.6)
+    y = list(range(len(rows)))[::-1]
+    for i, key in enumerate(ANCHOR_PLOT_METRICS):
+        ax = fig.add_subplot(2, 4, i + 1)
+        values = [r.get(key) for _, r in rows]
+        shown = [0.0 if is_missing(v) else float(v) for v in values]
+        ax.barh(y, shown, color=colors)
+        for yy, v, s in zip(y, values, shown):
+            ax.text(s, yy, " n/a" if is_missing(v) else f" {v:.2f}", va="center", fontsize=7)
+        info = SCORE_BY_KEY[key]
+        arrow = "↑" if info.higher_is_better else "↓"
+        ax.set_title(f"{info.label} {arrow}", fontsize=9)
+        ax.set_yticks(y)
+        ax.set_yticklabels(names if i % 4 == 0 else [""] * len(names), fontsize=8)
+        ax.axvline(0, color="black", linewidth=0.6)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(axis="x", alpha=0.3)
+        lo = min(shown + [0.0])
+        hi = max(shown + [0.0])
+        span = (hi - lo) or 1.0
+        ax.set_xlim(lo - 0.05 * span if lo < 0 else lo, hi + 0.3 * span)
+    ax = fig.add_subplot(2, 4, 8)
+    width = 0.8 / len(rows)
+    for j, ((name, r), color) in enumerate(zip(rows, colors)):
+        vals = [0.0 if is_missing(r.get(c)) else float(r.get(c)) for c in SIM_COLUMNS]
+        xs = [k + (j - (len(rows) - 1) / 2) * width for k in range(len(SIM_COLUMNS))]
+        ax.bar(xs, vals, width, color=color, label=name)
+    ax.set_xticks(range(len(SIM_COLUMNS)))
+    ax.set_xticklabels(["target", "same nbhd", "same city", "same side", "random"], rotation=30, fontsize=7)
+    ax.set_title("similarity to each candidate", fontsize=9)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    fig.text(0.99, 0.005, f"block {block_id}", ha="right", va="bottom", fontsize=7, color="#666666")
+    fig.tight_layout(rect=(0, 0, 1, 0.95))  # room for the Gradio label drawn over the top left
+    return fig
+
+
+def candidate_phrase(role: str) -> str:
+    return CANDIDATE_PHRASES.get(role, role)
+
+
+def best_match_summary(best: Sequence[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for b in best:
+        counts[b] = counts.get(b, 0) + 1
+    return counts

@@ -1,0 +1,173 @@
+"""The leaderboard: result rows (SPEC section 7) -> a sortable, filterable table and the report's plots."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..evaluation import METRIC_COLUMNS, RESULT_COLUMNS, summarize
+from ..report import METHOD_LABELS, REQUIRED_COLUMNS
+from ..stats import HIGHER_IS_BETTER
+
+ALL_CONDITIONS = "all conditions"
+VIEWS = ("mean per method and condition", "one row per block")
+#: (column, header) of the leaderboard, in order; arrows give the direction.
+LEADERBOARD_METRICS = (
+    ("cos_sim", "CosSim ↑"),
+    ("mmd", "MMD² ↓"),
+    ("dcsf", "DCSF ↓"),
+    ("gaas", "GAAS ↓"),
+    ("retrieval_acc", "Retrieval ↑"),
+    ("mrr", "MRR ↑"),
+    ("local_margin", "Local margin ↑"),
+    ("strongest_margin", "Strongest margin ↑"),
+)
+SORT_CHOICES = tuple(h for _, h in LEADERBOARD_METRICS) + ("method",)
+_HEADER_TO_COLUMN = {h: c for c, h in LEADERBOARD_METRICS}
+MAX_ROWS_SHOWN = 2000
+
+
+class ResultsError(ValueError):
+    """A results table the leaderboard cannot show."""
+
+
+def check_results(df: pd.DataFrame, name: str = "results") -> pd.DataFrame:
+    """The rows ready for the leaderboard: required columns present, metric columns numeric.
+
+    Missing metric columns are added as NaN (a results file from an older run may lack some).
+    """
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise ResultsError(
+            f"{name} has no column(s) {', '.join(missing)}; a results.csv from `geofidelity-bench evaluate` "
+            f"has the columns {', '.join(RESULT_COLUMNS)}"
+        )
+    if df.empty:
+        raise ResultsError(f"{name} has no rows")
+    out = df.copy()
+    for col in ("method", "condition", "block_id"):
+        out[col] = out[col].astype(str)
+    for col in METRIC_COLUMNS:
+        if col not in out.columns:
+            out[col] = np.nan
+        else:
+            out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
+    if not any(np.isfinite(out[c].to_numpy(dtype=float)).any() for c in METRIC_COLUMNS):
+        raise ResultsError(f"{name} has no numeric scores in any of the columns {', '.join(METRIC_COLUMNS)}")
+    return out
+
+
+def empty_metrics(results: pd.DataFrame) -> list[str]:
+    """Headers of the leaderboard metrics that are missing (NaN) in every row."""
+    return [h for c, h in LEADERBOARD_METRICS if not np.isfinite(results[c].to_numpy(dtype=float)).any()]
+
+
+def conditions_of(results: pd.DataFrame) -> list[str]:
+    return [ALL_CONDITIONS] + sorted(map(str, results["condition"].unique()))
+
+
+def _round(frame: pd.DataFrame, columns) -> pd.DataFrame:
+    for col in columns:
+        frame[col] = frame[col].astype(float).round(3)
+    return frame
+
+
+def leaderboard_table(
+    results: pd.DataFrame,
+    *,
+    condition: str = ALL_CONDITIONS,
+    sort_by: str = "CosSim ↑",
+    best_first: bool = True,
+    view: str = VIEWS[0],
+) -> pd.DataFrame:
+    """The leaderboard rows for one condition (or all), sorted by a metric, best first by default.
+
+    ``sort_by`` is a header of :data:`LEADERBOARD_METRICS` (or a column name) or ``"method"``;
+    "best" follows the metric's direction (lower first for MMD, DCSF and GAAS).
+    """
+    if condition and condition != ALL_CONDITIONS:
+        known = set(map(str, results["condition"].unique()))
+        if condition not in known:
+            raise ResultsError(f"unknown condition {condition!r}; this table has {', '.join(sorted(known))}")
+        results = results[results["condition"].astype(str) == condition]
+    if view not in VIEWS:
+        raise ResultsError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
+    sort_col = _HEADER_TO_COLUMN.get(sort_by, sort_by)
+    if sort_col != "method" and sort_col not in dict(LEADERBOARD_METRICS):
+        raise ResultsError(f"cannot sort by {sort_by!r}; choose one of {', '.join(SORT_CHOICES)}")
+    metric_cols = [c for c, _ in LEADERBOARD_METRICS]
+    if view == VIEWS[0]:
+        table = summarize(results, ["method", "condition"])[["method", "condition", "n_blocks", *metric_cols]]
+        table = table.rename(columns={"n_blocks": "blocks"})
+    else:
+        cols = ["method", "condition", "block_id"] + [c for c in ("city",) if c in results.columns] + metric_cols
+        table = results[cols].copy()
+    if sort_col == "method":
+        ascending = best_first
+    else:
+        ascending = not HIGHER_IS_BETTER.get(sort_col, True)
+        if not best_first:
+            ascending = not ascending
+    table = table.sort_values([sort_col, "method", "condition"], ascending=[ascending, True, True],
+                              na_position="last", kind="mergesort")
+    table = _round(table.reset_index(drop=True), metric_cols)
+    table.insert(0, "#", np.arange(1, len(table) + 1))
+    table["method"] = [METHOD_LABELS.get(m, m) if m in METHOD_LABELS else m for m in table["method"]]
+    table = table.rename(columns=dict(LEADERBOARD_METRICS))
+    return table.head(MAX_ROWS_SHOWN)
+
+
+def report_images(results: pd.DataFrame, run_info: dict | None = None) -> tuple[list[tuple[Any, str]], str]:
+    """The report's plots (PIL images with captions) and its Markdown, built in a temporary folder.
+
+    Nothing is left on disk: the PNGs are decoded into memory before the folder is removed.
+    A report that cannot be built gives no plots and a one-line reason.
+    """
+    from PIL import Image
+
+    from ..report import ReportError, build_report
+
+    captions = {
+        "leaderboard": "Leaderboard with real-image anchors (mean over blocks, bootstrap 95% intervals)",
+        "cos_sim_by_condition": "CosSim by prompt condition",
+        "hierarchy": "Similarity to the target block and to each negative type",
+        "city_heatmap": "CosSim per city and method",
+    }
+    with tempfile.TemporaryDirectory(prefix="geofidelity-app-report-") as tmp:
+        try:
+            build_report(results, tmp, run_info=run_info, allow_mixed_encoders=True,
+                         title="GeoFidelity-Bench leaderboard report")
+        except (ReportError, ValueError) as err:
+            return [], f"The report could not be built: {err}"
+        root = Path(tmp)
+        images = []
+        order = list(captions)
+        pngs = sorted(root.rglob("plots/*.png"),
+                      key=lambda p: (str(p.parent), order.index(p.stem) if p.stem in order else len(order), p.stem))
+        for png in pngs:
+            with Image.open(png) as img:
+                img.load()
+                copy = img.convert("RGB")
+            where = png.parent.parent.relative_to(root)
+            caption = captions.get(png.stem, png.stem)
+            if str(where) not in ("", "."):
+                caption += f" ({where})"
+            images.append((copy, caption))
+        md_files = sorted(root.rglob("report.md"))
+        markdown = "\n\n".join(p.read_text(encoding="utf-8") for p in md_files)
+    return images, markdown
+
+
+def finite_or_none(value: Any) -> Any:
+    """JSON-safe scalar: NaN/inf -> None, numpy scalars -> Python."""
+    if isinstance(value, (np.floating, float)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value

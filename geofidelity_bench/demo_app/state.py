@@ -1,0 +1,306 @@
+"""Everything the app computes, without any UI: the benchmark, the encoder, the embeddings of every
+gallery and the real-image anchors (computed once at startup), prompts, and scoring of uploads.
+
+:class:`AppData` is built once per server; its methods only read it, so the web server's
+worker threads can share one instance.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import metrics
+from ..benchmark import NEGATIVE_ROLES, Benchmark
+from ..evaluation import (
+    ANCHOR_CONDITION,
+    ANCHOR_METHODS,
+    RESULT_COLUMNS,
+    anchor_panels,
+    embed_items,
+    sanity_panels,
+    score_embeddings,
+)
+from ..prompts import CONDITIONS, NEGATIVE_PROMPT, Prompt, PromptError, build_prompt
+from .texts import SCORES, best_candidate_phrase, reading
+
+UPLOAD_METHOD = "your_upload"
+UPLOAD_CONDITION = "upload"
+
+
+def block_label(bench: Benchmark, block_id: str) -> str:
+    """``lund_seg1 — Lund, residential`` (street and neighborhood when known)."""
+    block = bench.block(block_id)
+    city = bench.cities[block.city].name if block.city in bench.cities else block.city_name
+    where = ", ".join(x for x in (block.street_name, block.neighborhood, city, block.stratum) if x)
+    return f"{block_id} — {where}"
+
+
+def block_choices(bench: Benchmark, city: str | None = None) -> list[tuple[str, str]]:
+    """(label, block_id) pairs for a dropdown, optionally only one city's blocks."""
+    return [(block_label(bench, b.block_id), b.block_id) for b in bench.blocks if city in (None, b.city)]
+
+
+def city_choices(bench: Benchmark) -> list[tuple[str, str]]:
+    out = []
+    for key, city in bench.cities.items():
+        n = sum(b.city == key for b in bench.blocks)
+        if n:
+            out.append((f"{city.name} ({city.country}, {n} block{'s' if n != 1 else ''})", key))
+    return out
+
+
+@dataclass(frozen=True)
+class PromptView:
+    condition: str
+    text: str | None  # None when unavailable
+    reason: str | None  # PromptError's message when unavailable
+    prompt: Prompt | None = None
+
+    @property
+    def shown(self) -> str:
+        return self.text if self.text is not None else f"not available: {self.reason}"
+
+
+@dataclass
+class PanelScore:
+    """The scores of one uploaded panel, ready to show."""
+
+    block_id: str
+    names: list[str]
+    row: dict[str, Any]  # one result row (RESULT_COLUMNS)
+    retrieval: metrics.RetrievalResult
+    candidates: dict[str, str]  # role -> block id ("target" -> the block itself)
+    anchors: dict[str, dict[str, float]]  # anchor method -> its result row for this block
+    nan_reasons: dict[str, str]
+
+    @property
+    def n_candidates(self) -> int:
+        return len(self.candidates)
+
+    def readings(self) -> dict[str, str]:
+        return {
+            s.key: reading(s.key, self.row, n_images=len(self.names), n_candidates=self.n_candidates,
+                           nan_reason=self.nan_reasons.get(s.key))
+            for s in SCORES
+        }
+
+    def per_image(self) -> list[dict[str, Any]]:
+        """One dict per image: best candidate, target rank (1 = first) and similarities."""
+        out = []
+        sims = self.retrieval.per_image_sims
+        for i, name in enumerate(self.names):
+            best = self.retrieval.best_candidate[i]
+            out.append({
+                "image": name,
+                "best_candidate": best,
+                "best_block_id": self.candidates.get(best),
+                "target_rank": int(self.retrieval.ranks[i]) + 1,
+                "sims": {role: (None if np.isnan(v) else float(v))
+                         for role, v in zip(metrics.CANDIDATE_NAMES, sims[i])},
+            })
+        return out
+
+    def ranking_rows(self) -> list[list[Any]]:
+        """Rows of the per-image ranking table (see :data:`RANKING_HEADERS`)."""
+        rows = []
+        for i, item in enumerate(self.per_image(), start=1):
+            rows.append(
+                [i, item["image"], best_candidate_phrase(item["best_candidate"], item["best_block_id"]),
+                 f"{item['target_rank']} of {self.n_candidates}"]
+                + [None if item["sims"][r] is None else round(item["sims"][r], 3) for r in metrics.CANDIDATE_NAMES]
+            )
+        return rows
+
+    def as_json(self) -> dict[str, Any]:
+        from .results import finite_or_none
+
+        return {
+            "block_id": self.block_id,
+            "encoder": self.row["encoder"],
+            "n_images": len(self.names),
+            "candidates": self.candidates,
+            "scores": {s.key: finite_or_none(self.row.get(s.key)) for s in SCORES},
+            "readings": self.readings(),
+            "per_image": self.per_image(),
+            "anchors": {m: {k: finite_or_none(v) for k, v in r.items()} for m, r in self.anchors.items()},
+            "nan_reasons": self.nan_reasons,
+        }
+
+
+RANKING_HEADERS = ["#", "image", "best match", "target rank", "sim target", "sim same nbhd", "sim same city",
+                   "sim same side", "sim random city"]
+
+
+@dataclass
+class AppData:
+    """The app's data, computed once at startup.
+
+    Attributes:
+        benchmark: the loaded benchmark.
+        encoder: the image encoder (``encoder.name`` is shown with every score).
+        galleries: block id -> raw gallery embeddings (m, d).
+        anchor_results: result rows of the three real-image anchors and the demo's sanity
+            methods, scored at startup with ``encoder``.
+        results: the leaderboard's default rows (``anchor_results`` unless a results.csv was given).
+        results_source: where ``results`` came from, in words.
+    """
+
+    benchmark: Benchmark
+    encoder: Any
+    galleries: dict[str, np.ndarray]
+    anchor_results: pd.DataFrame
+    results: pd.DataFrame
+    results_source: str
+    run_info: dict = field(default_factory=dict)
+    batch_size: int = 16
+
+    # -- building -------------------------------------------------------------------------
+    @classmethod
+    def build(
+        cls,
+        benchmark: Benchmark,
+        encoder,
+        *,
+        cache=None,
+        results: pd.DataFrame | None = None,
+        results_source: str | None = None,
+        batch_size: int = 16,
+        progress: bool = False,
+        log=None,
+    ) -> "AppData":
+        """Embeds every gallery and every anchor/sanity panel (through ``cache``) and scores them."""
+        log = log or (lambda msg: print(msg, file=sys.stderr))
+        started = time.time()
+        panels = {**anchor_panels(benchmark), **sanity_panels(benchmark)}
+        to_embed = {f"gallery:{b}": benchmark.gallery(b) for b in benchmark.block_ids}
+        to_embed.update({"panel:" + "/".join(k): v for k, v in panels.items()})
+        log(f"geofidelity app: embedding the galleries and {len(panels)} anchor/sanity panels of "
+            f"{benchmark.name!r} with {encoder.name} ...")
+        embedded, stats = embed_items(to_embed, encoder, cache=cache, batch_size=batch_size, progress=progress)
+        galleries = {b: embedded[f"gallery:{b}"] for b in benchmark.block_ids}
+        panel_emb = {k: embedded["panel:" + "/".join(k)] for k in panels}
+        anchor_results = score_embeddings(benchmark.blocks, galleries, panel_emb, encoder_name=encoder.name)
+        log(f"geofidelity app: ready in {time.time() - started:.1f} s ({stats['from_cache']} embeddings from cache, "
+            f"{stats['computed']} computed)")
+        run_info = {
+            "benchmark": {"name": benchmark.name, "source": benchmark.source, "fingerprint": benchmark.fingerprint},
+            "encoder": {"name": encoder.name, "dim": encoder.dim, "config_hash": getattr(encoder, "config_hash", None)},
+        }
+        if results is None:
+            results, results_source = anchor_results, (
+                f"real-image anchors and sanity methods of benchmark `{benchmark.name}`, scored at startup with "
+                f"`{encoder.name}`")
+        return cls(benchmark=benchmark, encoder=encoder, galleries=galleries, anchor_results=anchor_results,
+                   results=results, results_source=results_source or "a results table", run_info=run_info,
+                   batch_size=batch_size)
+
+    # -- explore --------------------------------------------------------------------------
+    def prompts(self, block_id: str) -> list[PromptView]:
+        """The prompt of every condition, or why it cannot be built (PromptError's message)."""
+        self.benchmark.block(block_id)
+        out = []
+        for condition in CONDITIONS:
+            try:
+                p = build_prompt(self.benchmark, block_id, condition)
+            except PromptError as err:
+                out.append(PromptView(condition, None, str(err)))
+            else:
+                out.append(PromptView(condition, p.text, None, p))
+        return out
+
+    @property
+    def negative_prompt(self) -> str:
+        return NEGATIVE_PROMPT
+
+    def anchors_of(self, block_id: str) -> dict[str, dict[str, float]]:
+        """Anchor method -> its result row (metric columns) for ``block_id``."""
+        df = self.anchor_results
+        sub = df[(df["block_id"] == block_id) & (df["condition"] == ANCHOR_CONDITION)]
+        out = {}
+        for method in ANCHOR_METHODS:
+            rows = sub[sub["method"] == method]
+            if len(rows):
+                out[method] = {c: float(rows.iloc[0][c]) for c in RESULT_COLUMNS[8:22]}
+        return out
+
+    # -- scoring --------------------------------------------------------------------------
+    def score(self, block_id: str, images: Sequence[Any], names: Sequence[str] | None = None) -> PanelScore:
+        """Scores a panel of generated images against ``block_id``.
+
+        Uploaded images are embedded without the embedding cache: nothing a visitor sends is
+        stored.
+        """
+        from ..encoders import embed_images
+
+        block = self.benchmark.block(block_id)  # BenchmarkError for an unknown block
+        names = list(names) if names is not None else [f"image {i + 1}" for i in range(len(images))]
+        if len(images) < 2:
+            raise ValueError("a panel needs at least 2 images")
+        gen = embed_images(self.encoder, list(images), names=names, cache=None, batch_size=self.batch_size,
+                           progress=False)
+        key = (UPLOAD_METHOD, UPLOAD_CONDITION, block_id)
+        df = score_embeddings(self.benchmark.blocks, self.galleries, {key: gen}, encoder_name=self.encoder.name)
+        row = df.iloc[0].to_dict()
+        candidates = {"target": block_id}
+        for role in NEGATIVE_ROLES:
+            neg = getattr(block, f"neg_{role}")
+            if neg is not None:
+                candidates[role] = neg
+        ret = metrics.retrieval(gen, {role: self.galleries[bid] for role, bid in candidates.items()})
+        reasons = {}
+        for r in df.attrs.get("nan_reasons", []):
+            reasons.setdefault(r["column"], r["reason"])
+        if "gaas" in reasons:
+            reasons["gaas"] = ("GAAS needs a semantic segmenter (Mask2Former trained on Mapillary Vistas); "
+                               "this app scores without one")
+        return PanelScore(block_id=block_id, names=names, row=row, retrieval=ret, candidates=candidates,
+                          anchors=self.anchors_of(block_id), nan_reasons=reasons)
+
+
+def load_app_data(
+    benchmark: str = "demo",
+    encoder: str = "efficientnet-lite0",
+    *,
+    encoder_weights: str | None = None,
+    revision: str | None = None,
+    device: str | None = None,
+    cache_dir: str | None = None,
+    use_cache: bool = True,
+    results_csv: str | None = None,
+    batch_size: int = 16,
+    progress: bool = False,
+) -> AppData:
+    """Loads the benchmark and the encoder and builds :class:`AppData`.
+
+    Offline this works with the defaults (the embedded demo benchmark and the offline encoder);
+    with network and weights, e.g. ``benchmark="user/geofidelity-bench", encoder="dinov2-base"``.
+    ``results_csv`` (a results.csv written by ``geofidelity-bench evaluate``) replaces the
+    leaderboard's default rows.
+    """
+    from ..benchmark import load_benchmark
+    from ..encoders import EmbeddingCache, get_encoder
+    from ..report import read_results_csv
+    from .results import ResultsError, check_results
+
+    bench = load_benchmark(benchmark, revision=revision)
+    results = source = None
+    if results_csv is not None:
+        try:
+            results = check_results(read_results_csv(results_csv), str(results_csv))
+        except FileNotFoundError:
+            raise ResultsError(f"results file {results_csv!r} does not exist") from None
+        source = f"`{results_csv}`"
+    enc = get_encoder(encoder, weights=encoder_weights, device=device)
+    cache = EmbeddingCache(cache_dir) if use_cache else None
+    return AppData.build(bench, enc, cache=cache, results=results, results_source=source, batch_size=batch_size,
+                         progress=progress)
+
+
+__all__ = ["AppData", "PanelScore", "PromptView", "RANKING_HEADERS", "block_choices", "block_label",
+           "city_choices", "load_app_data"]

@@ -1,0 +1,318 @@
+"""What every score means, in words: labels, directions, plain-language readings, the About page.
+
+Nothing here imports gradio, torch or pandas, so any front end (this demo app, the metric
+Space's app) can share the wording.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+
+@dataclass(frozen=True)
+class ScoreInfo:
+    """How to present one result column."""
+
+    key: str
+    label: str
+    direction: str  # short, for tables
+    higher_is_better: bool | None  # None: no direction (diversity gap, negative similarities)
+    meaning: str  # one sentence for a newcomer
+
+
+SCORES: tuple[ScoreInfo, ...] = (
+    ScoreInfo("cos_sim", "CosSim", "higher is better", True,
+              "How close the average look of your images is to the average look of the block's real photos "
+              "(cosine of the mean embeddings; 1 = the same)."),
+    ScoreInfo("mmd", "MMD²", "lower is better", False,
+              "How distinguishable your set of images is from the set of real photos (0 = indistinguishable)."),
+    ScoreInfo("dcsf", "DCSF", "lower is better", False,
+              "MMD² plus a penalty when your images are less varied than the real photos (0 = ideal)."),
+    ScoreInfo("diversity_gap", "Diversity gap", "0 is ideal; > 0 = less varied than the real photos", None,
+              "Variety of the real photos minus the variety of your images."),
+    ScoreInfo("gaas", "GAAS", "lower is better", False,
+              "How different the scene composition is (road, sidewalk, buildings, vehicles, vegetation, sky, "
+              "poles, signs), as a Jensen-Shannon distance (0 = same mix)."),
+    ScoreInfo("retrieval_acc", "Retrieval accuracy", "higher is better", True,
+              "Share of your images that pick the target block out of a line-up of look-alike blocks."),
+    ScoreInfo("mrr", "MRR", "higher is better", True,
+              "Mean reciprocal rank of the target block in that line-up (1 = always first)."),
+    ScoreInfo("sim_target", "sim: target block", "higher is better", True,
+              "Mean similarity of your images to the target block's photos."),
+    ScoreInfo("sim_same_neighborhood", "sim: same neighborhood", "below the target is better", None,
+              "Mean similarity to a block in the same neighborhood."),
+    ScoreInfo("sim_same_city", "sim: same city", "below the target is better", None,
+              "Mean similarity to another block of the same city."),
+    ScoreInfo("sim_same_driving_side", "sim: same driving side", "below the target is better", None,
+              "Mean similarity to a block in another city that drives on the same side."),
+    ScoreInfo("sim_random_city", "sim: random city", "below the target is better", None,
+              "Mean similarity to a block in a random other city."),
+    ScoreInfo("local_margin", "Local margin", "higher is better; > 0 beats the same-city alternatives", True,
+              "Similarity to the target minus the similarity to its closest same-city alternative."),
+    ScoreInfo("strongest_margin", "Strongest-negative margin", "higher is better; > 0 beats every alternative", True,
+              "Similarity to the target minus the similarity to its most similar alternative block."),
+)
+SCORE_BY_KEY: dict[str, ScoreInfo] = {s.key: s for s in SCORES}
+
+#: Candidate role -> how to call it in a sentence.
+CANDIDATE_PHRASES: dict[str, str] = {
+    "target": "the target block",
+    "same_neighborhood": "the same-neighborhood alternative",
+    "same_city": "the same-city alternative",
+    "same_driving_side": "the same-driving-side block (another city)",
+    "random_city": "the random-city block",
+}
+ANCHOR_LABELS: dict[str, str] = {
+    "heldout_real": "held-out real photos of this block",
+    "random_same_country": "random photos from the same country",
+    "random_global": "random photos from anywhere",
+}
+ANCHOR_SHORT: dict[str, str] = {
+    "heldout_real": "held-out real",
+    "random_same_country": "same country",
+    "random_global": "global",
+}
+
+
+def score_label(info: ScoreInfo) -> str:
+    """``CosSim ↑``, ``MMD² ↓``; scores without a direction say what is good in words."""
+    if info.higher_is_better is True:
+        return f"{info.label} ↑"
+    if info.higher_is_better is False:
+        return f"{info.label} ↓"
+    if info.key == "diversity_gap":
+        return f"{info.label} (0 is ideal)"
+    return f"{info.label} (below the target is better)"
+
+
+def is_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fmt(value, digits: int = 3, signed: bool = False) -> str:
+    """``n/a`` for a missing value, else a fixed-point number."""
+    if is_missing(value):
+        return "n/a"
+    if isinstance(value, (int, float)):
+        return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+    return str(value)
+
+
+def md_escape(text: str) -> str:
+    """Escapes Markdown (and HTML) control characters in untrusted text such as file names."""
+    out = []
+    for ch in str(text):
+        if ch in "\\`*_[]#|<>&~":  # enough to keep text literal inside a line or a table cell
+            out.append("\\" + ch)
+        elif ch in "\r\n\t":
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def retrieval_sentence(accuracy: float, n_images: int, n_candidates: int) -> str:
+    """E.g. ``2 of 4 images picked the target block out of 5 candidate blocks``."""
+    if is_missing(accuracy):
+        return "n/a"
+    hits = int(round(accuracy * n_images))
+    noun = "image" if n_images == 1 else "images"
+    return f"{hits} of {n_images} {noun} picked the target block out of {n_candidates} candidate blocks"
+
+
+def margin_sentence(value: float, *, local: bool) -> str:
+    if is_missing(value):
+        return ("this block has no same-city alternative, so there is no local margin" if local
+                else "this block has no alternative blocks, so there is no margin")
+    other = "the same-city alternative" if local else "the most similar alternative block"
+    if value > 0:
+        return f"closer to the target than to {other} (by {value:.3f})"
+    if value < 0:
+        return f"closer to {other} than to the target (by {-value:.3f})"
+    return f"exactly as close to {other} as to the target"
+
+
+def anchor_comparison(key: str, value: float, anchors: Mapping[str, float]) -> str:
+    """Where ``value`` sits among this block's real-image anchors (better than / worse than)."""
+    info = SCORE_BY_KEY.get(key)
+    if info is None or info.higher_is_better is None or is_missing(value):
+        return ""
+    known = {m: v for m, v in anchors.items() if not is_missing(v)}
+    if not known:
+        return ""
+    better, worse = [], []
+    for method, ref in sorted(known.items(), key=lambda kv: kv[1], reverse=not info.higher_is_better):
+        beats = value >= ref if info.higher_is_better else value <= ref
+        (better if beats else worse).append(f"{ANCHOR_LABELS.get(method, method)} ({ref:.3f})")
+    parts = []
+    if better:
+        parts.append("as good as or better than " + _join(better))
+    if worse:
+        parts.append("worse than " + _join(worse))
+    return "; ".join(parts)
+
+
+def _join(items: Sequence[str]) -> str:
+    items = list(items)
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def reading(key: str, row: Mapping[str, float], *, n_images: int, n_candidates: int,
+            nan_reason: str | None = None) -> str:
+    """A plain-language sentence about one score of a scored panel."""
+    value = row.get(key)
+    if is_missing(value):
+        if key == "local_margin":
+            return margin_sentence(value, local=True)
+        if key == "strongest_margin":
+            return margin_sentence(value, local=False)
+        if key.startswith("sim_"):
+            return "this block has no such alternative"
+        return f"not computed: {nan_reason}" if nan_reason else "not computed"
+    if key == "cos_sim":
+        level = ("very close to" if value >= 0.9 else "close to" if value >= 0.75
+                 else "somewhat like" if value >= 0.5 else "far from")
+        return f"the average look of your images is {level} the average look of the block's real photos"
+    if key == "mmd":
+        return ("as a set, your images are hard to tell apart from the real photos" if value < 0.05
+                else "as a set, your images are distinguishable from the real photos")
+    if key == "dcsf":
+        return ("near the ideal 0: close to the real photos and about as varied" if value < 0.05
+                else "set distance plus the variety penalty; lower is better")
+    if key == "diversity_gap":
+        if value > 0.01:
+            return "your images are less varied than the real photos"
+        if value < -0.01:
+            return "your images are more varied than the real photos"
+        return "about as varied as the real photos"
+    if key == "gaas":
+        return "difference in scene composition (road, buildings, vegetation, sky, ...); lower is better"
+    if key == "retrieval_acc":
+        return retrieval_sentence(value, n_images, n_candidates)
+    if key == "mrr":
+        return (f"the target's typical position among the {n_candidates} candidates is about {1.0 / value:.1f} "
+                "(harmonic mean; 1 = always first)")
+    if key == "local_margin":
+        return margin_sentence(value, local=True)
+    if key == "strongest_margin":
+        return margin_sentence(value, local=False)
+    if key == "sim_target":
+        return "mean similarity to the target block's photos"
+    if key.startswith("sim_"):
+        target = row.get("sim_target")
+        role = key[4:]
+        phrase = CANDIDATE_PHRASES.get(role, role)
+        if is_missing(target):
+            return f"mean similarity to {phrase}"
+        return (f"{phrase} looks less like your images than the target does" if value < target
+                else f"{phrase} looks at least as much like your images as the target does")
+    return ""
+
+
+def best_candidate_phrase(role: str, block_id: str | None) -> str:
+    phrase = CANDIDATE_PHRASES.get(role, role)
+    if role == "target":
+        return f"{phrase} ✓"
+    return f"{phrase} ({block_id})" if block_id else phrase
+
+
+ABOUT_MARKDOWN = """\
+## What GeoFidelity-Bench measures
+
+When a text-to-image model is asked for a **named street block** ("a street-level photograph
+taken on Rue X in the Y district of Paris"), does it draw *that* place, or a generic street of the
+city? GeoFidelity-Bench answers with panels of real street-level photos per block, retrieval
+against geographically related look-alike blocks, set-level fidelity and diversity scores, and
+real-image anchors that say what "good" looks like.
+
+Generated images are grouped by their target block into **panels** (2 or more images per block,
+4 in the benchmark). Every image is embedded with an image encoder (the reference encoder is
+DINOv2 ViT-B/14, `facebook/dinov2-base`, CLS token, 224x224 center crop) and each panel is compared
+with the target block's real **reference gallery** and, for retrieval, with the galleries of up
+to four **negative blocks**: one in the same neighborhood, one in the same city, one in another
+city with the same driving side, and one in a random city. A few real photos of every block are
+**held out** of its gallery; they serve as real "queries" (the *held-out real* anchor).
+
+## The scores
+
+| score | range | better | what it says |
+| --- | --- | --- | --- |
+{score_rows}
+
+Formulas, as in the metric card:
+
+- **CosSim**: cosine between the mean generated embedding and the mean gallery embedding.
+- **MMD²**: unbiased maximum mean discrepancy with an RBF kernel on the raw embeddings, bandwidth
+  `gamma = 1 / median` of the positive squared distances of the pooled set, clamped at 0.
+- **DCSF** (diversity-corrected set fidelity): `MMD² + 0.5 * max(0, Div(gallery) - Div(panel))`,
+  where Div is the mean pairwise cosine distance; the **diversity gap** `Div(gallery) - Div(panel)`
+  is reported too.
+- **GAAS**: Jensen-Shannon distance between the scene compositions (road, sidewalk, building,
+  vehicle, vegetation, sky, pole, sign shares from semantic segmentation) of panel and gallery.
+  It needs a semantic segmenter; this app runs without one, so GAAS shows as n/a.
+- **Retrieval**: each generated image ranks the candidate panels (target + existing negatives) by
+  cosine to their L2-normalized mean embedding; **accuracy** is the share that ranks the target
+  first, **MRR** the mean reciprocal rank.
+- **sim_\\***: the mean similarity to each candidate; **local margin** =
+  `sim_target - max(same-neighborhood, same-city)`, **strongest-negative margin** =
+  `sim_target - max(all negatives)`.
+
+## Real-image anchors
+
+Every table carries three reference points, scored exactly like a generator with panels of 4 real
+photos: **held-out real** (the block's own held-out photos: what a perfect generator could reach),
+**random same country** (photos of other blocks in the same country) and **random global** (photos
+of any other block). A generator that scores like *random global* draws a generic street; one
+that approaches *held-out real* draws the block.
+
+Reference values (paper Table 10, full benchmark of 112 blocks in 25 cities, DINOv2): held-out real
+CosSim 0.902, DCSF 0.036, retrieval 0.855; random same country 0.710 / 0.160 / 0.259; random global
+0.333 / 0.249 / 0.163; the mean of six open-weight generators prompted with street and neighborhood
+names 0.499 / 0.596 / 0.399.
+
+## Limitations
+
+- **Coverage and capture bias.** Reference photos come from Mapillary (dashcam, phone and
+  action-camera frames from the road, in the season and light of their capture); a low score says
+  the images differ from *those* photos, not from the street as a whole.
+- **Encoder dependence.** Every score lives in the embedding space of its encoder; only DINOv2
+  scores are comparable with the paper. The app names the encoder with every result.
+- **Appearance, not correctness.** A panel can match a block's look and still contain wrong details.
+- **The embedded demo benchmark is tiny** (7 blocks in Arezzo, Berlin and Lund; street names are
+  known only for Berlin). It exists to try the pipeline offline; its numbers say nothing about a
+  model.
+
+## Citation
+
+```bibtex
+@article{{tan2026geofidelitybench,
+  title   = {{GeoFidelity-Bench: Evaluating Block-Conditioned Geographic Fidelity in Text-to-Image Street-View Generation}},
+  author  = {{Tan, Kaizhen}},
+  journal = {{arXiv preprint arXiv:2606.23669}},
+  year    = {{2026}},
+  url     = {{https://arxiv.org/abs/2606.23669}}
+}}
+```
+"""
+
+_RANGES = {
+    "cos_sim": "[-1, 1]", "mmd": "[0, 2]", "dcsf": "[0, 3]", "diversity_gap": "[-2, 2]", "gaas": "[0, 1]",
+    "retrieval_acc": "[0, 1]", "mrr": "(0, 1]", "local_margin": "[-2, 2]", "strongest_margin": "[-2, 2]",
+}
+
+
+def about_markdown() -> str:
+    """The About page: what the scores mean (text of the metric card)."""
+    rows = []
+    for info in SCORES:
+        if info.key.startswith("sim_") and info.key != "sim_target":
+            continue
+        span = _RANGES.get(info.key, "[-1, 1]").replace(" ", "&nbsp;")
+        rows.append(f"| {info.label} | {span} | {info.direction} | {info.meaning} |")
+    rows.append("| sim: negatives | [-1,&nbsp;1] | below the target is better | Mean similarity to each "
+                "look-alike block (same neighborhood, same city, same driving side, random city). |")
+    return ABOUT_MARKDOWN.format(score_rows="\n".join(rows))

@@ -1,0 +1,375 @@
+"""The Gradio Blocks of the demo app: Explore, Score your images, Leaderboard, About.
+
+Every event has an ``api_name``, so the same functions serve the web page and API clients
+(``gradio_client``). Bad input (too few or too many files, non-images, oversized images, an
+unknown block, an unreadable results table) is answered with a ``gr.Error`` whose message says
+what to fix; anything unexpected is logged and answered with a generic message.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+from typing import Any, Callable
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from ..benchmark import BenchmarkError  # noqa: E402
+from ..images import ImageDecodeError  # noqa: E402
+from ..prompts import CONDITIONS  # noqa: E402
+from . import figures, results as lb  # noqa: E402
+from .state import RANKING_HEADERS, AppData, block_choices, block_label, city_choices  # noqa: E402
+from .texts import (  # noqa: E402
+    SCORES,
+    about_markdown,
+    anchor_comparison,
+    fmt,
+    md_escape,
+    retrieval_sentence,
+    score_label,
+)
+from .uploads import (  # noqa: E402
+    MAX_IMAGE_BYTES,
+    MAX_IMAGES,
+    MAX_PIXELS,
+    MAX_RESULTS_BYTES,
+    MIN_IMAGES,
+    UploadError,
+    read_uploaded_images,
+    read_uploaded_results,
+)
+
+log = logging.getLogger(__name__)
+
+#: Requests waiting in the queue beyond this many are turned away ("queue is full").
+MAX_QUEUE = 32
+#: Concurrent runs of each event (the CPU is shared; scoring runs the encoder).
+CONCURRENCY = 2
+NOT_SCORED = ("**Not scored.** The reason is in the message at the top right of the page; fix the upload (or the "
+              "block) and press Score again.")
+CSS = """
+.gfb-unavailable textarea { font-style: italic; color: var(--body-text-color-subdued); }
+#score-table td:nth-child(1), #score-table td:nth-child(2), #about td:nth-child(2) { white-space: nowrap; }
+"""
+
+
+def theme():
+    # Soft ships its fonts with Gradio: the page loads no external fonts (works offline).
+    return gr.themes.Soft(primary_hue="blue", secondary_hue="slate")
+
+
+def launch_kwargs(**overrides: Any) -> dict[str, Any]:
+    """Arguments of ``Blocks.launch`` the app always uses (never shared; uploads capped)."""
+    kwargs = dict(
+        share=False,
+        theme=theme(),
+        css=CSS,
+        max_file_size=max(MAX_IMAGE_BYTES, MAX_RESULTS_BYTES),
+        show_error=False,
+        ssr_mode=False,
+    )
+    kwargs.update(overrides)
+    kwargs["share"] = False
+    return kwargs
+
+
+def _friendly(action: str) -> Callable:
+    """Turns the library's user-facing errors into ``gr.Error`` and hides anything else."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except gr.Error:
+                raise
+            except (UploadError, BenchmarkError, ImageDecodeError, lb.ResultsError) as err:
+                raise gr.Error(str(err), title=f"Cannot {action}", print_exception=False) from None
+            except Exception:  # noqa: BLE001 - never show a traceback to a visitor
+                log.exception("error while trying to %s", action)
+                raise gr.Error(f"Something went wrong while trying to {action}; the server log has the details.",
+                               title="Error") from None
+
+        return inner
+
+    return wrap
+
+
+def _thumbnail(image, size: int = 640):
+    thumb = image.copy()
+    thumb.thumbnail((size, size))
+    return thumb
+
+
+# -- explore --------------------------------------------------------------------------------
+
+
+def _metadata_markdown(data: AppData, block_id: str) -> str:
+    bench = data.benchmark
+    block = bench.block(block_id)
+    city = bench.cities.get(block.city)
+    city_name = city.name if city else block.city_name
+    lat, lon = block.centroid
+    side = {"L": "left", "R": "right"}.get(block.driving_side, block.driving_side)
+    way = f"[{block.way_id}](https://www.openstreetmap.org/way/{block.way_id})" if block.way_id else "unknown"
+    rows = [
+        ("block", f"`{block.block_id}`"),
+        ("city", f"{md_escape(city_name)} ({block.country}), drives on the {side}"),
+        ("street", md_escape(block.street_name) if block.street_name else "*unknown*"),
+        ("neighborhood", md_escape(block.neighborhood) if block.neighborhood else "*unknown*"),
+        ("stratum", block.stratum or "*unknown*"),
+        ("OSM way", way),
+        ("highway tag", block.highway_tag or "*unknown*"),
+        ("length", f"{block.length_m:.0f} m"),
+        ("centroid", f"{lat:.5f}, {lon:.5f}"),
+        ("reference photos", f"{len(bench.references_of(block_id))} ({len(bench.heldout(block_id))} held out, "
+                             f"{len(bench.gallery(block_id))} in the gallery)"),
+    ]
+    lines = ["| field | value |", "| --- | --- |"] + [f"| {k} | {v} |" for k, v in rows]
+    lines += ["", "**Negatives** (the look-alike blocks of the retrieval line-up):", ""]
+    for role, neg in bench.negatives(block_id).items():
+        label = figures.ROLE_LABELS[role]
+        if neg is None:
+            lines.append(f"- {label}: *none in this benchmark*")
+        else:
+            other = bench.block(neg)
+            where = bench.cities[other.city].name if other.city in bench.cities else other.city_name
+            lines.append(f"- {label}: `{neg}` ({md_escape(where)})")
+    off = figures.off_map_negatives(bench, block_id)
+    if off:
+        lines += ["", "Off the map: " + "; ".join(md_escape(x) for x in off)]
+    anchors = data.anchors_of(block_id)
+    if anchors:
+        lines += ["", f"**Real-image anchors of this block** (encoder `{data.encoder.name}`):", "",
+                  "| anchor | CosSim ↑ | DCSF ↓ | Retrieval ↑ | Local margin ↑ |",
+                  "| --- | --- | --- | --- | --- |"]
+        for method, row in anchors.items():
+            lines.append(f"| {method} | {fmt(row['cos_sim'])} | {fmt(row['dcsf'])} | {fmt(row['retrieval_acc'])} | "
+                         f"{fmt(row['local_margin'], signed=True)} |")
+    if block.notes:
+        lines += ["", f"*Notes:* {md_escape(block.notes)}"]
+    return "\n".join(lines)
+
+
+def _gallery_items(data: AppData, block_id: str) -> list[tuple[Any, str]]:
+    bench = data.benchmark
+    items = []
+    for kind, refs in (("HELD-OUT (real query)", bench.heldout(block_id)), ("gallery", bench.gallery(block_id))):
+        for ref in refs:
+            credit = ", ".join(x for x in (ref.attribution, ref.license) if x)
+            items.append((_thumbnail(ref.image()), f"{kind} · {ref.image_id}" + (f" · {credit}" if credit else "")))
+    return items
+
+
+def _source_text(results: pd.DataFrame, source: str) -> str:
+    text = f"Showing: {source}."
+    empty = lb.empty_metrics(results)
+    if empty:
+        text += f" Empty throughout (not computed): {', '.join(empty)}."
+    return text
+
+
+# -- score ----------------------------------------------------------------------------------
+
+
+def _scores_markdown(score) -> str:
+    row, n = score.row, len(score.names)
+    readings = score.readings()
+    lines = [
+        "**In short:** " + retrieval_sentence(row["retrieval_acc"], n, score.n_candidates) + "; "
+        + readings["local_margin"] + ".",
+        "",
+        "| score | value | what it means here | vs this block's real-image anchors |",
+        "| --- | --- | --- | --- |",
+    ]
+    anchors = {m: r.get for m, r in score.anchors.items()}
+    for info in SCORES:
+        value = row.get(info.key)
+        versus = anchor_comparison(info.key, value, {m: get(info.key) for m, get in anchors.items()})
+        signed = info.key in ("local_margin", "strongest_margin", "diversity_gap")
+        lines.append(f"| {score_label(info)} | {fmt(value, signed=signed)} | {readings[info.key]} | "
+                     f"{versus or '–'} |")
+    return "\n".join(lines)
+
+
+def build_app(data: AppData) -> gr.Blocks:
+    """The app's Blocks, queued (bounded concurrency and queue size); launch with :func:`launch`."""
+    bench = data.benchmark
+    cities = city_choices(bench)
+    first_city = cities[0][1]
+    all_blocks = block_choices(bench)
+    upload_root = None  # set from the File component below (Gradio's upload folder)
+    default_images, default_report = lb.report_images(data.results, data.run_info)
+    default_table = lb.leaderboard_table(data.results)
+
+    @_friendly("list the city's blocks")
+    def city_blocks(city_key: str):
+        choices = block_choices(bench, city_key)
+        if not choices:
+            raise BenchmarkError(f"unknown city {city_key!r}")
+        return gr.Dropdown(choices=choices, value=choices[0][1])
+
+    @_friendly("show the block")
+    def explore(block_id: str):
+        if not block_id:
+            raise gr.Error("Choose a block.")
+        bench.block(block_id)
+        fig = figures.block_map_figure(bench, block_id)
+        prompt_updates = []
+        for view in data.prompts(block_id):
+            label = view.condition if view.text is not None else f"{view.condition} (not available)"
+            p = view.prompt
+            if p is not None and p.street_donor:
+                label += f" · street from {p.street_donor} ({p.street_donor_scope})"
+            if p is not None and p.neighborhood_donor:
+                label += f" · neighborhood from {p.neighborhood_donor} ({p.neighborhood_donor_scope})"
+            prompt_updates.append(gr.Textbox(value=view.shown, label=label,
+                                             elem_classes=[] if view.text is not None else ["gfb-unavailable"]))
+        return [_gallery_items(data, block_id), fig, _metadata_markdown(data, block_id), *prompt_updates]
+
+    @_friendly("score the images")
+    def score(block_id: str, files: list | None):
+        started = time.time()
+        if not block_id:
+            raise gr.Error("Choose the target block first.")
+        bench.block(block_id)
+        uploads = read_uploaded_images(files, upload_root=upload_root)
+        result = data.score(block_id, [u.image for u in uploads], [u.name for u in uploads])
+        status = (f"Scored **{len(uploads)} images** against **{block_label(bench, block_id)}** with encoder "
+                  f"`{data.encoder.name}` in {time.time() - started:.1f} s. Uploaded images are not stored.")
+        ranking = pd.DataFrame(result.ranking_rows(), columns=RANKING_HEADERS)
+        shown = [(_thumbnail(u.image, 320), f"{i}. {u.name} → {row[2]}")
+                 for i, (u, row) in enumerate(zip(uploads, result.ranking_rows()), start=1)]
+        fig = figures.anchor_figure(result.row, result.anchors, block_id=block_id)
+        return status, _scores_markdown(result), ranking, shown, fig, result.as_json()
+
+    def clear_scores():
+        return "Scoring ...", "", pd.DataFrame(columns=RANKING_HEADERS), [], None, None
+
+    def _leaderboard_outputs(results: pd.DataFrame, source: str, status: str):
+        images, report = lb.report_images(results, data.run_info if results is data.results else None)
+        table = lb.leaderboard_table(results)
+        return (results, _source_text(results, source),
+                gr.Dropdown(choices=lb.conditions_of(results), value=lb.ALL_CONDITIONS),
+                gr.Dropdown(value=lb.SORT_CHOICES[0]), gr.Checkbox(value=True), gr.Radio(value=lb.VIEWS[0]),
+                table, images, report, status)
+
+    @_friendly("show the leaderboard")
+    def leaderboard(results: pd.DataFrame, condition: str, sort_by: str, best_first: bool, view: str):
+        return lb.leaderboard_table(results, condition=condition or lb.ALL_CONDITIONS,
+                                    sort_by=sort_by or lb.SORT_CHOICES[0], best_first=bool(best_first),
+                                    view=view or lb.VIEWS[0])
+
+    @_friendly("read the results file")
+    def upload_results(file):
+        df = read_uploaded_results(file, upload_root=upload_root)
+        name = md_escape(os.path.basename(str(file)))
+        return _leaderboard_outputs(df, f"uploaded file {name} ({len(df)} rows)",
+                                    f"Loaded {len(df)} result rows from {name}.")
+
+    @_friendly("reset the leaderboard")
+    def reset_results():
+        return _leaderboard_outputs(data.results, data.results_source, "Showing the default results again.")
+
+    header = (
+        "# GeoFidelity-Bench\n"
+        "Does a text-to-image model draw the **named street block**, or a generic street of the city? "
+        f"Benchmark `{md_escape(bench.name)}`: {len(bench.blocks)} blocks in {len(bench.cities)} cities; "
+        f"encoder `{data.encoder.name}`"
+        + (" (the offline encoder: numbers are not comparable with the paper's DINOv2 scores)"
+           if data.encoder.name != "dinov2-base" else "")
+        + "."
+    )
+    # delete_cache: Gradio's upload/cache files of this app older than an hour go, checked every 30 minutes.
+    with gr.Blocks(title="GeoFidelity-Bench", delete_cache=(1800, 3600), analytics_enabled=False) as demo:
+        results_state = gr.State(data.results)
+        gr.Markdown(header)
+        with gr.Tabs():
+            with gr.Tab("Explore", id="explore"):
+                with gr.Row():
+                    city = gr.Dropdown(choices=cities, value=first_city, label="City")
+                    city_first = block_choices(bench, first_city)
+                    # allow_custom_value: any block id may come from an API client; explore() checks it.
+                    ex_block = gr.Dropdown(choices=city_first, value=city_first[0][1], label="Block",
+                                           allow_custom_value=True)
+                with gr.Row():
+                    with gr.Column(scale=3):
+                        gallery = gr.Gallery(label="Reference photos (held-out real queries first)", columns=4,
+                                             height=420, object_fit="cover", format="jpeg")
+                    with gr.Column(scale=2):
+                        block_map = gr.Plot(label="The block (blue) and its negatives")
+                metadata = gr.Markdown()
+                gr.Markdown("### Prompts of every condition\nNames are never invented: a condition that needs a "
+                            "street or neighborhood the benchmark does not know is not available.")
+                prompt_boxes = [gr.Textbox(label=c, interactive=False, lines=2, buttons=["copy"]) for c in CONDITIONS]
+                gr.Textbox(value=data.negative_prompt, label="negative prompt (for models that take one)",
+                           interactive=False, lines=1, buttons=["copy"])
+            with gr.Tab("Score your images", id="score"):
+                gr.Markdown(
+                    f"Upload {MIN_IMAGES}-{MAX_IMAGES} images generated for one block (images only, at most "
+                    f"{MAX_IMAGE_BYTES // (1024 * 1024)} MB and {MAX_PIXELS // 1_000_000} megapixels each). They are "
+                    "compared with the block's real photos and with the photos of its look-alike blocks."
+                )
+                sc_block = gr.Dropdown(choices=all_blocks, value=all_blocks[0][1], label="Target block",
+                                       allow_custom_value=True, elem_id="score-block")
+                files = gr.File(file_count="multiple", type="filepath", label="Generated images",
+                                elem_id="score-files")
+                upload_root = getattr(files, "GRADIO_CACHE", None)
+                score_btn = gr.Button("Score", variant="primary", elem_id="score-button")
+                status = gr.Markdown(elem_id="score-status")
+                scores_md = gr.Markdown(elem_id="score-table")
+                ranking = gr.Dataframe(headers=RANKING_HEADERS, interactive=False, wrap=True,
+                                       label="Which candidate block each image matched best", elem_id="score-ranking")
+                shown = gr.Gallery(label="Your images (→ best match)", columns=8, height=220, format="jpeg",
+                                   elem_id="score-shown")
+                anchor_plot = gr.Plot(label="Your images against this block's real-image anchors", elem_id="score-plot")
+                with gr.Accordion("All numbers (JSON)", open=False):
+                    raw = gr.JSON(label="scores")
+            with gr.Tab("Leaderboard", id="leaderboard"):
+                source = gr.Markdown(_source_text(data.results, data.results_source))
+                with gr.Row():
+                    # The choices change with an uploaded table; leaderboard() checks the value.
+                    condition = gr.Dropdown(choices=lb.conditions_of(data.results), value=lb.ALL_CONDITIONS,
+                                            label="Condition", allow_custom_value=True)
+                    sort_by = gr.Dropdown(choices=list(lb.SORT_CHOICES), value=lb.SORT_CHOICES[0], label="Sort by")
+                    best_first = gr.Checkbox(value=True, label="best first")
+                    view = gr.Radio(choices=list(lb.VIEWS), value=lb.VIEWS[0], label="Rows")
+                table = gr.Dataframe(value=default_table, interactive=False, wrap=True, label="Results")
+                with gr.Row():
+                    results_file = gr.File(file_count="single", type="filepath",
+                                           label="Show your own results.csv (from `geofidelity-bench evaluate`)")
+                    reset = gr.Button("Back to the default results")
+                lb_status = gr.Markdown()
+                plots = gr.Gallery(value=default_images, label="Report plots", columns=2, height="auto",
+                                   object_fit="contain", format="png")
+                with gr.Accordion("Full report (all tables)", open=False):
+                    report_md = gr.Markdown(default_report)
+            with gr.Tab("About", id="about"):
+                gr.Markdown(about_markdown(), elem_id="about")
+
+        city.change(city_blocks, inputs=city, outputs=ex_block, api_name="city_blocks")
+        gr.on([demo.load, ex_block.change], explore, inputs=ex_block,
+              outputs=[gallery, block_map, metadata, *prompt_boxes], api_name="explore")
+        score_outputs = [status, scores_md, ranking, shown, anchor_plot, raw]
+        # Clear the previous scores first, so that a refused upload never leaves stale numbers on the page.
+        scoring = score_btn.click(clear_scores, outputs=score_outputs, queue=False, api_visibility="private").then(
+            score, inputs=[sc_block, files], outputs=score_outputs, api_name="score", scroll_to_output=True)
+        scoring.failure(lambda: NOT_SCORED, outputs=status, queue=False, api_visibility="private")
+        gr.on([condition.change, sort_by.change, best_first.change, view.change], leaderboard,
+              inputs=[results_state, condition, sort_by, best_first, view], outputs=table, api_name="leaderboard")
+        lb_outputs = [results_state, source, condition, sort_by, best_first, view, table, plots, report_md, lb_status]
+        results_file.upload(upload_results, inputs=results_file, outputs=lb_outputs, api_name="upload_results",
+                            concurrency_limit=1)
+        reset.click(reset_results, outputs=lb_outputs, api_name="reset_results")
+    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=MAX_QUEUE)
+    return demo
+
+
+def launch(demo: gr.Blocks, *, host: str | None = "127.0.0.1", port: int | None = None, **kwargs: Any):
+    """Launches the app (never shared). ``host=None`` lets ``$GRADIO_SERVER_NAME`` decide (Spaces)."""
+    return demo.launch(**launch_kwargs(server_name=host, server_port=port, **kwargs))

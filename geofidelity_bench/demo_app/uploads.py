@@ -1,0 +1,165 @@
+"""Checking what visitors upload: generated images and results tables.
+
+The app never opens a path a client typed: Gradio stores every upload in its own upload
+folder and hands the app that file's path; :func:`read_uploaded_images` still refuses any path
+that does not resolve inside that folder (a second line of defence, e.g. when the Blocks are
+mounted in another server). Images are accepted by DECODING them with
+:func:`geofidelity_bench.images.load_image`, never by their file name.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from PIL import Image
+
+from ..images import ImageDecodeError, load_image
+
+MIN_IMAGES = 2
+MAX_IMAGES = 16
+MAX_IMAGE_BYTES = 10 * 1024 * 1024
+MAX_PIXELS = 40_000_000
+MAX_RESULTS_BYTES = 20 * 1024 * 1024
+
+
+class UploadError(ValueError):
+    """An upload was refused; the message is meant for the visitor."""
+
+
+@dataclass(frozen=True)
+class UploadedImage:
+    name: str  # the file's own name (for messages; never used as a path)
+    image: Image.Image  # decoded RGB
+
+
+def default_upload_root() -> Path:
+    """Gradio's upload folder: ``$GRADIO_TEMP_DIR``, else ``<system temp>/gradio``."""
+    import tempfile
+
+    return Path(os.environ.get("GRADIO_TEMP_DIR") or (Path(tempfile.gettempdir()) / "gradio")).resolve()
+
+
+def _as_upload_path(item, root: Path, what: str) -> Path:
+    """The path of a Gradio upload, refused unless it is a regular file inside ``root``."""
+    raw = item if isinstance(item, str) else (getattr(item, "path", None) or getattr(item, "name", None))
+    if not isinstance(raw, str) or not raw:
+        raise UploadError(f"{what} is not an uploaded file")
+    path = Path(raw).resolve()
+    if not path.is_relative_to(root):
+        raise UploadError(f"{what} is not an uploaded file")
+    if not path.is_file():
+        raise UploadError(f"{what} is missing (upload it again)")
+    return path
+
+
+def _mb(n: int) -> str:
+    return f"{n / (1024 * 1024):.1f} MB"
+
+
+def decode_upload(data: bytes, name: str, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
+    """Decodes one uploaded file, refusing non-images and images over ``max_pixels``."""
+    try:  # size from the header first, so a huge image is refused before it is decoded
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as probe:
+                width, height = probe.size
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise UploadError(f"{name}: the image is too large (over {max_pixels / 1e6:.0f} megapixels)") from None
+    except Exception:  # noqa: BLE001 - not readable as an image: load_image below says why
+        width = height = 0
+    if width * height > max_pixels:
+        raise UploadError(
+            f"{name}: the image is {width}x{height} = {width * height / 1e6:.1f} megapixels; "
+            f"the limit is {max_pixels / 1e6:.0f} megapixels"
+        )
+    try:
+        image = load_image(data, name=name)
+    except ImageDecodeError as err:
+        why = str(err)
+        if "cannot identify image file" in why:  # PIL's message names an in-memory buffer: say it plainly
+            why = "its content is not a picture in any format this app decodes (e.g. JPEG, PNG, WebP)"
+        raise UploadError(f"{name} is not an image this app can read: {why}") from None
+    if image.width * image.height > max_pixels:
+        raise UploadError(f"{name}: the image is over {max_pixels / 1e6:.0f} megapixels")
+    return image
+
+
+def read_uploaded_images(
+    files: Sequence | None,
+    *,
+    upload_root: str | os.PathLike | None = None,
+    min_images: int = MIN_IMAGES,
+    max_images: int = MAX_IMAGES,
+    max_bytes: int = MAX_IMAGE_BYTES,
+    max_pixels: int = MAX_PIXELS,
+) -> list[UploadedImage]:
+    """Validates and decodes the uploaded generated images of one panel.
+
+    Args:
+        files: what Gradio handed over for a ``gr.File(file_count="multiple")``: paths of
+            files in its upload folder.
+        upload_root: that folder (default: :func:`default_upload_root`).
+
+    Raises:
+        UploadError: too few or too many files, a file over ``max_bytes``, a file that does
+            not decode as an image, an image over ``max_pixels``, or a path outside the
+            upload folder. The message names the file.
+    """
+    files = [f for f in (files or []) if f]
+    if len(files) < min_images:
+        raise UploadError(
+            f"Upload at least {min_images} generated images of the block (you gave {len(files)}): "
+            "the scores compare a set of images with the block's real photos."
+        )
+    if len(files) > max_images:
+        raise UploadError(f"Upload at most {max_images} images at a time (you gave {len(files)}).")
+    root = Path(upload_root).resolve() if upload_root else default_upload_root()
+    out = []
+    for i, item in enumerate(files, start=1):
+        path = _as_upload_path(item, root, f"file {i}")
+        name = path.name
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise UploadError(f"{name} is {_mb(size)}; the limit is {_mb(max_bytes)} per image.")
+        if size == 0:
+            raise UploadError(f"{name} is empty (0 bytes).")
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise UploadError(f"{name} is over the limit of {_mb(max_bytes)} per image.")
+        out.append(UploadedImage(name=name, image=decode_upload(data, name, max_pixels=max_pixels)))
+    return out
+
+
+def read_uploaded_results(
+    item, *, upload_root: str | os.PathLike | None = None, max_bytes: int = MAX_RESULTS_BYTES
+):
+    """Reads an uploaded ``results.csv`` (SPEC section 7 columns) into a DataFrame.
+
+    Raises:
+        UploadError: no file, over ``max_bytes``, not a CSV, or without the columns
+            ``method``, ``condition`` and ``block_id``.
+    """
+    from .results import ResultsError, check_results
+    from ..report import ReportError, read_results_csv
+
+    if not item:
+        raise UploadError("Choose a results.csv file first.")
+    root = Path(upload_root).resolve() if upload_root else default_upload_root()
+    path = _as_upload_path(item, root, "the results file")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise UploadError(f"{path.name} is {_mb(size)}; the limit is {_mb(max_bytes)}.")
+    try:
+        df = read_results_csv(path)
+    except (ReportError, ValueError, UnicodeDecodeError, OSError) as err:
+        raise UploadError(f"{path.name} is not a readable results.csv ({type(err).__name__}: {err})") from None
+    try:
+        return check_results(df, path.name)
+    except ResultsError as err:
+        raise UploadError(str(err)) from None

@@ -1,0 +1,373 @@
+"""The demo app: its library pieces, the ``app`` command, and every API endpoint of a live server
+(gradio_client against 127.0.0.1) with good and bad inputs."""
+
+from __future__ import annotations
+
+import io
+import math
+import socket
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+pytest.importorskip("gradio", reason="the app needs gradio (pip install -e '.[app]')")
+pytest.importorskip("gradio_client", reason="the API tests need gradio_client (pip install -e '.[app]')")
+
+# Gradio's queue (not this project) uses pandas options that pandas 3 deprecates.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting' is deprecated"),
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
+]
+ENDPOINTS = {"/city_blocks", "/explore", "/score", "/leaderboard", "/upload_results", "/reset_results"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_data(tmp_path_factory):
+    from geofidelity_bench.demo_app import load_app_data
+
+    # One embedding cache for the whole session: the browser test module reuses it.
+    cache = tmp_path_factory.getbasetemp() / "app-embedding-cache"
+    return load_app_data("demo", "efficientnet-lite0", cache_dir=str(cache))
+
+
+@pytest.fixture(scope="module")
+def server(app_data):
+    from geofidelity_bench.demo_app import build_app, launch
+
+    demo = build_app(app_data)
+    port = free_port()
+    launch(demo, host="127.0.0.1", port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    from gradio_client import Client
+
+    return Client(server, verbose=False, download_files=False, analytics_enabled=False)
+
+
+def _files(tmp_path, payloads: dict[str, bytes]) -> list[str]:
+    paths = []
+    for name, data in payloads.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        paths.append(str(path))
+    return paths
+
+
+def _handles(paths):
+    from gradio_client import handle_file
+
+    return [handle_file(p) for p in paths]
+
+
+def _png(size, mode="RGB", color=0, noise=False) -> bytes:
+    if noise:
+        rng = np.random.default_rng(0)
+        img = Image.fromarray(rng.integers(0, 256, size=(size[1], size[0], 3), dtype=np.uint8))
+    else:
+        img = Image.new(mode, size, color)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def world_photos(app_data, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("world-photos")
+    return _files(folder, {f"world_{i}.jpg": w.image_bytes for i, w in enumerate(app_data.benchmark.world[:4])})
+
+
+# -- library pieces (no server) ------------------------------------------------------------------
+
+
+def test_read_uploaded_images_decodes_instead_of_trusting_names(tmp_path, app_data):
+    from geofidelity_bench.demo_app import UploadError, read_uploaded_images
+
+    jpg = app_data.benchmark.world[0].image_bytes
+    good = _files(tmp_path, {"a.txt": _png((64, 48)), "b.jpg": jpg})  # a PNG named .txt is an image
+    images = read_uploaded_images(good, upload_root=tmp_path)
+    assert [u.name for u in images] == ["a.txt", "b.jpg"] and images[0].image.size == (64, 48)
+
+    fake = _files(tmp_path, {"fake.jpg": b"this is not a picture, only text" * 10})
+    with pytest.raises(UploadError, match="fake.jpg is not an image"):
+        read_uploaded_images(good + fake, upload_root=tmp_path)
+    with pytest.raises(UploadError, match="at least 2"):
+        read_uploaded_images(good[:1], upload_root=tmp_path)
+    with pytest.raises(UploadError, match="at most 16"):
+        read_uploaded_images(good * 9, upload_root=tmp_path)
+    empty = _files(tmp_path, {"empty.png": b""})
+    with pytest.raises(UploadError, match="empty"):
+        read_uploaded_images(good + empty, upload_root=tmp_path)
+
+
+def test_read_uploaded_images_limits_and_paths(tmp_path):
+    from geofidelity_bench.demo_app import UploadError, read_uploaded_images
+
+    root = tmp_path / "uploads"
+    root.mkdir()
+    ok = _files(root, {"ok1.png": _png((32, 32)), "ok2.png": _png((32, 32), color=(200, 10, 10))})
+    huge = _files(root, {"huge.png": _png((8000, 5001), mode="L")})  # 40.0 MP + 8000 pixels
+    with pytest.raises(UploadError, match="megapixels"):
+        read_uploaded_images(ok + huge, upload_root=root)
+    big = _files(root, {"big.png": _png((64, 64)) + b"\0" * 2048})
+    with pytest.raises(UploadError, match="big.png is .* the limit is"):
+        read_uploaded_images(ok + big, upload_root=root, max_bytes=1024)
+    outside = _files(tmp_path, {"elsewhere.png": _png((32, 32))})
+    with pytest.raises(UploadError, match="not an uploaded file"):
+        read_uploaded_images(ok + outside, upload_root=root)
+    with pytest.raises(UploadError, match="not an uploaded file"):
+        read_uploaded_images(ok + [str(root / ".." / "elsewhere.png")], upload_root=root)
+
+
+def test_plain_language_readings():
+    from geofidelity_bench.demo_app.texts import anchor_comparison, about_markdown, reading
+
+    row = {"retrieval_acc": 0.5, "local_margin": -0.02, "strongest_margin": 0.01, "sim_target": 0.5,
+           "sim_same_city": 0.6, "diversity_gap": 0.2, "gaas": float("nan")}
+    assert reading("retrieval_acc", row, n_images=4, n_candidates=5) == (
+        "2 of 4 images picked the target block out of 5 candidate blocks")
+    assert reading("local_margin", row, n_images=4, n_candidates=5).startswith(
+        "closer to the same-city alternative than to the target")
+    assert reading("strongest_margin", row, n_images=4, n_candidates=5).startswith("closer to the target")
+    assert "less varied" in reading("diversity_gap", row, n_images=4, n_candidates=5)
+    assert "segmenter" in reading("gaas", row, n_images=4, n_candidates=5, nan_reason="needs a segmenter")
+    assert "at least as much" in reading("sim_same_city", row, n_images=4, n_candidates=5)
+    text = anchor_comparison("cos_sim", 0.7, {"heldout_real": 0.9, "random_global": 0.3})
+    assert "better than random photos from anywhere (0.300)" in text and "worse than held-out" in text
+    assert "lower is better" in about_markdown() and "Real-image anchors" in about_markdown()
+
+
+def test_leaderboard_table_sorts_and_filters(app_data):
+    from geofidelity_bench.demo_app import results as lb
+
+    res = app_data.results
+    table = lb.leaderboard_table(res, condition="anchor", sort_by="DCSF ↓")
+    assert set(table["condition"]) == {"anchor"} and len(table) == 3
+    dcsf = table["DCSF ↓"].tolist()
+    assert dcsf == sorted(dcsf)
+    worst_first = lb.leaderboard_table(res, condition="anchor", sort_by="DCSF ↓", best_first=False)
+    assert worst_first["DCSF ↓"].tolist() == dcsf[::-1]
+    per_block = lb.leaderboard_table(res, view=lb.VIEWS[1], sort_by="CosSim ↑")
+    assert len(per_block) == len(res) and per_block["CosSim ↑"].is_monotonic_decreasing
+    with pytest.raises(lb.ResultsError, match="unknown condition"):
+        lb.leaderboard_table(res, condition="L9")
+    with pytest.raises(lb.ResultsError, match="no column"):
+        lb.check_results(pd.DataFrame({"method": ["a"], "cos_sim": [0.1]}))
+    assert lb.empty_metrics(res) == ["GAAS ↓"]
+
+
+def test_app_data_prompts_anchors_and_scoring_agree(app_data):
+    from geofidelity_bench.evaluation import anchor_panels
+
+    bench = app_data.benchmark
+    views = {v.condition: v for v in app_data.prompts("lund_seg1")}
+    assert views["L0"].text.startswith("A street-level photograph taken in Lund, SE.")
+    assert views["L1"].text is None and views["L1"].shown.startswith("not available: block 'lund_seg1' has no")
+    berlin = {v.condition: v for v in app_data.prompts("berlin_am_lustgarten")}
+    assert "Am Lustgarten in the Mitte district of Berlin" in berlin["L1"].text
+    anchors = app_data.anchors_of("lund_seg1")
+    assert set(anchors) == {"heldout_real", "random_same_country", "random_global"}
+    # Scoring the held-out anchor panel through the app gives the anchor's own row.
+    panel = anchor_panels(bench)[("heldout_real", "anchor", "lund_seg1")]
+    scored = app_data.score("lund_seg1", [r.image_bytes for r in panel])
+    for key in ("cos_sim", "mmd", "dcsf", "retrieval_acc", "local_margin"):
+        assert math.isclose(scored.row[key], anchors["heldout_real"][key], rel_tol=1e-6, abs_tol=1e-9)
+    assert scored.retrieval.best_candidate == ["target"] * 4
+    assert [r[3] for r in scored.ranking_rows()] == ["1 of 5"] * 4
+
+
+def test_map_figure_and_off_map_negatives(app_data):
+    from geofidelity_bench.demo_app import figures
+
+    off = figures.off_map_negatives(app_data.benchmark, "lund_seg1")
+    assert any(line.startswith("same driving side: berlin_am_lustgarten in Berlin (DE)") for line in off)
+    assert any(line.startswith("random city: arezzo_park_path in Arezzo (IT)") for line in off)
+    fig = figures.block_map_figure(app_data.benchmark, "lund_seg1")
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert labels == ["target: lund_seg1", "same neighborhood + same city: lund_seg2"]
+
+
+def test_app_command_is_registered_and_checks_results_file(tmp_path, capsys):
+    from geofidelity_bench.cli import build_parser, main
+
+    args = build_parser().parse_args(["app", "--port", "7999", "--results", "r.csv"])
+    assert (args.benchmark, args.encoder, args.host, args.port, args.results) == (
+        "demo", "efficientnet-lite0", "127.0.0.1", 7999, "r.csv")
+    assert main(["app", "--results", str(tmp_path / "missing.csv"), "--no-cache"]) == 2
+    assert "missing.csv" in capsys.readouterr().err
+
+
+def test_space_folder_is_a_thin_gradio_space():
+    from pathlib import Path
+
+    import gradio
+
+    root = Path(__file__).resolve().parents[1] / "spaces_app"
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    front = readme.split("---")[1]
+    meta = dict(line.split(":", 1) for line in front.strip().splitlines())
+    meta = {k.strip(): v.strip() for k, v in meta.items()}
+    for key in ("title", "emoji", "colorFrom", "colorTo", "sdk", "sdk_version", "app_file", "pinned", "license"):
+        assert meta.get(key), key
+    assert meta["sdk"] == "gradio" and meta["app_file"] == "app.py"
+    assert meta["sdk_version"].split(".")[0] == gradio.__version__.split(".")[0]
+    app = (root / "app.py").read_text(encoding="utf-8")
+    assert "geofidelity_bench.demo_app" in app and len(app.splitlines()) < 40
+    assert "geofidelity-bench[app]" in (root / "requirements.txt").read_text(encoding="utf-8")
+    for source in [app, *(p.read_text(encoding="utf-8") for p in
+                          (Path(__file__).resolve().parents[1] / "geofidelity_bench" / "demo_app").glob("*.py"))]:
+        assert "share=True" not in source
+
+
+# -- the live server -----------------------------------------------------------------------------
+
+
+def test_every_endpoint_is_named(client):
+    api = client.view_api(print_info=False, return_format="dict")
+    assert set(api["named_endpoints"]) == ENDPOINTS
+    assert not api["unnamed_endpoints"]
+
+
+def test_city_blocks(client):
+    from gradio_client.exceptions import AppError
+
+    update = client.predict("lund", api_name="/city_blocks")
+    assert update["value"] == "lund_seg1"
+    assert [c[1] for c in update["choices"]] == ["lund_seg1", "lund_seg2", "lund_seg3"]
+    with pytest.raises(AppError, match="atlantis"):
+        client.predict("atlantis", api_name="/city_blocks")
+
+
+def test_explore(client):
+    from gradio_client.exceptions import AppError
+
+    gallery, plot, metadata, *prompts = client.predict("lund_seg1", api_name="/explore")
+    captions = [item["caption"] for item in gallery]
+    assert len(captions) == 10 and sum(c.startswith("HELD-OUT") for c in captions) == 4
+    assert plot["type"] == "matplotlib" and plot["plot"]
+    assert "`lund_seg2`" in metadata and "Off the map" in metadata and "heldout_real" in metadata
+    assert len(prompts) == 7
+    by_label = {p["label"].split(" ")[0]: p for p in prompts}
+    assert by_label["L0"]["value"].startswith("A street-level photograph taken in Lund, SE.")
+    assert by_label["L1"]["value"].startswith("not available: block 'lund_seg1' has no street_name")
+    assert "gfb-unavailable" in by_label["L2"]["elem_classes"]
+    _, _, berlin_md, *bp = client.predict("berlin_am_lustgarten", api_name="/explore")
+    assert "Am Lustgarten" in bp[1]["value"] and "Mitte" in berlin_md
+    # Berlin is the only block with names: no donor for the controls, refused with the reason.
+    assert bp[4]["value"].startswith("not available: block 'berlin_am_lustgarten': no other block has a known")
+    assert "none in this benchmark" in berlin_md
+    with pytest.raises(AppError, match="unknown block_id 'nope'"):
+        client.predict("nope", api_name="/explore")
+
+
+def test_score_world_photos(client, world_photos):
+    status, scores_md, ranking, shown, plot, raw = client.predict("lund_seg1", _handles(world_photos),
+                                                                  api_name="/score")
+    assert "Scored **4 images**" in status and "efficientnet-lite0" in status
+    assert raw["n_images"] == 4 and raw["block_id"] == "lund_seg1" and raw["encoder"] == "efficientnet-lite0"
+    for key in ("cos_sim", "mmd", "dcsf", "retrieval_acc", "mrr", "local_margin", "strongest_margin"):
+        assert isinstance(raw["scores"][key], float), key
+    assert raw["scores"]["gaas"] is None and "segmenter" in raw["nan_reasons"]["gaas"]
+    hits = round(raw["scores"]["retrieval_acc"] * 4)
+    assert f"{hits} of 4 images picked the target block out of 5 candidate blocks" in scores_md
+    assert ("closer to the same-city alternative than to the target" in scores_md) == (
+        raw["scores"]["local_margin"] < 0)
+    assert set(raw["anchors"]) == {"heldout_real", "random_same_country", "random_global"}
+    assert [r[1] for r in ranking["data"]] == ["world_0.jpg", "world_1.jpg", "world_2.jpg", "world_3.jpg"]
+    assert [item["best_candidate"] for item in raw["per_image"]] and all(
+        item["best_candidate"] in raw["candidates"] for item in raw["per_image"])
+    assert len(shown) == 4 and plot["type"] == "matplotlib"
+
+
+def test_score_heldout_photos_pick_the_target(client, app_data, tmp_path):
+    held = app_data.benchmark.heldout("lund_seg2")
+    photos = _files(tmp_path, {f"held_{i}.jpg": r.image_bytes for i, r in enumerate(held)})
+    _, scores_md, ranking, _, _, raw = client.predict("lund_seg2", _handles(photos), api_name="/score")
+    assert "4 of 4 images picked the target block" in scores_md
+    assert all(r[2] == "the target block ✓" for r in ranking["data"])
+    assert raw["scores"]["local_margin"] > 0 and "closer to the target than to the same-city" in scores_md
+
+
+def test_score_refuses_bad_input(client, world_photos, tmp_path):
+    from gradio_client.exceptions import AppError
+
+    fake = _files(tmp_path, {"not_an_image.jpg": b"%PDF-1.4 definitely not a picture\n" * 50})
+    with pytest.raises(AppError, match="not_an_image.jpg is not an image"):
+        client.predict("lund_seg1", _handles(world_photos[:2] + fake), api_name="/score")
+    with pytest.raises(AppError, match="at most 16 images .*17"):
+        client.predict("lund_seg1", _handles((world_photos * 5)[:17]), api_name="/score")
+    with pytest.raises(AppError, match="at least 2 .*you gave 1"):
+        client.predict("lund_seg1", _handles(world_photos[:1]), api_name="/score")
+    with pytest.raises(AppError, match="at least 2 .*you gave 0"):
+        client.predict("lund_seg1", [], api_name="/score")
+    huge = _files(tmp_path, {"huge.png": _png((8000, 5001), mode="L")})
+    with pytest.raises(AppError, match="huge.png: the image is 8000x5001 .* limit is 40 megapixels"):
+        client.predict("lund_seg1", _handles(world_photos[:1] + huge), api_name="/score")
+    heavy = _files(tmp_path, {"heavy.png": _png((1900, 1900), noise=True)})  # ~10.3 MB of noise
+    assert 10 * 1024 * 1024 < (tmp_path / "heavy.png").stat().st_size < 20 * 1024 * 1024
+    with pytest.raises(AppError, match="heavy.png is 1[0-9].[0-9] MB; the limit is 10.0 MB"):
+        client.predict("lund_seg1", _handles(world_photos[:1] + heavy), api_name="/score")
+    with pytest.raises(AppError, match="unknown block_id 'no_such_block'"):
+        client.predict("no_such_block", _handles(world_photos[:2]), api_name="/score")
+
+
+def test_leaderboard_and_results_upload(client, app_data, tmp_path):
+    from gradio_client.exceptions import AppError
+
+    default = client.predict("all conditions", "CosSim ↑", True, "mean per method and condition",
+                             api_name="/leaderboard")
+    assert len(default["data"]) == 5 and "CosSim ↑" in default["headers"]
+    anchors = client.predict("anchor", "DCSF ↓", True, "mean per method and condition", api_name="/leaderboard")
+    col = anchors["headers"].index("DCSF ↓")
+    assert [r[2] for r in anchors["data"]] == ["anchor"] * 3
+    assert [r[col] for r in anchors["data"]] == sorted(r[col] for r in anchors["data"])
+    per_block = client.predict("all conditions", "method", True, "one row per block", api_name="/leaderboard")
+    assert len(per_block["data"]) == len(app_data.results)
+    with pytest.raises(AppError, match="unknown condition 'L9'"):
+        client.predict("L9", "CosSim ↑", True, "mean per method and condition", api_name="/leaderboard")
+
+    # An uploaded results.csv replaces the table for this session only.
+    mine = app_data.results.copy()
+    l1 = mine[mine["method"] == "sanity_world"].assign(method="my_model", condition="L1")
+    pd.concat([mine, l1]).to_csv(tmp_path / "results.csv", index=False)
+    out = client.predict(_handles([str(tmp_path / "results.csv")])[0], api_name="/upload_results")
+    source, condition_update, table, plots, report_md, status = out[0], out[1], out[5], out[6], out[7], out[8]
+    assert "results.csv (42 rows)" in source and "Loaded 42 result rows" in status
+    assert "L1" in [c[1] if isinstance(c, (list, tuple)) else c for c in condition_update["choices"]]
+    assert "my_model" in [r[1] for r in table["data"]]
+    assert plots and all(item["caption"] for item in plots) and "Table 10" in report_md
+    l1_only = client.predict("L1", "CosSim ↑", True, "mean per method and condition", api_name="/leaderboard")
+    assert [r[1] for r in l1_only["data"]] == ["my_model"]
+
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n", encoding="utf-8")
+    with pytest.raises(AppError, match="no column.* method, condition, block_id"):
+        client.predict(_handles([str(tmp_path / "bad.csv")])[0], api_name="/upload_results")
+    (tmp_path / "binary.csv").write_bytes(bytes(range(256)) * 20)
+    with pytest.raises(AppError, match="binary.csv is not a readable results.csv"):
+        client.predict(_handles([str(tmp_path / "binary.csv")])[0], api_name="/upload_results")
+
+    reset = client.predict(api_name="/reset_results")
+    assert len(reset[5]["data"]) == 5 and "Showing the default results again" in reset[8]
+    assert client.predict("all conditions", "CosSim ↑", True, "mean per method and condition",
+                          api_name="/leaderboard") == default
+
+
+def test_server_answers_quickly_after_errors(client):
+    """A refused request leaves the queue working (bounded concurrency, no stuck worker)."""
+    started = time.time()
+    update = client.predict("arezzo", api_name="/city_blocks")
+    assert update["value"] == "arezzo_church_streets" and time.time() - started < 10

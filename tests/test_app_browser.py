@@ -1,0 +1,122 @@
+"""End to end in a real headless Chromium (Debian's ``chromium``; CI installs it): open the app,
+go to the Score tab, pick a demo block, upload demo photos, click Score, see the scores."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+
+pytestmark = [
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM),
+        reason=f"{CHROMIUM} is missing (apt-get install chromium; .ci/run installs it before the tests)",
+    ),
+    # Gradio's queue (not this project) uses pandas options that pandas 3 deprecates.
+    pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting' is deprecated"),
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
+]
+pytest.importorskip("gradio", reason="the app needs gradio (pip install -e '.[app]')")
+sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright (python)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    from geofidelity_bench.demo_app import build_app, launch, load_app_data
+
+    cache = tmp_path_factory.getbasetemp() / "app-embedding-cache"  # shared with tests/test_app.py
+    data = load_app_data("demo", "efficientnet-lite0", cache_dir=str(cache))
+    demo = build_app(data)
+    port = _free_port()
+    launch(demo, host="127.0.0.1", port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/", data
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def test_score_tab_end_to_end(app_url, browser, tmp_path):
+    url, data = app_url
+    photos = []
+    for i, world in enumerate(data.benchmark.world[:4]):
+        path = tmp_path / f"generated_{i}.jpg"
+        path.write_bytes(world.image_bytes)
+        photos.append(str(path))
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(url, wait_until="domcontentloaded")
+        page.get_by_role("tab", name="Score your images").click()
+
+        block = page.locator("#score-block input")
+        block.click()
+        block.fill("lund_seg2")
+        page.get_by_role("option", name="lund_seg2 — Lund, residential").click()
+        sync_api.expect(block).to_have_value("lund_seg2 — Lund, residential")
+
+        page.locator("#score-files input[type=file]").set_input_files(photos)
+        for i in range(4):  # every upload is listed (name and extension in separate elements) before scoring
+            sync_api.expect(page.locator("#score-files")).to_contain_text(f"generated_{i}")
+
+        page.locator("#score-button").click()
+        table = page.locator("#score-table")
+        sync_api.expect(table).to_contain_text("of 4 images picked the target block out of 5 candidate blocks")
+        sync_api.expect(page.locator("#score-status")).to_contain_text("Scored 4 images against lund_seg2")
+        for label in ("CosSim", "DCSF", "Retrieval accuracy", "Local margin", "held-out real photos of this block"):
+            sync_api.expect(table).to_contain_text(label)
+        ranking = page.locator("#score-ranking")
+        sync_api.expect(ranking).to_contain_text("generated_3.jpg")
+        sync_api.expect(ranking).to_contain_text("of 5")
+        sync_api.expect(page.locator("#score-plot img").first).to_be_visible()
+        thumbs = page.locator("#score-shown img")
+        sync_api.expect(thumbs).to_have_count(4)
+        thumbs.last.scroll_into_view_if_needed()
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#score-shown img')].every(i => i.complete && i.naturalWidth > 0)")
+        shot = tmp_path / "score_tab.png"
+        page.screenshot(path=str(shot), full_page=True)
+        print(f"screenshot: {shot}")
+        assert shot.stat().st_size > 10_000
+
+        # A bad upload is answered in the page, naming the file, and the UI keeps working.
+        fake = tmp_path / "not_an_image.jpg"
+        fake.write_bytes(b"this is text, not a picture\n" * 40)
+        page.locator("#score-files input[type=file]").set_input_files([str(fake)])
+        sync_api.expect(page.locator("#score-files")).to_contain_text("not_an_image")
+        page.locator("#score-button").click()
+        sync_api.expect(page.get_by_text("not_an_image.jpg is not an image").first).to_be_visible()
+        sync_api.expect(page.locator("#score-status")).to_contain_text("Not scored.")
+        sync_api.expect(table).not_to_contain_text("picked the target block")  # no stale scores left
+        page.screenshot(path=str(tmp_path / "score_error.png"), full_page=False)
+    finally:
+        page.close()
