@@ -650,7 +650,7 @@ def tables_clip(ctx: _Context, clip_scores: pd.DataFrame | None) -> list[Table]:
     tables = [t8, t9, tq]
     if clip_scores is None or len(clip_scores) == 0:
         for t in tables:
-            t.reason = f"no {CLIP_FILE} in the results folder(s) (write one with clip_alignment.run_clip_alignment)"
+            t.reason = f"no {CLIP_FILE} in the results folder(s) (write one with `geofidelity-bench clip-alignment`)"
         return tables
     try:
         out = alignment_analysis(clip_scores, ctx.raw, condition=MAIN_CONDITION, n_resamples=ctx.n_resamples,

@@ -6,11 +6,10 @@ import argparse
 import sys
 
 
+from .cli_common import BENCHMARK_HELP, CLIError
+
+
 def _cli_error(message: str) -> Exception:
-    try:
-        from .cli_common import CLIError
-    except ImportError:  # older layout: CLIError lives in cli.py
-        from .cli import CLIError
     return CLIError(message)
 
 
@@ -46,7 +45,38 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_clip_alignment(args: argparse.Namespace) -> int:
+    from .clip_alignment import CLIP_ENCODER, folder_images, run_clip_alignment
+    from .encoders import get_encoder
+
+    encoder = get_encoder(CLIP_ENCODER, weights=args.clip_weights, device=args.device)
+    try:
+        scores = run_clip_alignment(args.results, args.benchmark, folder_images(args.generated), encoder=encoder,
+                                    conditions=args.conditions, batch_size=args.batch_size)
+    except (ValueError, FileNotFoundError) as err:
+        raise _cli_error(str(err)) from None
+    print(f"scored {len(scores)} panel(s) with {encoder.name}; wrote {args.results}/clip_alignment.csv "
+          "(`geofidelity-bench report` now adds the CLIP tables)")
+    return 0
+
+
 def register(sub) -> None:
+    c = sub.add_parser(
+        "clip-alignment",
+        help="CLIP image-text scores of a results folder's generated panels (input of the report's CLIP tables)",
+        description="Scores each generated panel with CLIP ViT-B/32 against its exact prompt and the location-only "
+        "text, and against texts with wrong names (SPEC section 7); writes clip_alignment.csv into the results folder.",
+    )
+    c.add_argument("--results", required=True, metavar="DIR", help="results folder (results.csv from `evaluate`)")
+    c.add_argument("--generated", required=True, metavar="DIR",
+                   help="the generated panels {method}/{condition}/{block_id}/NN.jpg that were evaluated")
+    c.add_argument("--benchmark", default="demo", help=BENCHMARK_HELP + " (default: demo)")
+    c.add_argument("--conditions", nargs="+", default=["L1"], help="conditions to score (default: L1, as the paper)")
+    c.add_argument("--clip-weights", default=None, help="local folder (or Hub id) of openai/clip-vit-base-patch32")
+    c.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    c.add_argument("--batch-size", type=int, default=32, help="images per CLIP batch (default: 32)")
+    c.set_defaults(func=_cmd_clip_alignment)
+
     p = sub.add_parser(
         "report",
         help="tables (Markdown, CSV, JSON) and plots of the paper from one or more results folders",

@@ -370,3 +370,27 @@ def test_alignment_analysis_single_class_auroc_is_nan_with_reason():
     assert math.isnan(row["estimate"]) and "one class" in row["reason"]
     with pytest.raises(ValueError, match="'L2'"):
         ca.alignment_analysis(scores, results, condition="L2")
+
+
+def test_clip_alignment_command_feeds_the_report_command(tmp_path, tiny_clip_dir, capsys):
+    from geofidelity_bench.benchmark import save_benchmark
+    from geofidelity_bench.cli import main
+
+    bench = make_benchmark()
+    save_benchmark(bench, tmp_path / "bench")
+    methods = ["m1", "m2", "m3"]
+    _write_generated(tmp_path / "gen", bench, methods)
+    results_dir = tmp_path / "results"
+    results_dir.mkdir()
+    _results_rows(bench, methods).to_csv(results_dir / "results.csv", index=False)
+    assert main(["clip-alignment", "--results", str(results_dir), "--generated", str(tmp_path / "gen"),
+                 "--benchmark", str(tmp_path / "bench"), "--clip-weights", str(tiny_clip_dir), "--device", "cpu"]) == 0
+    scores = pd.read_csv(results_dir / "clip_alignment.csv")
+    assert len(scores) == 15 and scores["clip_prompt"].notna().all()
+    assert main(["report", "--results", str(results_dir), "--n-resamples", "200", "--rank-resamples", "50",
+                 "--no-plots"]) == 0
+    assert "clip_associations            ok" in capsys.readouterr().out
+    # a results folder without the condition asked for is a clean error
+    assert main(["clip-alignment", "--results", str(results_dir), "--generated", str(tmp_path / "gen"),
+                 "--benchmark", str(tmp_path / "bench"), "--clip-weights", str(tiny_clip_dir),
+                 "--conditions", "L0"]) == 2

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import _TOWER, _tiny_tokenizer
 from geofidelity_bench.encoders import (
     DEFAULT_ENCODER,
     OFFLINE_ENCODER,
@@ -60,48 +61,6 @@ def tiny_dinov2_dir(tmp_path_factory) -> Path:
     ).eval()
     path = tmp_path_factory.mktemp("tiny-dinov2")
     model.save_pretrained(path)
-    return path
-
-
-def _tiny_tokenizer(tmp: Path):
-    """A real CLIPTokenizer from a byte-level vocab and a few merges written to ``tmp``."""
-    from transformers import CLIPTokenizer
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
-
-    chars = sorted(set(bytes_to_unicode().values()))
-    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
-    for c in chars:
-        vocab.setdefault(c, len(vocab))
-    for c in chars:
-        vocab.setdefault(c + "</w>", len(vocab))
-    merges = ["s t", "st r", "e e", "e t</w>"]
-    for m in merges:
-        vocab.setdefault(m.replace(" ", ""), len(vocab))
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / "vocab.json").write_text(json.dumps(vocab))
-    (tmp / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
-    return CLIPTokenizer.from_pretrained(tmp)
-
-
-_TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
-
-
-@pytest.fixture(scope="session")
-def tiny_clip_dir(tmp_path_factory) -> Path:
-    import torch
-    from transformers import CLIPConfig, CLIPModel
-
-    root = tmp_path_factory.mktemp("tiny-clip")
-    tok = _tiny_tokenizer(root / "tok")
-    torch.manual_seed(1)
-    cfg = CLIPConfig(
-        text_config=dict(_TOWER, vocab_size=len(tok), max_position_embeddings=77, bos_token_id=0, eos_token_id=1, pad_token_id=1),
-        vision_config=dict(_TOWER, image_size=32, patch_size=8),
-        projection_dim=16,
-    )
-    path = root / "model"
-    CLIPModel(cfg).eval().save_pretrained(path)
-    tok.save_pretrained(path)
     return path
 
 
