@@ -34,6 +34,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from .atomic import atomic_write
 from .images import load_image
 
 DEMO_NAME = "demo"
@@ -602,12 +603,8 @@ def save_benchmark(benchmark: Benchmark, folder: str | os.PathLike, *, card_body
     folder = Path(folder)
     configs = ["blocks", "references", "cities"] + (["world"] if benchmark.world else [])
     for config in configs:
-        target = config_file(folder, config)
-        target.parent.mkdir(parents=True, exist_ok=True)
         ds = Dataset.from_list(_records(benchmark, config), features=features(config))
-        tmp = target.with_name(target.name + ".tmp")
-        ds.to_parquet(str(tmp))
-        os.replace(tmp, target)
+        atomic_write(config_file(folder, config), lambda tmp: ds.to_parquet(str(tmp)))
     body = card_body or (
         f"# {benchmark.name}\n\nA GeoFidelity-Bench benchmark in the canonical format: "
         f"{len(benchmark.cities)} cities, {len(benchmark.blocks)} blocks, {len(benchmark.references)} reference images.\n"

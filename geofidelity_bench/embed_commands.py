@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from .atomic import atomic_write
 from .cli_common import BENCHMARK_HELP, CLIError, add_encoder_args, encoder_and_cache
 
 
@@ -61,10 +62,7 @@ def _write_embeddings(path: Path, names, emb, encoder, bench) -> None:
     meta = {"encoder": json.dumps(encoder.config), "encoder_config_hash": encoder.config_hash,
             "benchmark_fingerprint": bench.fingerprint}
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **{k: v.encode() for k, v in meta.items()}})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def register(sub) -> None:

@@ -6,13 +6,13 @@ import argparse
 import datetime as _dt
 import json
 import math
-import os
 import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from .atomic import atomic_write
 from .cli_common import (
     BENCHMARK_HELP,
     CLIError,
@@ -101,10 +101,7 @@ def write_results(out_dir: Path, results, run_info: dict) -> dict[str, Path]:
     written = {}
 
     def _atomic(path: Path, write) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        write(tmp)
-        os.replace(tmp, path)
-        written[path.name] = path
+        written[path.name] = atomic_write(path, write)
 
     _atomic(out_dir / "results.csv", lambda p: results.to_csv(p, index=False))
     for name, table in summaries(results).items():

@@ -30,15 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .atomic import atomic_write, temporary_path
 from .cli_common import BENCHMARK_HELP, CLIError
 
 LABEL_COLUMNS = ("model", "method", "condition", "block_id", "city", "country", "source")
-
-
-def _atomic(path: Path, write) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
 
 
 def _fmt(value: Any) -> str:
@@ -124,16 +119,19 @@ def _cmd_geodiv(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    _atomic(out / "geodiv_groups.csv", lambda p: tables.per_group.to_csv(p, index=False))
-    _atomic(out / "geodiv_questions.csv", lambda p: tables.per_question_csv_frame().to_csv(p, index=False))
-    _atomic(out / "geodiv_dropped.csv", lambda p: tables.dropped.to_csv(p, index=False))
-    _atomic(out / "geodiv_answers.csv", lambda p: answers.to_csv(p, index=False))
+    atomic_write(out / "geodiv_groups.csv", lambda p: tables.per_group.to_csv(p, index=False))
+    atomic_write(out / "geodiv_questions.csv", lambda p: tables.per_question_csv_frame().to_csv(p, index=False))
+    atomic_write(out / "geodiv_dropped.csv", lambda p: tables.dropped.to_csv(p, index=False))
+    atomic_write(out / "geodiv_answers.csv", lambda p: answers.to_csv(p, index=False))
     plots = {}
     for name, fn in (("geodiv_diversity.png", plot_diversity_bars), ("geodiv_ratings.png", plot_rating_distributions)):
-        tmp = out / f".{name}.tmp.png"
-        if fn(tables, tmp):
-            os.replace(tmp, out / name)
-            plots[name] = str(out / name)
+        tmp = temporary_path(out / name)
+        try:
+            if fn(tables, tmp):  # False: nothing to plot, no file
+                os.replace(tmp, out / name)
+                plots[name] = str(out / name)
+        finally:
+            tmp.unlink(missing_ok=True)
     stats = answers.attrs["answer_stats"]
     n_unparseable = int((answers["status"] == "unparseable").sum())
     info = {
@@ -165,7 +163,7 @@ def _cmd_geodiv(args: argparse.Namespace) -> int:
         "plots": sorted(plots),
         "versions": library_versions(),
     }
-    _atomic(out / "geodiv.json",
+    atomic_write(out / "geodiv.json",
             lambda p: p.write_text(json.dumps(info, indent=2, default=str, allow_nan=False), encoding="utf-8"))
     print(groups_text(tables))
     print(f"\nVQA model {backend.model_id} (config {backend.config_hash[:12]}), question bank {bank.label}; "

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from .atomic import atomic_write
 from .benchmark import CONFIGS as BENCHMARK_CONFIGS
 from .benchmark import Benchmark, BenchmarkError, load_benchmark
 from .generation.hub import (
@@ -49,12 +50,12 @@ from .generation.hub import (
 )
 from .generation.manifest import MANIFEST_FILE, load_manifest
 from .hub_requests import (
-    CONFLICT_STATUS,
     HubPushError,
+    RepoChanged,
     auth_hint,
+    commit_files,
     describe_error,
     file_digests,
-    http_status,
     resolve_token,
     same_remote,
     with_retries,
@@ -205,11 +206,8 @@ def _write_table(rows: list[dict[str, Any]], features, target: Path, image_confi
 
     batch = {name: [row.get(name) for row in rows] for name in features}
     table = pa.Table.from_pydict(features.encode_batch(batch), schema=features.arrow_schema)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
     kwargs = {"row_group_size": IMAGE_ROW_GROUP_SIZE} if image_config else {}
-    pq.write_table(table, tmp, **kwargs)
-    os.replace(tmp, target)
+    atomic_write(target, lambda tmp: pq.write_table(table, tmp, **kwargs))
     return int(table.nbytes)
 
 
@@ -610,7 +608,7 @@ def push_dataset(
     Resumable and idempotent (see the module docstring). The token comes from ``token`` or the
     standard sources (``HF_TOKEN``, ``hf auth login``); ``endpoint`` selects another Hub server.
     """
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, constants
+    from huggingface_hub import HfApi, constants
     from huggingface_hub.errors import HfHubHTTPError
 
     say = log or (lambda msg: print(msg, flush=True))
@@ -671,28 +669,15 @@ def push_dataset(
                 say(f"{repo_id}: {name} is up to date ({len(files)} file(s))")
                 break
 
-            def commit(info=info, changed=changed, stale=stale, contents=contents, name=name):
-                # Fresh operation objects on every attempt: create_commit mutates them.
-                ops: list[Any] = []
-                for p in changed:
-                    c = contents[p]
-                    ops.append(CommitOperationAdd(path_in_repo=p, path_or_fileobj=c if isinstance(c, bytes) else str(c)))
-                ops += [CommitOperationDelete(path_in_repo=p) for p in stale]
-                return api.create_commit(
-                    repo_id,
-                    ops,
-                    commit_message=f"Update {name} ({len(changed)} file(s) added, {len(stale)} removed)",
-                    repo_type="dataset",
-                    parent_commit=info.sha,
-                )
-
             try:
-                done = with_retries(commit, f"commit {name} to {repo_id}", **retry)
-            except HfHubHTTPError as err:
-                if http_status(err) in CONFLICT_STATUS and conflict_try < attempts:
-                    say(f"{repo_id} changed while pushing {name} ({describe_error(err, token)}); reading it again")
-                    continue
-                raise HubPushError(f"cannot push {name} to {repo_id}: {describe_error(err, token)}{auth_hint(err)}") from None
+                done = commit_files(api, repo_id, add={p: contents[p] for p in changed}, delete=stale,
+                                    parent_commit=info.sha, what=name, retry=retry,
+                                    message=f"Update {name} ({len(changed)} file(s) added, {len(stale)} removed)")
+            except RepoChanged as err:
+                if conflict_try == attempts:
+                    raise HubPushError(f"{repo_id} kept changing while pushing {name}; try again later") from None
+                say(f"{repo_id} changed while pushing {name} ({err}); reading it again")
+                continue
             result.uploaded, result.deleted = changed, stale
             result.commit = getattr(done, "oid", None) or "committed"
             say(f"{repo_id}: pushed {name}: {len(changed)} file(s) uploaded, {len(stale)} stale file(s) removed")

@@ -10,7 +10,7 @@ import hashlib
 import importlib
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
 CONFLICT_STATUS = (409, 412)
@@ -120,3 +120,46 @@ def resolve_token(token: str | None = None) -> str:
     return token
 
 
+
+
+class RepoChanged(Exception):
+    """The repo moved past the parent commit while a push was prepared (HTTP 409/412)."""
+
+
+def commit_files(
+    api: Any,
+    repo_id: str,
+    *,
+    add: Mapping[str, bytes | Path],
+    delete: Sequence[str] = (),
+    message: str,
+    parent_commit: str | None,
+    what: str,
+    retry: Mapping[str, Any],
+) -> Any:
+    """One ``create_commit`` of ``add`` (bytes or local files) and ``delete`` on ``parent_commit``.
+
+    Transient failures are retried (``retry``: the keyword arguments of :func:`with_retries`).
+
+    Raises:
+        RepoChanged: the repo changed meanwhile; read it again and rebuild the commit.
+        HubPushError: any other failure (the message never contains the token).
+    """
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+    from huggingface_hub.errors import HfHubHTTPError
+
+    def commit():
+        # Fresh operation objects on every attempt: create_commit mutates them.
+        ops: list[Any] = [
+            CommitOperationAdd(path_in_repo=p, path_or_fileobj=c if isinstance(c, bytes) else str(c)) for p, c in add.items()
+        ]
+        ops += [CommitOperationDelete(path_in_repo=p) for p in delete]
+        return api.create_commit(repo_id, ops, commit_message=message, repo_type="dataset", parent_commit=parent_commit)
+
+    token = retry.get("token")
+    try:
+        return with_retries(commit, f"commit {what} to {repo_id}", **retry)
+    except HfHubHTTPError as err:
+        if http_status(err) in CONFLICT_STATUS:
+            raise RepoChanged(describe_error(err, token)) from None
+        raise HubPushError(f"cannot push {what} to {repo_id}: {describe_error(err, token)}{auth_hint(err)}") from None

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .atomic import atomic_write
 from .cli_common import CLIError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".gif")
@@ -153,12 +154,6 @@ def write_plot(path: Path, df) -> None:
     plt.close(fig)
 
 
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def _versions() -> dict[str, str]:
     from .evaluation_commands import library_versions
 
@@ -228,9 +223,9 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
         "elapsed_s": round(time.time() - started, 2),
         "files": ["mfp.csv", "summary.json", "mfp.png"],
     }
-    _atomic_write(out / "mfp.csv", lambda p: df.to_csv(p, index=False))
-    _atomic_write(out / "mfp.png", lambda p: write_plot(p, df))
-    _atomic_write(out / "summary.json",
+    atomic_write(out / "mfp.csv", lambda p: df.to_csv(p, index=False))
+    atomic_write(out / "mfp.png", lambda p: write_plot(p, df))
+    atomic_write(out / "summary.json",
                   lambda p: p.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8"))
 
     means = summary["means"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import os
 import sys
 from pathlib import Path
 
+from .atomic import atomic_write
 from .cli_common import BENCHMARK_HELP, CLIError
 
 _TABLE_SUFFIXES = (".parquet", ".csv")
@@ -22,16 +22,6 @@ def _table_path(out: str | None) -> Path | None:
     if path.suffix.lower() not in _TABLE_SUFFIXES:
         raise CLIError(f"--out must end in .parquet or .csv, got {out!r}")
     return path
-
-
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def shares_table(bench, segmenter, shares, keys):
@@ -111,9 +101,9 @@ def _cmd_segment(args: argparse.Namespace) -> int:
         table = shares_table(bench, segmenter, shares, [content_sha256(src) for _, src in items])
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.suffix.lower() == ".parquet":
-            _atomic_write(out, lambda p: table.to_parquet(p, index=False))
+            atomic_write(out, lambda p: table.to_parquet(p, index=False))
         else:
-            _atomic_write(out, lambda p: table.to_csv(p, index=False))
+            atomic_write(out, lambda p: table.to_csv(p, index=False))
         meta = {
             "command": "geofidelity-bench " + " ".join(getattr(args, "argv", [])),
             "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -126,7 +116,7 @@ def _cmd_segment(args: argparse.Namespace) -> int:
             "vehicle <= 0.40, vegetation <= 0.80, urbanness >= 0.05",
         }
         meta_path = out.with_suffix(".json")
-        _atomic_write(meta_path, lambda p: p.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8"))
+        atomic_write(meta_path, lambda p: p.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8"))
         print(f"wrote {out} ({len(table)} rows, {int(table['tier4_pass'].sum())} pass tier 4) and {meta_path}")
     return 0
 

@@ -259,3 +259,16 @@ def test_fake_hub_serves_listing_and_downloads(hub, online, tmp_path):
     assert not api.file_exists(REPO, "nope.txt", repo_type="dataset")
     path = api.hf_hub_download(REPO, "blocks/train-00000-of-00001.parquet", repo_type="dataset", cache_dir=str(tmp_path))
     assert open(path, "rb").read() == blocks
+
+
+def test_a_concurrent_change_makes_the_push_read_the_repo_again(gen_dir, hub, online, capsys):
+    seed_benchmark_repo(hub)
+    hub.fail_next("POST", r"/api/datasets/.+/commit/", status=409)
+    report = push_generations(gen_dir, REPO, endpoint=hub.url, retry_base_delay=0.01, max_shard_rows=5)
+    assert [m.model for m in report.models] == ["grey", "tiny"]
+    assert hub.count("POST", r"/commit/", status=409) == 1
+    assert hub.count("POST", r"/commit/", status=200) == 2
+    assert "changed while pushing" in capsys.readouterr().out
+    hub.fail_next("POST", r"/api/datasets/.+/commit/", status=412, count=10)
+    with pytest.raises(HubPushError, match="kept changing"):
+        push_generations(gen_dir, REPO, endpoint=hub.url, retry_base_delay=0.01, max_shard_rows=2, attempts=2)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
 import socket
 import threading
@@ -27,7 +26,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 _TOKEN_PARAMS = re.compile(r"(?i)((?:access_token|token|key|client_secret)=)[^&\s'\"<>]+")
@@ -54,20 +52,6 @@ def strip_query_params(url: str, names: Sequence[str] = ("access_token",)) -> st
     parts = urllib.parse.urlsplit(url)
     query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if k not in names]
     return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Writes ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 class _NoCrossHostAuthRedirect(urllib.request.HTTPRedirectHandler):

@@ -33,7 +33,8 @@ from ..benchmark import Block
 from ..geo import haversine_m
 from ..images import ImageDecodeError, load_image
 from .errors import CurationError
-from .http import HTTPClient, HTTPFailure, RetryPolicy, atomic_write_bytes, redact, strip_query_params
+from ..atomic import atomic_write_bytes
+from .http import HTTPClient, HTTPFailure, RetryPolicy, redact, strip_query_params
 
 MAPILLARY_URL = "https://graph.mapillary.com"
 TOKEN_ENV = "MAPILLARY_TOKEN"

@@ -32,7 +32,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..geo import haversine_m, polyline_length_m
 from .errors import CurationError
-from .http import HTTPClient, HTTPFailure, RetryPolicy, atomic_write_bytes
+from ..atomic import atomic_write_bytes
+from .http import HTTPClient, HTTPFailure, RetryPolicy
 
 #: ``place`` values used for neighborhood labels (SPEC section 8).
 PLACE_KINDS = ("suburb", "neighbourhood", "quarter", "district", "town")

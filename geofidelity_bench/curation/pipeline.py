@@ -615,7 +615,7 @@ def _f(value: Any) -> float | None:
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    from .http import atomic_write_bytes
+    from ..atomic import atomic_write_bytes
 
     atomic_write_bytes(path, text.encode("utf-8"))
 

@@ -7,13 +7,10 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from ..atomic import atomic_write
 from .errors import CurationError
 
 TABLE_SUFFIXES = (".parquet", ".csv")
-
-
-def _tmp_for(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
 def write_table(df, path: str | os.PathLike, *, json_columns: Sequence[str] = ()) -> Path:
@@ -25,9 +22,8 @@ def write_table(df, path: str | os.PathLike, *, json_columns: Sequence[str] = ()
     suffix = path.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
         raise CurationError(f"table {str(path)!r} must end in .parquet or .csv")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_for(path)
-    try:
+
+    def write(tmp: Path) -> None:
         if suffix == ".parquet":
             df.to_parquet(tmp, index=False)
         else:
@@ -36,10 +32,8 @@ def write_table(df, path: str | os.PathLike, *, json_columns: Sequence[str] = ()
                 if col in out.columns:
                     out[col] = [json.dumps(v) if v is not None else None for v in out[col]]
             out.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+
+    atomic_write(path, write)
     return path
 
 

@@ -27,6 +27,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from geofidelity_bench.atomic import atomic_write_bytes
+
 SHARD_PREFIX = "shard-"
 SHARD_SUFFIX = ".safetensors"
 CONFIG_FILE = "encoder.json"
@@ -60,20 +62,6 @@ def _check_key(key: str) -> bytes:
     if len(raw) != 32:
         raise ValueError(f"cache key must be a sha256 hex digest, got {key!r}")
     return raw
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}{path.suffix}.part"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
 
 
 @dataclass
@@ -212,13 +200,13 @@ class EmbeddingCache:
         if config is not None and not (folder / CONFIG_FILE).exists():
             cfg = {k: v for k, v in config.items() if k != "device"}
             cfg["config_hash"] = config_hash
-            _atomic_write(folder / CONFIG_FILE, (json.dumps(cfg, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+            atomic_write_bytes(folder / CONFIG_FILE, (json.dumps(cfg, indent=2, sort_keys=True) + "\n").encode("utf-8"), durable=True)
         data = save(
             {"keys": np.ascontiguousarray(raw_keys), "embeddings": emb},
             metadata={"format": FORMAT, "config_hash": config_hash},
         )
         path = folder / f"{SHARD_PREFIX}{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SHARD_SUFFIX}"
-        _atomic_write(path, data)
+        atomic_write_bytes(path, data, durable=True)
         index = self._indexes.get(config_hash)
         if index is not None and (index.dim is None or index.dim == emb.shape[1]):
             index.loaded.add(path.name)
@@ -260,7 +248,7 @@ class EmbeddingCache:
             metadata={"format": FORMAT, "config_hash": config_hash},
         )
         path = folder / f"{SHARD_PREFIX}{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SHARD_SUFFIX}"
-        _atomic_write(path, data)
+        atomic_write_bytes(path, data, durable=True)
         for name in merged:  # only after the merged shard is in place
             with contextlib.suppress(OSError):
                 (folder / name).unlink()

@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..hub_requests import (
-    CONFLICT_STATUS,
     HubPushError,
+    RepoChanged,
     auth_hint,
+    commit_files,
     describe_error,
     file_digests,
-    http_status,
     resolve_token,
     same_remote,
     with_retries,
@@ -283,7 +283,6 @@ def _push_model(
     token: str,
 ) -> ModelPush:
     """One model: write its shards, compare with the repo, commit what changed (see module doc)."""
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
     from huggingface_hub.errors import HfHubHTTPError
 
     shards = build_model_shards(out_dir, manifest, model, folder, max_shard_rows=max_shard_rows)
@@ -309,27 +308,17 @@ def _push_model(
             say(f"{repo_id}: {model} is up to date ({result.rows} images in {len(shards)} shard(s))")
             return result
 
-        def commit(info=info, changed=changed, stale=stale, readme_changed=readme_changed, new_readme=new_readme):
-            # Fresh operation objects on every attempt: create_commit mutates them.
-            ops: list[Any] = [CommitOperationAdd(path_in_repo=p, path_or_fileobj=str(local)) for p, local in changed]
-            ops += [CommitOperationDelete(path_in_repo=p) for p in stale]
-            if readme_changed:
-                ops.append(CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=new_readme.encode("utf-8")))
-            return api.create_commit(
-                repo_id,
-                ops,
-                commit_message=f"Add generations of {model} ({result.rows} images)",
-                repo_type="dataset",
-                parent_commit=info.sha,
-            )
-
+        add: dict[str, bytes | Path] = {p: local for p, local in changed}
+        if readme_changed:
+            add["README.md"] = new_readme.encode("utf-8")
         try:
-            done = with_retries(commit, f"commit {model} to {repo_id}", **retry)
-        except HfHubHTTPError as err:
-            if http_status(err) in CONFLICT_STATUS and conflict_try < attempts:
-                say(f"{repo_id} changed while pushing {model} ({describe_error(err, token)}); reading it again")
-                continue
-            raise HubPushError(f"cannot push {model} to {repo_id}: {describe_error(err, token)}{auth_hint(err)}") from None
+            done = commit_files(api, repo_id, add=add, delete=stale, parent_commit=info.sha, what=model, retry=retry,
+                                message=f"Add generations of {model} ({result.rows} images)")
+        except RepoChanged as err:
+            if conflict_try == attempts:
+                break
+            say(f"{repo_id} changed while pushing {model} ({err}); reading it again")
+            continue
         result.uploaded = [p for p, _ in changed]
         result.deleted = stale
         result.readme_updated = readme_changed

@@ -16,7 +16,6 @@ so several processes may share a cache. The default folder is ``$GEOFIDELITY_VQA
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -24,6 +23,8 @@ import uuid
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+from ..atomic import atomic_write_bytes
 
 FORMAT = "geofidelity-vqa-answers/1"
 CONFIG_FILE = "model.json"
@@ -49,20 +50,6 @@ def _check_hash(config_hash: str) -> str:
     if not isinstance(config_hash, str) or len(config_hash) != 64 or any(c not in "0123456789abcdef" for c in config_hash):
         raise ValueError(f"not a config hash (64 lowercase hex digits): {config_hash!r}")
     return config_hash
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}{path.suffix}.part"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
 
 
 class AnswerCache:
@@ -146,11 +133,11 @@ class AnswerCache:
         if config is not None and not (folder / CONFIG_FILE).exists():
             cfg = {k: v for k, v in config.items() if k != "device"}
             cfg["config_hash"] = config_hash
-            _atomic_write(folder / CONFIG_FILE, (json.dumps(cfg, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+            atomic_write_bytes(folder / CONFIG_FILE, (json.dumps(cfg, indent=2, sort_keys=True) + "\n").encode("utf-8"), durable=True)
         records = [{"question": q, "image": img, "reply": str(r)} for (q, img), r in replies.items()]
         data = json.dumps({"format": FORMAT, "config_hash": config_hash, "answers": records}, ensure_ascii=False)
         path = folder / f"{SHARD_PREFIX}{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SHARD_SUFFIX}"
-        _atomic_write(path, data.encode("utf-8"))
+        atomic_write_bytes(path, data.encode("utf-8"), durable=True)
         rows = self._rows.setdefault(config_hash, {})
         self._loaded.setdefault(config_hash, set()).add(path.name)
         for key, reply in replies.items():
