@@ -143,18 +143,18 @@ def _add_prompts(sub) -> None:
 # Each entry adds one or more subparsers. Feature modules expose ``register(subparsers)``;
 # list them here explicitly (one line each).
 REGISTRARS: list[Callable] = [
+    _evaluation_register,  # evaluate, demo (the main job)
     _add_info,
     _add_prompts,
-    _dataset_register,
-    _curation_register,
-    _app_register,
     _embed_register,
-    _evaluation_register,
-    _generation_register,
-    _geodiv_register,
-    _mfp_register,
-    _report_register,
     _segmentation_register,
+    _report_register,  # clip-alignment, report
+    _generation_register,  # generate, push-generations
+    _app_register,
+    _mfp_register,
+    _geodiv_register,
+    _curation_register,  # carve, curate
+    _dataset_register,  # build-dataset, push-dataset, import-release
 ]
 
 

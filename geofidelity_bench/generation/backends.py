@@ -8,6 +8,7 @@ on the other images of its batch (up to the kernels' rounding, see ``GeneratorSp
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import gc
 import inspect
@@ -60,7 +61,7 @@ def _as_rgb(image: Any, label: str) -> "Image.Image":
     return load_image(image, name=label)
 
 
-class LoadedGenerator:
+class LoadedGenerator(abc.ABC):
     """Base class: a generator ready on one device."""
 
     def __init__(self, spec: GeneratorSpec, device: Any, dtype: str, cpu_offload: bool):
@@ -69,8 +70,9 @@ class LoadedGenerator:
         self.dtype = dtype
         self.cpu_offload = cpu_offload
 
+    @abc.abstractmethod
     def generate(self, requests: Sequence[ImageRequest]) -> list["Image.Image"]:
-        raise NotImplementedError
+        """One image per request, in order (each request carries its own seeded generator)."""
 
     def close(self) -> None:
         """Frees the model (and the accelerator's cached memory)."""
