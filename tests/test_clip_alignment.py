@@ -372,6 +372,7 @@ def test_alignment_analysis_single_class_auroc_is_nan_with_reason():
         ca.alignment_analysis(scores, results, condition="L2")
 
 
+@pytest.mark.filterwarnings("ignore:.*CLIP tokens, more than the 77-token context")  # the tiny tokenizer is per character
 def test_clip_alignment_command_feeds_the_report_command(tmp_path, tiny_clip_dir, capsys):
     from geofidelity_bench.benchmark import save_benchmark
     from geofidelity_bench.cli import main
