@@ -34,7 +34,6 @@ Importing this module loads neither torch nor transformers; a backend imports th
 from __future__ import annotations
 
 import abc
-import hashlib
 import json
 import math
 import os
@@ -48,7 +47,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from geofidelity_bench.cached_batches import run_cached
-from geofidelity_bench.encoders.base import as_image_list, canonical_json, default_names, file_sha256, hash_config
+from geofidelity_bench.encoders._hf import local_weights_sha256, looks_like_path
+from geofidelity_bench.encoders.base import as_image_list, canonical_json, default_names, hash_config, resolve_device
 from geofidelity_bench.images import ImageSource, load_image
 from geofidelity_bench.metrics.composition import GAAS_GROUPS, SEMANTIC_GROUPS
 
@@ -433,17 +433,6 @@ def check_id2label(
 # -- the interface ---------------------------------------------------------------------------------
 
 
-def _resolve_device(device: Any | None) -> str:
-    import torch
-
-    if device is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        return str(torch.device(device))
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"unknown device {device!r}: {err}") from None
-
-
 def label_map_size(width: int, height: int, max_pixels: int = MAX_LABEL_MAP_PIXELS) -> tuple[int, int]:
     """(height, width) at which an image's label map is computed: its own, or capped in pixels."""
     if width * height <= max_pixels:
@@ -495,7 +484,7 @@ class Segmenter(abc.ABC):
         return f"{type(self).__name__}(name={self.name!r}, device={self.device!r}, config_hash={self.config_hash[:12]})"
 
     def to(self, device: Any) -> "Segmenter":
-        self.device = _resolve_device(device)
+        self.device = resolve_device(device)
         self.model.to(self.device)
         return self
 
@@ -533,21 +522,6 @@ class Segmenter(abc.ABC):
 
 # -- transformers backends -------------------------------------------------------------------------
 
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
-
-
-def _looks_like_path(text: str) -> bool:
-    return text.startswith((".", "/", "~", "\\")) or (len(text) > 1 and text[1] == ":")
-
-
-def _local_weights_sha256(folder: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(folder.iterdir()):
-        if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.name == "config.json"):
-            h.update(p.name.encode("utf-8") + b"\0" + file_sha256(p).encode("ascii") + b"\n")
-    return h.hexdigest()
-
-
 def _processor_class(*names: str):
     """The first image processor class transformers has among ``names`` (the PIL one first: it
     needs no torchvision and gives the same numbers whichever extras are installed)."""
@@ -580,7 +554,7 @@ class _TransformersSegmenter(Segmenter):
             path = Path(text).expanduser()
             if path.is_dir():
                 source, local = str(path.resolve()), True
-            elif path.exists() or isinstance(weights, os.PathLike) or _looks_like_path(text):
+            elif path.exists() or isinstance(weights, os.PathLike) or looks_like_path(text):
                 raise SegmenterUnavailableError(
                     f"segmenter weights {text!r} is not a directory saved with save_pretrained(). "
                     + offline_hint(self.default_id)
@@ -617,7 +591,7 @@ class _TransformersSegmenter(Segmenter):
             raise unavailable(err) from err
         record: dict[str, Any] = {"weights": source, "revision": revision}
         if local:
-            record["weights_sha256"] = _local_weights_sha256(Path(source))
+            record["weights_sha256"] = local_weights_sha256(Path(source))
         else:
             record["commit"] = getattr(model.config, "_commit_hash", None) or getattr(cfg, "_commit_hash", None)
         return model, labels, record
@@ -696,7 +670,7 @@ class Mask2FormerVistasSegmenter(_TransformersSegmenter):
     ) -> None:
         super().__init__()
         self.name = name
-        self.device = _resolve_device(device)
+        self.device = resolve_device(device)
         if not (isinstance(input_size, int) and isinstance(max_input_size, int) and 0 < input_size <= max_input_size):
             raise ValueError(f"need 0 < input_size <= max_input_size, got {input_size}, {max_input_size}")
         model, labels, record = self._load(weights, revision, VISTAS_V12_CLASSES)
@@ -771,7 +745,7 @@ class SegformerCityscapesSegmenter(_TransformersSegmenter):
     ) -> None:
         super().__init__()
         self.name = name
-        self.device = _resolve_device(device)
+        self.device = resolve_device(device)
         if not (isinstance(input_size, int) and input_size > 0):
             raise ValueError(f"input_size must be a positive int, got {input_size!r}")
         model, labels, record = self._load(weights, revision, [(c,) for c in CITYSCAPES_CLASSES])

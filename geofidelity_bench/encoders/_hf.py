@@ -13,7 +13,7 @@ from geofidelity_bench.encoders.base import EncoderUnavailableError, file_sha256
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 
-def _looks_like_path(weights: str) -> bool:
+def looks_like_path(weights: str) -> bool:
     # Hub ids look like "org/name"; anything anchored like a filesystem path is a path.
     return weights.startswith((".", "/", "~", "\\")) or (len(weights) > 1 and weights[1] == ":")
 
@@ -37,7 +37,7 @@ def resolve_source(weights: str | os.PathLike | None, default_id: str) -> tuple[
     path = Path(text).expanduser()
     if path.is_dir():
         return str(path.resolve()), True
-    if path.exists() or isinstance(weights, os.PathLike) or _looks_like_path(text):
+    if path.exists() or isinstance(weights, os.PathLike) or looks_like_path(text):
         raise EncoderUnavailableError(
             f"encoder weights {text!r} is not a directory saved with save_pretrained(). {offline_hint()}"
         )
@@ -104,3 +104,43 @@ def load_tokenizer(encoder: str, source: str, local: bool, revision: str | None)
         return AutoTokenizer.from_pretrained(source, **kwargs)
     except (OSError, ValueError, ImportError) as err:
         raise _unavailable(encoder, f"{source} (tokenizer)", revision, err) from err
+
+
+def load_transformers_encoder(
+    encoder: Any,
+    model_cls: Any,
+    ids: dict[str, str],
+    name: str,
+    model_type: str,
+    *,
+    weights: str | os.PathLike | None,
+    revision: str | None,
+    device: Any | None,
+    dtype: Any,
+) -> tuple[Any, str, dict[str, Any], str, bool]:
+    """The shared start of every transformers-backed encoder.
+
+    Checks ``name`` against ``ids`` (name -> default Hub id), sets ``encoder.name``,
+    ``encoder.device`` and ``encoder.model`` (loaded, on its device, in eval mode).
+
+    Returns:
+        (model, dtype name, weights record for the config, source, whether it is a local folder).
+    """
+    from geofidelity_bench.encoders.base import resolve_device, resolve_dtype
+
+    if name not in ids:
+        raise ValueError(f"unknown {model_type} encoder {name!r}; one of {sorted(ids)}")
+    encoder.name = name
+    encoder.device = resolve_device(device)
+    dtype_name, torch_dtype = resolve_dtype(dtype, encoder.device)
+    model, record, source, local = load_pretrained(
+        model_cls,
+        encoder=name,
+        expected_model_type=model_type,
+        default_id=ids[name],
+        weights=weights,
+        revision=revision,
+        torch_dtype=torch_dtype,
+    )
+    encoder.model = model.to(encoder.device).eval()
+    return model, dtype_name, record, source, local

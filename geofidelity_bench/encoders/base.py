@@ -155,7 +155,10 @@ def resolve_device(device: Any | None) -> str:
 
     if device is None:
         return "cuda" if torch.cuda.is_available() else "cpu"
-    return str(torch.device(device))
+    try:
+        return str(torch.device(device))
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"unknown device {device!r}: {err}") from None
 
 
 def resolve_dtype(dtype: Any, device: str):

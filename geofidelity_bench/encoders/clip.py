@@ -16,8 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from geofidelity_bench.encoders._hf import load_pretrained, load_tokenizer
-from geofidelity_bench.encoders.base import Preprocessing, TextImageEncoder, resolve_device, resolve_dtype
+from geofidelity_bench.encoders._hf import load_tokenizer, load_transformers_encoder
+from geofidelity_bench.encoders.base import Preprocessing, TextImageEncoder
 
 CLIP_IDS = {"clip-vit-b32": "openai/clip-vit-base-patch32"}
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -39,22 +39,10 @@ class CLIPEncoder(TextImageEncoder):
         super().__init__()
         from transformers import CLIPModel
 
-        if name not in CLIP_IDS:
-            raise ValueError(f"unknown CLIP encoder {name!r}; one of {sorted(CLIP_IDS)}")
-        self.name = name
-        self.device = resolve_device(device)
-        dtype_name, torch_dtype = resolve_dtype(dtype, self.device)
-        model, record, source, local = load_pretrained(
-            CLIPModel,
-            encoder=name,
-            expected_model_type="clip",
-            default_id=CLIP_IDS[name],
-            weights=weights,
-            revision=revision,
-            torch_dtype=torch_dtype,
+        model, dtype_name, record, source, local = load_transformers_encoder(
+            self, CLIPModel, CLIP_IDS, name, "clip", weights=weights, revision=revision, device=device, dtype=dtype
         )
         self.tokenizer = load_tokenizer(name, source, local, revision)
-        self.model = model.to(self.device).eval()
         self.dim = int(model.config.projection_dim)
         self.max_text_tokens = int(model.config.text_config.max_position_embeddings)
         size = int(model.config.vision_config.image_size)

@@ -11,14 +11,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from geofidelity_bench.encoders._hf import load_pretrained
+from geofidelity_bench.encoders._hf import load_transformers_encoder
 from geofidelity_bench.encoders.base import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     Encoder,
     Preprocessing,
-    resolve_device,
-    resolve_dtype,
 )
 
 DINOV2_IDS = {
@@ -46,21 +44,9 @@ class DINOv2Encoder(Encoder):
         super().__init__()
         from transformers import Dinov2Model
 
-        if name not in DINOV2_IDS:
-            raise ValueError(f"unknown DINOv2 encoder {name!r}; one of {sorted(DINOV2_IDS)}")
-        self.name = name
-        self.device = resolve_device(device)
-        dtype_name, torch_dtype = resolve_dtype(dtype, self.device)
-        model, record, _, _ = load_pretrained(
-            Dinov2Model,
-            encoder=name,
-            expected_model_type="dinov2",
-            default_id=DINOV2_IDS[name],
-            weights=weights,
-            revision=revision,
-            torch_dtype=torch_dtype,
+        model, dtype_name, record, _, _ = load_transformers_encoder(
+            self, Dinov2Model, DINOV2_IDS, name, "dinov2", weights=weights, revision=revision, device=device, dtype=dtype
         )
-        self.model = model.to(self.device).eval()
         self.dim = int(model.config.hidden_size)
         self.preprocessing = DINOV2_PREPROCESSING
         self._config = {

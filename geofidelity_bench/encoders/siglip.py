@@ -16,8 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from geofidelity_bench.encoders._hf import load_pretrained, load_tokenizer
-from geofidelity_bench.encoders.base import Preprocessing, TextImageEncoder, resolve_device, resolve_dtype
+from geofidelity_bench.encoders._hf import load_tokenizer, load_transformers_encoder
+from geofidelity_bench.encoders.base import Preprocessing, TextImageEncoder
 
 SIGLIP_IDS = {"siglip-so400m": "google/siglip-so400m-patch14-384"}
 
@@ -37,22 +37,10 @@ class SigLIPEncoder(TextImageEncoder):
         super().__init__()
         from transformers import SiglipModel
 
-        if name not in SIGLIP_IDS:
-            raise ValueError(f"unknown SigLIP encoder {name!r}; one of {sorted(SIGLIP_IDS)}")
-        self.name = name
-        self.device = resolve_device(device)
-        dtype_name, torch_dtype = resolve_dtype(dtype, self.device)
-        model, record, source, local = load_pretrained(
-            SiglipModel,
-            encoder=name,
-            expected_model_type="siglip",
-            default_id=SIGLIP_IDS[name],
-            weights=weights,
-            revision=revision,
-            torch_dtype=torch_dtype,
+        model, dtype_name, record, source, local = load_transformers_encoder(
+            self, SiglipModel, SIGLIP_IDS, name, "siglip", weights=weights, revision=revision, device=device, dtype=dtype
         )
         self.tokenizer = load_tokenizer(name, source, local, revision)
-        self.model = model.to(self.device).eval()
         self.dim = int(model.config.vision_config.hidden_size)
         text_dim = int(getattr(model.config.text_config, "projection_size", None) or model.config.text_config.hidden_size)
         if text_dim != self.dim:

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 from PIL import Image
 
+from ..encoders._hf import looks_like_path
 from ..encoders.base import canonical_json, file_sha256, resolve_device
 from .questions import PROMPT_FORMAT, Question
 
@@ -92,16 +93,12 @@ class VQABackend(abc.ABC):
         """One raw reply per (image, question) pair; ``images[i]`` is asked ``questions[i]``."""
 
 
-def _looks_like_path(text: str) -> bool:
-    return text.startswith((".", "/", "~")) or "\\" in text or text.count("/") > 1
-
-
 def _resolve_source(model: str | os.PathLike) -> tuple[str, bool]:
     text = os.fspath(model)
     path = Path(text).expanduser()
     if path.is_dir():
         return str(path.resolve()), True
-    if path.exists() or isinstance(model, os.PathLike) or _looks_like_path(text):
+    if path.exists() or isinstance(model, os.PathLike) or looks_like_path(text):
         raise VQAUnavailableError(
             f"VQA model {text!r} is not a folder saved with save_pretrained() (model + processor). {vqa_offline_hint()}"
         )
