@@ -27,13 +27,14 @@ def _cmd_app(args: argparse.Namespace) -> int:
             encoder_weights=args.encoder_weights,
             revision=args.revision,
             device=args.device,
+            dtype=args.dtype,
             cache_dir=args.cache_dir,
             use_cache=not args.no_cache,
             results_csv=args.results,
             batch_size=args.batch_size,
             progress=not args.no_progress,
         )
-    except (ResultsError, ReportError) as err:
+    except (ResultsError, ReportError, ValueError) as err:  # ValueError: unknown encoder, device or dtype
         raise CLIError(str(err)) from None
     demo = build_app(data)
     where = f"http://{args.host}:{args.port or 7860}"

@@ -15,6 +15,8 @@ def add_encoder_args(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--encoder", default=default, help=f"encoder name (default: {default}); see `geofidelity-bench embed --list`")
     p.add_argument("--encoder-weights", default=None, help="local weights folder (or Hub id) for the encoder")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="encoder precision (default: float32; half precision on GPU only, and recorded in the config)")
     p.add_argument("--batch-size", type=int, default=32, help="images per encoder batch (default: 32)")
     p.add_argument("--cache-dir", default=None, help="embedding cache folder (default: $GEOFIDELITY_CACHE or under HF_HOME)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
@@ -25,7 +27,10 @@ def encoder_and_cache(args):
     """The Encoder and EmbeddingCache (None with --no-cache) that the parsed arguments ask for."""
     from .encoders import EmbeddingCache, get_encoder
 
-    encoder = get_encoder(args.encoder, weights=args.encoder_weights, device=args.device)
+    try:
+        encoder = get_encoder(args.encoder, weights=args.encoder_weights, device=args.device, dtype=args.dtype)
+    except ValueError as err:  # unknown encoder, device or dtype
+        raise CLIError(str(err)) from None
     cache = None if args.no_cache else EmbeddingCache(args.cache_dir)
     return encoder, cache
 

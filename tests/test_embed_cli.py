@@ -27,6 +27,13 @@ def test_embed_demo_then_served_from_cache(tmp_path, capsys):
     assert b"efficientnet-lite0" in table.schema.metadata[b"encoder"]
 
 
+def test_bad_encoder_options_are_clean_errors(capsys):
+    assert main(["embed", "--encoder", "efficientnet-lite0", "--device", "cpu", "--dtype", "bfloat16"]) == 2
+    assert "GPU only" in capsys.readouterr().err
+    assert main(["embed", "--encoder", "no-such-encoder"]) == 2
+    assert "no-such-encoder" in capsys.readouterr().err
+
+
 def test_embed_list_and_offline_error(capsys):
     assert main(["embed", "--list"]) == 0
     listed = capsys.readouterr().out.split()

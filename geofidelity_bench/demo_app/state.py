@@ -270,6 +270,7 @@ def load_app_data(
     encoder_weights: str | None = None,
     revision: str | None = None,
     device: str | None = None,
+    dtype: str = "float32",
     cache_dir: str | None = None,
     use_cache: bool = True,
     results_csv: str | None = None,
@@ -296,7 +297,7 @@ def load_app_data(
         except FileNotFoundError:
             raise ResultsError(f"results file {results_csv!r} does not exist") from None
         source = f"`{results_csv}`"
-    enc = get_encoder(encoder, weights=encoder_weights, device=device)
+    enc = get_encoder(encoder, weights=encoder_weights, device=device, dtype=dtype)
     cache = EmbeddingCache(cache_dir) if use_cache else None
     return AppData.build(bench, enc, cache=cache, results=results, results_source=source, batch_size=batch_size,
                          progress=progress)
