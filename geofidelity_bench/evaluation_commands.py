@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import math
-import platform
 import sys
 import time
 from pathlib import Path
@@ -22,6 +20,7 @@ from .cli_common import (
     gaas_info,
     segmenter_or_reason,
 )
+from .provenance import command_line, library_versions, utc_timestamp
 
 LEADERBOARD_COLUMNS = [
     ("cos_sim", "CosSim^"),
@@ -40,19 +39,6 @@ HIERARCHY_COLUMNS = [
     ("sim_same_driving_side", "same side"),
     ("sim_random_city", "random city"),
 ]
-
-
-def library_versions() -> dict[str, str]:
-    from importlib import metadata
-
-    out = {"python": platform.python_version()}
-    for dist in ("geofidelity-bench", "numpy", "scipy", "pandas", "torch", "transformers", "datasets",
-                 "huggingface_hub", "pillow", "efficientnet-lite-pytorch"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -123,8 +109,8 @@ def _compact_reasons(reasons: list[dict]) -> list[dict]:
 
 def _run_info(args, bench, encoder, cache, results, started: float, gaas: dict, extra: dict | None = None) -> dict:
     info = {
-        "command": "geofidelity-bench " + " ".join(getattr(args, "argv", [])),
-        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command_line(args),
+        "created_at": utc_timestamp(),
         "elapsed_s": round(time.time() - started, 2),
         "parameters": {k: v for k, v in vars(args).items() if k not in ("func", "argv")},
         "benchmark": {"name": bench.name, "source": bench.source, "fingerprint": bench.fingerprint,

@@ -21,7 +21,6 @@ Importing this module loads neither torch nor transformers.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import math
 import os
@@ -30,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .provenance import command_line, library_versions, utc_timestamp
 from .atomic import atomic_write, temporary_path
 from .cli_common import BENCHMARK_HELP, CLIError
 
@@ -83,7 +83,6 @@ def _collect_images(args, bench) -> list:
 def _cmd_geodiv(args: argparse.Namespace) -> int:
     started = time.time()
     from .benchmark import load_benchmark
-    from .evaluation_commands import library_versions
     from .geodiv import (
         MIN_COVERAGE,
         NONE_SHARE_THRESHOLD,
@@ -135,8 +134,8 @@ def _cmd_geodiv(args: argparse.Namespace) -> int:
     stats = answers.attrs["answer_stats"]
     n_unparseable = int((answers["status"] == "unparseable").sum())
     info = {
-        "command": "geofidelity-bench " + " ".join(getattr(args, "argv", [])),
-        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command_line(args),
+        "created_at": utc_timestamp(),
         "elapsed_s": round(time.time() - started, 2),
         "parameters": {k: v for k, v in vars(args).items() if k not in ("func", "argv")},
         "benchmark": {"name": bench.name, "source": bench.source, "fingerprint": bench.fingerprint},

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as _dt
 import json
 import math
 import os
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .provenance import command_line, library_versions, utc_timestamp
 from .atomic import atomic_write
 from .cli_common import CLIError
 
@@ -154,12 +154,6 @@ def write_plot(path: Path, df) -> None:
     plt.close(fig)
 
 
-def _versions() -> dict[str, str]:
-    from .evaluation_commands import library_versions
-
-    return library_versions()
-
-
 def _cmd_mfp(args: argparse.Namespace) -> int:
     from .encoders import EncoderUnavailableError
 
@@ -200,8 +194,8 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {
         "metric": "Map Feature Perception (MFP), SPEC section 10",
-        "command": "geofidelity-bench " + " ".join(getattr(args, "argv", [])),
-        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command_line(args),
+        "created_at": utc_timestamp(),
         **summarize_scores(df),
         "directions": {"global_score": "higher is better (1 = identical CLS)", "spatial_distance": "lower is better",
                        "spatial_mse": "lower is better", "loss": "lower is better", "ssim": "higher is better",
@@ -219,7 +213,7 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
         "ssim": df.attrs["ssim"],
         "psnr": df.attrs["psnr"],
         "n_pixel_resized": df.attrs["n_pixel_resized"],
-        "versions": _versions(),
+        "versions": library_versions(),
         "elapsed_s": round(time.time() - started, 2),
         "files": ["mfp.csv", "summary.json", "mfp.png"],
     }

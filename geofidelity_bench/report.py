@@ -55,12 +55,15 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .provenance import library_versions
 from . import stats
 from .prompts import CONDITIONS, CONTROL_CONDITIONS
 
 RESULTS_FILE = "results.csv"
 RUN_FILE = "run.json"
 CLIP_FILE = "clip_alignment.csv"
+#: Versions recorded in report.json.
+REPORT_DISTRIBUTIONS = ("geofidelity-bench", "numpy", "pandas", "scipy", "matplotlib")
 REQUIRED_COLUMNS = ("method", "condition", "block_id")
 STRING_COLUMNS = ("method", "condition", "block_id", "city", "country", "stratum", "encoder")
 NUMERIC_COLUMNS = ("n_generated", "n_reference") + tuple(stats.METRIC_COLUMNS)
@@ -968,16 +971,6 @@ def _json_clean(obj: Any) -> Any:
     return str(obj)
 
 
-def _versions() -> dict[str, str]:
-    import matplotlib
-    import scipy
-
-    from . import __version__
-
-    return {"geofidelity_bench": __version__, "numpy": np.__version__, "pandas": pd.__version__,
-            "scipy": scipy.__version__, "matplotlib": matplotlib.__version__}
-
-
 def _as_infos(run_info: Any) -> list[dict]:
     if run_info is None:
         return []
@@ -1105,7 +1098,7 @@ def build_report(
                                           if isinstance(i.get("benchmark"), Mapping)
                                           and i["benchmark"].get("fingerprint")}),
     }
-    report = {"title": title, "versions": _versions(), "parameters": params, "inputs": inputs,
+    report = {"title": title, "versions": library_versions(REPORT_DISTRIBUTIONS), "parameters": params, "inputs": inputs,
               "metric_na": ctx.metric_na, "notes": ctx.notes, "tables": table_json, "plots": plot_json}
     report = _json_clean(report)
     _write_json(out / "report.json", report)
@@ -1203,7 +1196,7 @@ def _build_mixed(results_df, out: Path, infos, encoders, params, clip_scores, ti
                            title=f"{title}: encoder {enc}")
         subs[enc] = {"folder": folder, "report_md": f"{folder}/report.md",
                      "tables": {k: v["status"] for k, v in rep["tables"].items()}}
-    report = _json_clean({"title": title, "versions": _versions(), "parameters": params,
+    report = _json_clean({"title": title, "versions": library_versions(REPORT_DISTRIBUTIONS), "parameters": params,
                           "notes": ["the results mix encoders; one sub-report per encoder (scores across encoders "
                                     "are not comparable)"],
                           "inputs": {"n_rows": int(len(results_df)), "runs": infos}, "sub_reports": subs})

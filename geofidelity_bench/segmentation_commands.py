@@ -4,11 +4,11 @@ reference images, optionally writing them as a table with the tier-4 gate of SPE
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import sys
 from pathlib import Path
 
+from .provenance import command_line, utc_timestamp
 from .atomic import atomic_write
 from .cli_common import BENCHMARK_HELP, CLIError
 
@@ -105,8 +105,8 @@ def _cmd_segment(args: argparse.Namespace) -> int:
         else:
             atomic_write(out, lambda p: table.to_csv(p, index=False))
         meta = {
-            "command": "geofidelity-bench " + " ".join(getattr(args, "argv", [])),
-            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": command_line(args),
+            "created_at": utc_timestamp(),
             "benchmark": {"name": bench.name, "source": bench.source, "fingerprint": bench.fingerprint},
             "segmenter": {"name": segmenter.name, "config": segmenter.config, "config_hash": segmenter.config_hash},
             "segment_stats": stats.as_dict(),

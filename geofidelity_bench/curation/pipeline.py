@@ -34,7 +34,6 @@ stage, kept blocks and references.
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import hashlib
 import json
 import os
@@ -43,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..provenance import utc_timestamp
 from ..benchmark import Benchmark, Block, ReferenceImage, save_benchmark
 from ..segmentation import GROUP_NAMES
 from .carving import CarveParams, blocks_from_frame, blocks_to_frame, carve_blocks
@@ -223,7 +223,7 @@ class Curator:
         if csv_copy:
             write_table(df, folder / f"{name}.csv", json_columns=json_columns)
         meta = {"stage": name, "key": key, "rows": int(len(df)),
-                "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+                "finished_at": utc_timestamp()}
         _atomic_text(meta_path, json.dumps(meta, indent=2))
         self.computed.append(name)
         self.log(f"[{name}] done ({len(df)} rows)")

@@ -34,11 +34,10 @@ import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from ..provenance import installed_version, utc_timestamp
 from ..prompts import CONDITIONS, PromptError, build_prompt
 from .backends import ImageRequest, load_generator
 from .manifest import (
@@ -120,20 +119,15 @@ class GenerationSummary:
 
 
 def library_versions() -> dict[str, str | None]:
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
-
+    """The manifest's version columns."""
     from .. import __version__
 
     return {
         "python_version": platform.python_version(),
-        "torch_version": version("torch"),
-        "diffusers_version": version("diffusers"),
-        "transformers_version": version("transformers"),
-        "accelerate_version": version("accelerate"),
+        "torch_version": installed_version("torch"),
+        "diffusers_version": installed_version("diffusers"),
+        "transformers_version": installed_version("transformers"),
+        "accelerate_version": installed_version("accelerate"),
         "geofidelity_bench_version": __version__,
     }
 
@@ -259,7 +253,7 @@ def _device_label(device: Any) -> str:
 
 
 def _utcnow() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return utc_timestamp("microseconds")
 
 
 def default_state():
