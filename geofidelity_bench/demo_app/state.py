@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics
-from ..benchmark import NEGATIVE_ROLES, Benchmark
+from ..benchmark import Benchmark
 from ..evaluation import (
     ANCHOR_CONDITION,
     ANCHOR_METHODS,
-    RESULT_COLUMNS,
+    METRIC_COLUMNS,
     anchor_panels,
     embed_items,
     sanity_panels,
@@ -226,7 +226,7 @@ class AppData:
         for method in ANCHOR_METHODS:
             rows = sub[sub["method"] == method]
             if len(rows):
-                out[method] = {c: float(rows.iloc[0][c]) for c in RESULT_COLUMNS[8:22]}
+                out[method] = {c: float(rows.iloc[0][c]) for c in METRIC_COLUMNS}
         return out
 
     # -- scoring --------------------------------------------------------------------------
@@ -238,7 +238,7 @@ class AppData:
         """
         from ..encoders import embed_images
 
-        block = self.benchmark.block(block_id)  # BenchmarkError for an unknown block
+        self.benchmark.block(block_id)  # BenchmarkError for an unknown block
         names = list(names) if names is not None else [f"image {i + 1}" for i in range(len(images))]
         if len(images) < 2:
             raise ValueError("a panel needs at least 2 images")
@@ -248,10 +248,7 @@ class AppData:
         df = score_embeddings(self.benchmark.blocks, self.galleries, {key: gen}, encoder_name=self.encoder.name)
         row = df.iloc[0].to_dict()
         candidates = {"target": block_id}
-        for role in NEGATIVE_ROLES:
-            neg = getattr(block, f"neg_{role}")
-            if neg is not None:
-                candidates[role] = neg
+        candidates.update({role: neg for role, neg in self.benchmark.negatives(block_id).items() if neg is not None})
         ret = metrics.retrieval(gen, {role: self.galleries[bid] for role, bid in candidates.items()})
         reasons = {}
         for r in df.attrs.get("nan_reasons", []):
