@@ -1,0 +1,55 @@
+"""The errors a user can cause, and the one wording of how to work offline.
+
+Every exception the library raises for bad input, a missing model or an unreachable service
+subclasses :class:`GeoFidelityError`, so the command line catches that one class, prints the
+message (which names the bad input and says what to do) and exits with status 2. Each error
+class keeps its historical ``ValueError``/``RuntimeError`` base as well, so existing
+``except ValueError`` code keeps working. Any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class GeoFidelityError(Exception):
+    """Base of every error a user can cause (bad input, missing weights, unreachable service)."""
+
+
+class ModelUnavailableError(GeoFidelityError, RuntimeError):
+    """A model's weights, processor or package cannot be had; the message says how to run offline.
+
+    The one "model unavailable" error of encoders, segmenters, the GeoDiv VQA backend and the MFP
+    feature extractor (each keeps a subclass under its historical name).
+    """
+
+
+def offline_hint(
+    *,
+    flag: str,
+    python_arg: str,
+    weights_id: str | None = None,
+    saved_with: str = "save_pretrained()",
+    alternative: str | None = None,
+) -> str:
+    """How to run a model-backed step without the Hub: one wording for every model family.
+
+    Args:
+        flag: the command-line option that takes a local folder (e.g. ``--encoder-weights``).
+        python_arg: the Python argument that takes it (e.g. ``weights=``).
+        weights_id: the Hub id of the default weights, when there is one to fetch elsewhere.
+        saved_with: what wrote the folder (e.g. ``ViTModel.save_pretrained()``).
+        alternative: one more sentence, e.g. a model that needs no download.
+
+    >>> offline_hint(flag="--encoder-weights", python_arg="weights=")
+    'To run offline, pass a local folder saved with save_pretrained() as weights=PATH in Python (--encoder-weights PATH on the command line).'
+    """
+    fetch = (
+        f"fetch {weights_id!r} once where the Hub is reachable (`hf download {weights_id}`, then copy the "
+        "Hugging Face cache), or "
+        if weights_id
+        else ""
+    )
+    hint = (
+        f"To run offline, {fetch}pass a local folder saved with {saved_with} as {python_arg}PATH in Python "
+        f"({flag} PATH on the command line)."
+    )
+    return f"{hint} {alternative}" if alternative else hint
