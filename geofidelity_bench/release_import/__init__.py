@@ -91,7 +91,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .benchmark import (
+from ..benchmark import (
     NEGATIVE_FIELDS,
     STRATA,
     Benchmark,
@@ -559,7 +559,7 @@ class _Importer:
             if role is None:
                 self.issue("unmapped_negative_column", BLOCKS_CSV, None, "column ignored",
                            f"column {col!r} has no equivalent among {list(NEGATIVE_FIELDS.values())} "
-                           "(see NEGATIVE_ALIASES in geofidelity_bench.release)", column=col)
+                           "(see NEGATIVE_ALIASES in geofidelity_bench.release_import)", column=col)
             else:
                 self.negative_columns[col] = NEGATIVE_FIELDS[role]
         blocks: dict[str, dict[str, Any]] = {}
@@ -842,7 +842,7 @@ class _Importer:
         return out
 
     def import_generations(self, bench: Benchmark, gen_out: Path) -> dict[str, Any]:
-        from .generation.manifest import file_sha256, panel_relpath, write_manifest
+        from ..generation.manifest import file_sha256, panel_relpath, write_manifest
 
         table = _read_table(self.root, GENERATED_CSV, _GENERATED_COLUMNS["required"], _GENERATED_COLUMNS["optional"])
         self._controls = self.read_controls()
@@ -865,7 +865,7 @@ class _Importer:
             if cond is None:
                 self.issue("unmapped_level", GENERATED_CSV, line, "skipped",
                            f"level {level_raw!r} has no equivalent among our conditions "
-                           "(see LEVEL_ALIASES in geofidelity_bench.release)", **vals)
+                           "(see LEVEL_ALIASES in geofidelity_bench.release_import)", **vals)
                 continue
             if rid not in self.id_map:
                 why = f"block {rid!r} was dropped: {self.dropped[rid]}" if rid in self.dropped else (
@@ -981,8 +981,8 @@ class _Importer:
         return None
 
     def _manifest_row(self, bench, key, e, target: Path, rel: str, seeds: Counter, table, file_sha256) -> dict[str, Any]:
-        from .generation.registry import REGISTRY, GeneratorError
-        from .prompts import NEGATIVE_PROMPT
+        from ..generation.registry import REGISTRY, GeneratorError
+        from ..prompts import NEGATIVE_PROMPT
 
         model, cond, block_id, k = key
         row = e["row"]
