@@ -1,0 +1,81 @@
+"""Values of the release's CSV cells and of benchmark_v3.json -> Python values (None for a missing value).
+
+A value that is present but cannot be read raises ``_BadValue`` with a message that names the field;
+the importer turns it into an :class:`~geofidelity_bench.release_import.report.ImportIssue`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+_NULLS = {"", "nan", "none", "null", "na", "n/a"}
+
+
+class _BadValue(ValueError):
+    pass
+
+
+def _s(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return None if text.lower() in _NULLS else text
+
+
+def _f(value: Any, name: str) -> float | None:
+    text = _s(value)
+    if text is None:
+        return None
+    try:
+        out = float(text)
+    except ValueError:
+        raise _BadValue(f"{name}={text!r} is not a number") from None
+    return None if math.isnan(out) else out
+
+
+def _i(value: Any, name: str) -> int | None:
+    text = _s(value)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+    except ValueError:
+        raise _BadValue(f"{name}={text!r} is not an integer") from None
+    if math.isnan(number) or number != int(number):
+        raise _BadValue(f"{name}={text!r} is not an integer")
+    return int(number)
+
+
+def _json_value(value: Any, name: str) -> Any:
+    if isinstance(value, (list, dict)):
+        return value
+    text = _s(value)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise _BadValue(f"{name} is not valid JSON: {text[:60]!r}") from None
+
+
+def _pairs(value: Any, name: str) -> list[tuple[float, float]] | None:
+    data = _json_value(value, name)
+    if data is None:
+        return None
+    try:
+        pts = [(float(p[0]), float(p[1])) for p in data]
+    except (TypeError, ValueError, IndexError):
+        raise _BadValue(f"{name} is not a list of [lat, lon] pairs") from None
+    return pts or None
+
+
+def _haversine_m(a: tuple[float, float], b: tuple[float, float]) -> float:
+    lat1, lon1, lat2, lon2 = map(math.radians, (a[0], a[1], b[0], b[1]))
+    h = math.sin((lat2 - lat1) / 2) ** 2 + math.cos(lat1) * math.cos(lat2) * math.sin((lon2 - lon1) / 2) ** 2
+    return 2 * 6_371_000.0 * math.asin(math.sqrt(min(1.0, h)))
