@@ -1,55 +1,24 @@
 """Values of the release's CSV cells and of benchmark_v3.json -> Python values (None for a missing value).
 
-A value that is present but cannot be read raises ``_BadValue`` with a message that names the field;
-the importer turns it into an :class:`~geofidelity_bench.release_import.report.ImportIssue`.
+The cells are read with the ``text`` convention of :mod:`geofidelity_bench.values` (stripped; ``""``,
+``NA``, ``null``, ... are missing). A value that is present but cannot be read raises ``_BadValue``
+with a message that names the field; the importer turns it into an
+:class:`~geofidelity_bench.release_import.report.ImportIssue`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from functools import partial
 from typing import Any
 
-_NULLS = {"", "nan", "none", "null", "na", "n/a"}
+from ..values import BadValue as _BadValue
+from ..values import opt_float, opt_int, opt_str
 
-
-class _BadValue(ValueError):
-    pass
-
-
-def _s(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip()
-    return None if text.lower() in _NULLS else text
-
-
-def _f(value: Any, name: str) -> float | None:
-    text = _s(value)
-    if text is None:
-        return None
-    try:
-        out = float(text)
-    except ValueError:
-        raise _BadValue(f"{name}={text!r} is not a number") from None
-    return None if math.isnan(out) else out
-
-
-def _i(value: Any, name: str) -> int | None:
-    text = _s(value)
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        number = float(text)
-    except ValueError:
-        raise _BadValue(f"{name}={text!r} is not an integer") from None
-    if math.isnan(number) or number != int(number):
-        raise _BadValue(f"{name}={text!r} is not an integer")
-    return int(number)
+_s = partial(opt_str, text=True)  # _s(value) -> str | None
+_f = partial(opt_float, text=True)  # _f(value, name) -> float | None
+_i = partial(opt_int, text=True)  # _i(value, name) -> int | None
 
 
 def _json_value(value: Any, name: str) -> Any:
