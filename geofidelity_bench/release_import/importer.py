@@ -20,6 +20,7 @@ from ..benchmark import (
     ReferenceImage,
     is_safe_id,
 )
+from ..geo import polyline_length_m
 from .files import _copy, _decode_check, _read_table, _relocate, _Table, _to_jpeg, _write_csv
 from .layout import (
     _BLOCK_COLUMNS,
@@ -40,7 +41,7 @@ from .layout import (
     RELEASE_VERSION,
 )
 from .names import _DRIVING_SIDES, canonical_block_id, map_level, map_model, map_negative_column, release_seed
-from .parsers import _BadValue, _f, _haversine_m, _i, _json_value, _pairs, _s
+from .parsers import _BadValue, _f, _i, _json_value, _pairs, _s
 from .report import ImportIssue, ReleaseImportError
 
 
@@ -164,7 +165,7 @@ class _Importer:
         if length is None:
             length = _f(jb.get("length_m"), "length_m")
         if length is None:
-            length = sum(_haversine_m(a, b) for a, b in zip(polyline, polyline[1:]))
+            length = polyline_length_m(polyline)
             self.issue("missing_value", BLOCKS_CSV, line, "computed from the polyline",
                        f"block {rid!r} has no length_m", block_id=rid)
         stratum = _s(table.get(row, "stratum"))

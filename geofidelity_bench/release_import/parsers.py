@@ -9,7 +9,6 @@ with a message that names the field; the importer turns it into an
 from __future__ import annotations
 
 import json
-import math
 from functools import partial
 from typing import Any
 
@@ -42,9 +41,3 @@ def _pairs(value: Any, name: str) -> list[tuple[float, float]] | None:
     except (TypeError, ValueError, IndexError):
         raise _BadValue(f"{name} is not a list of [lat, lon] pairs") from None
     return pts or None
-
-
-def _haversine_m(a: tuple[float, float], b: tuple[float, float]) -> float:
-    lat1, lon1, lat2, lon2 = map(math.radians, (a[0], a[1], b[0], b[1]))
-    h = math.sin((lat2 - lat1) / 2) ** 2 + math.cos(lat1) * math.cos(lat2) * math.sin((lon2 - lon1) / 2) ** 2
-    return 2 * 6_371_000.0 * math.asin(math.sqrt(min(1.0, h)))
