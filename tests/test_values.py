@@ -14,6 +14,17 @@ from geofidelity_bench.values import NULL_WORDS, BadValue, is_missing, opt_float
 NAN = float("nan")
 
 
+def _check_both(parse, kind, value, records, text):
+    """``parse`` gives ``records`` without and ``text`` with ``text=True`` (an exception class: raises it)."""
+    for as_text, expected in ((False, records), (True, text)):
+        if isinstance(expected, type):
+            with pytest.raises(expected):
+                parse(value, "field", text=as_text)
+        else:
+            out = parse(value, "field", text=as_text)
+            assert out == expected and (out is None or type(out) is kind)
+
+
 @pytest.mark.parametrize(
     "value, records, text",
     [
@@ -57,13 +68,7 @@ def test_opt_str(value, records, text):
     ],
 )
 def test_opt_float(value, records, text):
-    for got_text, expected in ((False, records), (True, text)):
-        if isinstance(expected, type):
-            with pytest.raises(expected):
-                opt_float(value, "lat", text=got_text)
-        else:
-            out = opt_float(value, "lat", text=got_text)
-            assert out == expected and (out is None or type(out) is float)
+    _check_both(opt_float, float, value, records, text)
 
 
 def test_opt_float_text_error_names_the_field_and_value():
@@ -102,13 +107,7 @@ def test_opt_float_np_float32_differs_only_by_design():
     ],
 )
 def test_opt_int(value, records, text):
-    for got_text, expected in ((False, records), (True, text)):
-        if isinstance(expected, type):
-            with pytest.raises(expected):
-                opt_int(value, "way_id", text=got_text)
-        else:
-            out = opt_int(value, "way_id", text=got_text)
-            assert out == expected and (out is None or type(out) is int)
+    _check_both(opt_int, int, value, records, text)
 
 
 def test_opt_int_text_error_names_the_field_and_value():

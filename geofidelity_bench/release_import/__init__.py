@@ -90,21 +90,7 @@ from typing import Any, Callable
 from ..benchmark import save_benchmark
 from .files import _prepare_out
 from .importer import _Importer
-from .layout import (  # noqa: F401 - the release layout, re-exported
-    BENCHMARK_JSON,
-    BLOCKS_CSV,
-    CONTROLS_CSV,
-    DEFAULT_LICENSE,
-    GENERATED_CSV,
-    GENERATION_DIR,
-    MIN_PANEL_IMAGES,
-    MIN_REFERENCES,
-    REFERENCE_DIR,
-    REFERENCES_CSV,
-    RELEASE_INDEX_FILE,
-    RELEASE_VERSION,
-    REPORT_FILE,
-)
+from .layout import BLOCKS_CSV, GENERATED_CSV, REFERENCES_CSV, REPORT_FILE
 from .names import (
     LEVEL_ALIASES,
     MODEL_ALIASES,
