@@ -25,7 +25,6 @@ import glob
 import hashlib
 import io
 import json
-import math
 import os
 import random
 import re
@@ -36,6 +35,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .atomic import atomic_write
 from .images import load_image
+from .values import opt_float as _opt_float
+from .values import opt_int as _opt_int
+from .values import opt_str as _opt_str
 
 DEMO_NAME = "demo"
 STRATA = ("major", "residential", "pedestrian", "tertiary")
@@ -348,26 +350,6 @@ def _check_decodable(data: bytes, label: str, name: str) -> None:
 
 
 # -- canonical format: records -------------------------------------------------------------
-
-
-def _opt_str(value: Any) -> str | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    value = str(value)
-    return value if value.strip() else None
-
-
-def _opt_float(value: Any) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return None if math.isnan(value) else value
-
-
-def _opt_int(value: Any) -> int | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return int(value)
 
 
 def _block_record(block: Block) -> dict[str, Any]:

@@ -53,7 +53,7 @@ def _cmd_push(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from .release import ReleaseImportError, import_release
+    from .release_import import ReleaseImportError, import_release
 
     try:
         report = import_release(

@@ -16,7 +16,7 @@ from geofidelity_bench import load_benchmark
 from geofidelity_bench.cli import main
 from geofidelity_bench.evaluation import read_generated_folder
 from geofidelity_bench.prompts import NEGATIVE_PROMPT
-from geofidelity_bench.release import (
+from geofidelity_bench.release_import import (
     ReleaseImportError,
     canonical_block_id,
     import_release,

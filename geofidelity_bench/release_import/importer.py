@@ -1,513 +1,48 @@
-"""Import a local copy of the published GeoFidelity-Bench release (v3.1.0) into the canonical format.
+"""The importer: release tables -> a canonical :class:`~geofidelity_bench.benchmark.Benchmark` and generation panels.
 
-Input: the release folder ``DIR`` as published on the Hub (``moss-vector-714/GeoFidelity-Bench``)
-and described by its README and ``croissant.json``; paths are relative to ``DIR``::
-
-    metadata/blocks.csv                    required: the block table
-    metadata/reference_images.csv          required: the authoritative reference index
-    metadata/generated_images.csv          optional: the generated-image index (no panels without it)
-    metadata/prompt_controls.csv           optional: donors of the control prompts
-    data/processed/v3/benchmark_v3.json    optional: blocks with ``images[]`` and ``neg_*`` fields
-    data/raw/mapillary_v3/{block_id}/mapillary_{image_id}.jpg
-    generations_v3/{model}/{level}/{block_id}/{sample_index:02d}.jpg
-
-Output: ``OUT/benchmark/`` (a canonical benchmark folder: ``blocks``, ``references``, ``cities``),
-``OUT/generations/`` (``{model}/{condition}/{block_id}/{k:02d}.jpg`` + ``manifest.parquet``,
-read by ``geofidelity-bench evaluate --generated``, plus ``release_index.csv`` with the
-release's own names of every copied image), and ``OUT/import_report.json``.
-
-Nothing is dropped silently: every row that is not imported, and every value that is changed
-or set to null, is an :class:`ImportIssue` (kind, file, CSV line, action, reason, values) in the
-report, and the command prints a summary by kind.
-
-Columns (missing optional columns give nulls; a missing required column is an error that names
-the file and the column):
-
-* ``blocks.csv``: required ``block_id``, ``city``, ``country``, ``driving_side``,
-  ``centroid_lat``, ``centroid_lon``; optional ``stratum``, ``way_id``, ``street_name``,
-  ``neighborhood``, ``highway_tag``, ``length_m``, ``polyline`` (a JSON list of [lat, lon]),
-  ``bbox`` (JSON [lat_min, lon_min, lat_max, lon_max]) and ``neg_*`` columns.
-* ``reference_images.csv``: required ``reference_id``, ``image_id``, ``block_id``; optional
-  ``image_path``, ``lat``, ``lon``, ``captured_at_utc_ms``, ``compass_angle``,
-  ``sun_elevation_deg`` (or ``sun_elev_deg``), ``camera_type``, ``quality_score`` (or
-  ``mapillary_quality``), ``source_url`` (or ``mapillary_url``), ``license``, ``attribution``;
-  other columns (``city``, ``country``, ``image_url``, ...) are read for checks or ignored.
-* ``generated_images.csv``: required ``model``, ``block_id``, ``level``, ``sample_index``;
-  optional ``image_path``, ``seed``, ``prompt``, ``prompt_meta`` (JSON), ``image_origin``,
-  ``metadata_source``, ``image_url``.
-
-Assumptions (the real files could not be inspected here; each is checked and reported):
-
-* ``benchmark_v3.json`` is what the paper's evaluation read, so its ``neg_*`` values win over
-  those of ``blocks.csv``; a disagreement is reported. Its per-image records (keyed by block and
-  ``image_id``) fill capture metadata that ``reference_images.csv`` lacks (compass angle, sun
-  elevation, camera type, quality). Blocks or images only in the JSON are reported, not imported
-  (``reference_images.csv`` is the authoritative index).
-* Negative columns are mapped by :data:`NEGATIVE_ALIASES` (the release writes
-  ``neg_same_neighborhood_diff_block``, ``neg_same_city_diff_neighborhood``,
-  ``neg_same_driving_side_diff_city``, ``neg_random_city``; ``neg_near``/``neg_far`` variants map
-  to same-neighborhood/same-city). Any other ``neg_*`` column is reported and ignored.
-* Prompt levels are mapped by :data:`LEVEL_ALIASES` (case-insensitive, ``-``/space as ``_``):
-  ``L0``, ``L1``, ``L2`` (also ``L3``, the level's name when the released L2 images were made),
-  ``GPS``/``GPS_ONLY``, and the controls with their short forms (``C_SHUFFLED_NBHD``, ...).
-  A level with no equivalent is reported with every row it concerns.
-* Model names are mapped by :data:`MODEL_ALIASES` (``sdxl_base`` -> ``sdxl``; the others already
-  match this package's keys); ``keep_model_names=True`` keeps the release's names.
-* ``driving_side`` may be ``L``/``R`` or ``left``/``right``. Block ids that are not safe path
-  components (the release builds them from street names, which can hold any character) are
-  rewritten to ASCII plus an 8-hex hash of the original (:func:`canonical_block_id`); the
-  original id is kept in the block's ``notes`` and in the report.
-* Reference images without ``license``/``attribution`` columns get ``CC-BY-SA-4.0`` and
-  "Mapillary contributors (image {image_id})", the terms the release states for all of them.
-* An image path that does not exist as written is also looked up under the standard folders
-  (``data/raw/mapillary_v3/{block_id}/mapillary_{image_id}.jpg``,
-  ``generations_v3/{model}/{level}/{block_id}/{k:02d}.jpg``); absolute paths from the authors'
-  machine are cut at ``data/raw/`` or ``generations_v3/``.
-* Seeds: the v3.1.0 ``seed`` column went through float64 (rounded) and is blank for L0. The exact
-  seed is recomputed with the release's formula ``sha256(f"{model}/{block_id}/{level}/{k}")``
-  (first 8 bytes, big-endian, 63 bits; the release's L2 images used the level name ``L3``) and
-  kept only when it rounds to the recorded value; otherwise the seed is null and reported.
-* The held-out split is this package's (SPEC section 1), not the release evaluator's, so scores
-  recomputed here can differ slightly from the archived ones (as the release README notes for any
-  re-run).
-* A block keeps at least 3 references (2 gallery images after the held-out split) or is dropped;
-  negatives pointing to a dropped or unknown block become null; a panel keeps at least 2 images
-  (what evaluation needs) or is not written. All of these are reported.
+One ``_Importer`` holds the state of one import (the issues found so far, the release -> our block id
+map, the dropped blocks and why); :func:`geofidelity_bench.release_import.import_release` drives it.
 """
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
 import json
-import math
-import os
 import re
-import shutil
-import unicodedata
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Mapping
 
-from .benchmark import (
+from ..benchmark import (
     NEGATIVE_FIELDS,
     STRATA,
     Benchmark,
     Block,
     ReferenceImage,
     is_safe_id,
-    save_benchmark,
 )
-
-RELEASE_VERSION = "3.1.0"
-BLOCKS_CSV = "metadata/blocks.csv"
-REFERENCES_CSV = "metadata/reference_images.csv"
-GENERATED_CSV = "metadata/generated_images.csv"
-CONTROLS_CSV = "metadata/prompt_controls.csv"
-BENCHMARK_JSON = "data/processed/v3/benchmark_v3.json"
-REFERENCE_DIR = "data/raw/mapillary_v3"
-GENERATION_DIR = "generations_v3"
-REPORT_FILE = "import_report.json"
-RELEASE_INDEX_FILE = "release_index.csv"
-DEFAULT_LICENSE = "CC-BY-SA-4.0"
-MIN_REFERENCES = 3
-MIN_PANEL_IMAGES = 2
-
-#: Release ``neg_*`` column names (lower case) -> negative role of this package.
-NEGATIVE_ALIASES: dict[str, str] = {
-    "neg_same_neighborhood": "same_neighborhood",
-    "neg_same_neighborhood_diff_block": "same_neighborhood",
-    "neg_same_neighbourhood": "same_neighborhood",
-    "neg_same_neighbourhood_diff_block": "same_neighborhood",
-    "neg_same_hood": "same_neighborhood",
-    "neg_near": "same_neighborhood",
-    "neg_same_city": "same_city",
-    "neg_same_city_diff_neighborhood": "same_city",
-    "neg_same_city_diff_neighbourhood": "same_city",
-    "neg_same_city_far": "same_city",
-    "neg_far": "same_city",
-    "neg_same_driving_side": "same_driving_side",
-    "neg_same_driving_side_diff_city": "same_driving_side",
-    "neg_driving_side": "same_driving_side",
-    "neg_same_side": "same_driving_side",
-    "neg_random_city": "random_city",
-    "neg_random": "random_city",
-    "neg_other_city": "random_city",
-}
-
-#: Release prompt level names (normalized: upper case, ``-``/space -> ``_``) -> our condition.
-LEVEL_ALIASES: dict[str, str] = {
-    "L0": "L0",
-    "CITY": "L0",
-    "CITY_ONLY": "L0",
-    "L1": "L1",
-    "NAMED": "L1",
-    "NAMED_BLOCK": "L1",
-    "L2": "L2",
-    "L3": "L2",  # the released L2 images were generated while the level was named L3
-    "L1_GPS": "L2",
-    "NAMED_GPS": "L2",
-    "GPS": "GPS_ONLY",
-    "GPS_ONLY": "GPS_ONLY",
-    "L_GPS": "GPS_ONLY",
-    "C_WRONG_STREET": "C_WRONG_STREET",
-    "WRONG_STREET": "C_WRONG_STREET",
-    "C_SHUFFLED_NEIGHBORHOOD": "C_SHUFFLED_NEIGHBORHOOD",
-    "C_SHUFFLED_NEIGHBOURHOOD": "C_SHUFFLED_NEIGHBORHOOD",
-    "C_SHUFFLED_NBHD": "C_SHUFFLED_NEIGHBORHOOD",
-    "C_SHUFFLED_HOOD": "C_SHUFFLED_NEIGHBORHOOD",
-    "SHUFFLED_NEIGHBORHOOD": "C_SHUFFLED_NEIGHBORHOOD",
-    "C_WRONG_NEIGHBORHOOD": "C_SHUFFLED_NEIGHBORHOOD",
-    "C_WRONG_STREET_NEIGHBORHOOD": "C_WRONG_STREET_NEIGHBORHOOD",
-    "C_WRONG_STREET_NEIGHBOURHOOD": "C_WRONG_STREET_NEIGHBORHOOD",
-    "C_WRONG_STREET_NBHD": "C_WRONG_STREET_NEIGHBORHOOD",
-    "C_WRONG_STREET_AND_NEIGHBORHOOD": "C_WRONG_STREET_NEIGHBORHOOD",
-    "C_WRONG_BOTH": "C_WRONG_STREET_NEIGHBORHOOD",
-    "WRONG_STREET_NEIGHBORHOOD": "C_WRONG_STREET_NEIGHBORHOOD",
-}
-
-#: Release model names (lower case) -> this package's generator keys.
-MODEL_ALIASES: dict[str, str] = {
-    "sdxl_base": "sdxl",
-    "sdxl-base": "sdxl",
-    "sd35-large": "sd35_large",
-    "sd3.5_large": "sd35_large",
-    "flux-dev": "flux_dev",
-    "flux-schnell": "flux_schnell",
-    "pixart-sigma": "pixart_sigma",
-    "hunyuan-dit": "hunyuan_dit",
-}
-
-_DRIVING_SIDES = {"l": "L", "left": "L", "lht": "L", "r": "R", "right": "R", "rht": "R"}
-_NULLS = {"", "nan", "none", "null", "na", "n/a"}
-
-
-class ReleaseImportError(ValueError):
-    """The release folder cannot be imported at all (a required file or column is missing)."""
-
-
-@dataclass
-class ImportIssue:
-    """One thing the importer did not take over as it was."""
-
-    kind: str
-    file: str
-    line: int | None
-    action: str
-    reason: str
-    values: dict[str, Any] = field(default_factory=dict)
-
-    def describe(self) -> str:
-        where = f"{self.file} line {self.line}" if self.line else self.file
-        return f"{where}: {self.reason} ({self.action})"
-
-
-@dataclass
-class ImportReport:
-    source: str
-    out: str
-    release_version: str | None
-    counts: dict[str, Any]
-    block_id_map: dict[str, str]
-    model_map: dict[str, str]
-    level_map: dict[str, str]
-    negative_columns: dict[str, str]
-    issues: list[ImportIssue]
-
-    @property
-    def issue_counts(self) -> dict[str, int]:
-        return dict(sorted(Counter(i.kind for i in self.issues).items()))
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["issue_counts"] = self.issue_counts
-        return data
-
-    def summary(self, max_examples: int = 3) -> str:
-        c = self.counts
-        lines = [
-            f"imported GeoFidelity-Bench release {self.release_version or '(version unknown)'} from {self.source}",
-            f"  benchmark    {c['benchmark_dir']}: {c['blocks']} blocks in {c['cities']} cities, "
-            f"{c['references']} references ({c['distinct_images']} distinct images)",
-        ]
-        if c.get("generations_dir"):
-            models = ", ".join(
-                f"{ours} (from {theirs})" if ours != theirs else ours for theirs, ours in sorted(self.model_map.items())
-            )
-            lines.append(
-                f"  generations  {c['generations_dir']}: {c['generated_images']} images in {c['panels']} panels; "
-                f"models {models or '-'}; conditions {', '.join(c['conditions']) or '-'}"
-            )
-            lines.append(
-                f"  seeds        {c['seeds_exact']} exact, {c['seeds_missing']} missing in the release, "
-                f"{c['seeds_unverified']} not verifiable (null)"
-            )
-        else:
-            lines.append("  generations  none imported")
-        if self.block_id_map:
-            lines.append(f"  block ids    {len(self.block_id_map)} rewritten to safe ids (see block_id_map)")
-        if not self.issues:
-            lines.append("  issues       none: every row was imported as it was")
-        else:
-            lines.append(f"  issues       {len(self.issues)} row(s)/value(s) not imported as they were:")
-            for kind, n in self.issue_counts.items():
-                lines.append(f"    {kind} ({n})")
-                for issue in [i for i in self.issues if i.kind == kind][:max_examples]:
-                    lines.append(f"      - {issue.describe()}")
-                if n > max_examples:
-                    lines.append(f"      ... and {n - max_examples} more")
-        lines.append(f"  report       {Path(self.out) / REPORT_FILE}")
-        return "\n".join(lines)
-
-
-# -- names ----------------------------------------------------------------------------------------
-
-
-def canonical_block_id(release_id: str) -> str:
-    """``release_id`` when it is a safe path component, else an ASCII form + 8 hex of its sha256."""
-    if is_safe_id(release_id):
-        return release_id
-    ascii_form = unicodedata.normalize("NFKD", release_id).encode("ascii", "ignore").decode("ascii")
-    ascii_form = re.sub(r"[^A-Za-z0-9._-]+", "_", ascii_form)
-    ascii_form = re.sub(r"_{3,}", "__", ascii_form).strip("._-")[:100].rstrip("._-")
-    digest = hashlib.sha256(release_id.encode("utf-8")).hexdigest()[:8]
-    return f"{ascii_form}-{digest}" if ascii_form else f"block-{digest}"
-
-
-def _norm_level(level: str) -> str:
-    return re.sub(r"[\s\-]+", "_", level.strip()).upper()
-
-
-def map_level(level: str | None) -> str | None:
-    """Our condition for a release level name, or None when there is none (see LEVEL_ALIASES)."""
-    if level is None:
-        return None
-    return LEVEL_ALIASES.get(_norm_level(level))
-
-
-def map_negative_column(column: str) -> str | None:
-    """Our negative role (``same_neighborhood``, ...) for a release ``neg_*`` column, or None."""
-    return NEGATIVE_ALIASES.get(column.strip().lower())
-
-
-def map_model(model: str, keep_names: bool = False) -> str:
-    return model if keep_names else MODEL_ALIASES.get(model.strip().lower(), model.strip())
-
-
-def release_seed(model: str, block_id: str, level: str, k: int) -> int:
-    """The release's per-image seed: sha256(f"{model}/{block_id}/{level}/{k}") -> 63 bits."""
-    digest = hashlib.sha256(f"{model}/{block_id}/{level}/{k}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
-
-
-# -- values ---------------------------------------------------------------------------------------
-
-
-class _BadValue(ValueError):
-    pass
-
-
-def _s(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip()
-    return None if text.lower() in _NULLS else text
-
-
-def _f(value: Any, name: str) -> float | None:
-    text = _s(value)
-    if text is None:
-        return None
-    try:
-        out = float(text)
-    except ValueError:
-        raise _BadValue(f"{name}={text!r} is not a number") from None
-    return None if math.isnan(out) else out
-
-
-def _i(value: Any, name: str) -> int | None:
-    text = _s(value)
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        number = float(text)
-    except ValueError:
-        raise _BadValue(f"{name}={text!r} is not an integer") from None
-    if math.isnan(number) or number != int(number):
-        raise _BadValue(f"{name}={text!r} is not an integer")
-    return int(number)
-
-
-def _json_value(value: Any, name: str) -> Any:
-    if isinstance(value, (list, dict)):
-        return value
-    text = _s(value)
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        raise _BadValue(f"{name} is not valid JSON: {text[:60]!r}") from None
-
-
-def _pairs(value: Any, name: str) -> list[tuple[float, float]] | None:
-    data = _json_value(value, name)
-    if data is None:
-        return None
-    try:
-        pts = [(float(p[0]), float(p[1])) for p in data]
-    except (TypeError, ValueError, IndexError):
-        raise _BadValue(f"{name} is not a list of [lat, lon] pairs") from None
-    return pts or None
-
-
-def _haversine_m(a: tuple[float, float], b: tuple[float, float]) -> float:
-    lat1, lon1, lat2, lon2 = map(math.radians, (a[0], a[1], b[0], b[1]))
-    h = math.sin((lat2 - lat1) / 2) ** 2 + math.cos(lat1) * math.cos(lat2) * math.sin((lon2 - lon1) / 2) ** 2
-    return 2 * 6_371_000.0 * math.asin(math.sqrt(min(1.0, h)))
-
-
-# -- files ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Table:
-    file: str
-    header: list[str]
-    rows: list[tuple[int, dict[str, str]]]
-    columns: dict[str, str | None]  # our name -> the file's column (None when absent)
-
-    def get(self, row: Mapping[str, str], name: str) -> str | None:
-        col = self.columns.get(name)
-        return row.get(col) if col else None
-
-
-def _read_table(
-    root: Path, rel: str, required: Mapping[str, tuple[str, ...]], optional: Mapping[str, tuple[str, ...]]
-) -> _Table:
-    """Reads a CSV (strings kept as written); each name maps to accepted column spellings."""
-    path = root / rel
-    with open(path, newline="", encoding="utf-8-sig") as fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        reader.fieldnames = header
-        lower = {h.lower(): h for h in header}
-        columns: dict[str, str | None] = {}
-        for name, spellings in {**required, **optional}.items():
-            columns[name] = next((lower[s.lower()] for s in spellings if s.lower() in lower), None)
-        for name, spellings in required.items():
-            if columns[name] is None:
-                alts = f" (or {', '.join(repr(s) for s in spellings[1:])})" if len(spellings) > 1 else ""
-                raise ReleaseImportError(
-                    f"{rel}: missing required column {spellings[0]!r}{alts}; the file has columns {header}"
-                )
-        rows = []
-        for row in reader:
-            rows.append((reader.line_num, {k: v for k, v in row.items() if k is not None}))
-    return _Table(rel, header, rows, columns)
-
-
-def _relocate(root: Path, text: str | None, fallbacks: Iterable[str]) -> Path | None:
-    """The file an image path of the release points to, or None."""
-    candidates: list[str] = []
-    if text:
-        norm = text.replace("\\", "/")
-        candidates.append(norm)
-        for marker in ("data/raw/", f"{GENERATION_DIR}/"):
-            if marker in norm:
-                candidates.append(norm[norm.index(marker) :])
-    candidates += list(fallbacks)
-    for cand in candidates:
-        path = Path(cand)
-        path = path if path.is_absolute() else root / cand
-        if path.is_file():
-            return path
-    return None
-
-
-def _decode_check(data: bytes) -> str | None:
-    from PIL import Image
-
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            img.verify()
-    except Exception as err:  # noqa: BLE001 - any decoder failure is a bad image
-        return f"{type(err).__name__}: {err}"
-    return None
-
-
-_BLOCK_COLUMNS = {
-    "required": {
-        "block_id": ("block_id",),
-        "city": ("city",),
-        "country": ("country",),
-        "driving_side": ("driving_side",),
-        "centroid_lat": ("centroid_lat", "centroid_latitude"),
-        "centroid_lon": ("centroid_lon", "centroid_longitude"),
-    },
-    "optional": {
-        "stratum": ("stratum",),
-        "way_id": ("way_id",),
-        "street_name": ("street_name", "street"),
-        "neighborhood": ("neighborhood", "neighbourhood"),
-        "highway_tag": ("highway_tag", "highway"),
-        "length_m": ("length_m",),
-        "polyline": ("polyline",),
-        "bbox": ("bbox",),
-    },
-}
-_REFERENCE_COLUMNS = {
-    "required": {"reference_id": ("reference_id",), "image_id": ("image_id",), "block_id": ("block_id",)},
-    "optional": {
-        "image_path": ("image_path", "path"),
-        "city": ("city",),
-        "country": ("country",),
-        "lat": ("lat", "latitude"),
-        "lon": ("lon", "longitude"),
-        "captured_at": ("captured_at_utc_ms", "captured_at"),
-        "compass_angle": ("compass_angle",),
-        "sun_elevation_deg": ("sun_elevation_deg", "sun_elev_deg"),
-        "camera_type": ("camera_type",),
-        "quality_score": ("quality_score", "mapillary_quality"),
-        "source_url": ("source_url", "mapillary_url", "mapillary_page_url", "mapillary_link"),
-        "license": ("license",),
-        "attribution": ("attribution", "creator", "creator_username"),
-    },
-}
-_GENERATED_COLUMNS = {
-    "required": {
-        "model": ("model",),
-        "block_id": ("block_id",),
-        "level": ("level", "condition"),
-        "sample_index": ("sample_index", "k"),
-    },
-    "optional": {
-        "image_path": ("image_path", "path"),
-        "seed": ("seed",),
-        "prompt": ("prompt",),
-        "prompt_meta": ("prompt_meta",),
-        "image_origin": ("image_origin",),
-        "metadata_source": ("metadata_source",),
-        "image_url": ("image_url", "url"),
-    },
-}
-_CONTROL_COLUMNS = {
-    "required": {"block_id": ("block_id",), "level": ("level", "condition")},
-    "optional": {
-        "source_block_id": ("source_block_id",),
-        "street_source_block_id": ("street_source_block_id",),
-        "neighborhood_source_block_id": ("neighborhood_source_block_id",),
-    },
-}
-
-
-# -- the importer ---------------------------------------------------------------------------------
+from ..geo import polyline_length_m
+from .files import _copy, _decode_check, _read_table, _relocate, _Table, _to_jpeg, _write_csv
+from .layout import (
+    _BLOCK_COLUMNS,
+    _CONTROL_COLUMNS,
+    _GENERATED_COLUMNS,
+    _REFERENCE_COLUMNS,
+    BENCHMARK_JSON,
+    BLOCKS_CSV,
+    CONTROLS_CSV,
+    DEFAULT_LICENSE,
+    GENERATED_CSV,
+    GENERATION_DIR,
+    MIN_PANEL_IMAGES,
+    MIN_REFERENCES,
+    REFERENCE_DIR,
+    REFERENCES_CSV,
+    RELEASE_INDEX_FILE,
+    RELEASE_VERSION,
+)
+from .names import _DRIVING_SIDES, canonical_block_id, map_level, map_model, map_negative_column, release_seed
+from .parsers import _BadValue, _f, _i, _json_value, _pairs, _s
+from .report import ImportIssue, ReleaseImportError
 
 
 class _Importer:
@@ -559,7 +94,7 @@ class _Importer:
             if role is None:
                 self.issue("unmapped_negative_column", BLOCKS_CSV, None, "column ignored",
                            f"column {col!r} has no equivalent among {list(NEGATIVE_FIELDS.values())} "
-                           "(see NEGATIVE_ALIASES in geofidelity_bench.release)", column=col)
+                           "(see NEGATIVE_ALIASES in geofidelity_bench.release_import)", column=col)
             else:
                 self.negative_columns[col] = NEGATIVE_FIELDS[role]
         blocks: dict[str, dict[str, Any]] = {}
@@ -630,7 +165,7 @@ class _Importer:
         if length is None:
             length = _f(jb.get("length_m"), "length_m")
         if length is None:
-            length = sum(_haversine_m(a, b) for a, b in zip(polyline, polyline[1:]))
+            length = polyline_length_m(polyline)
             self.issue("missing_value", BLOCKS_CSV, line, "computed from the polyline",
                        f"block {rid!r} has no length_m", block_id=rid)
         stratum = _s(table.get(row, "stratum"))
@@ -842,7 +377,7 @@ class _Importer:
         return out
 
     def import_generations(self, bench: Benchmark, gen_out: Path) -> dict[str, Any]:
-        from .generation.manifest import file_sha256, panel_relpath, write_manifest
+        from ..generation.manifest import file_sha256, panel_relpath, write_manifest
 
         table = _read_table(self.root, GENERATED_CSV, _GENERATED_COLUMNS["required"], _GENERATED_COLUMNS["optional"])
         self._controls = self.read_controls()
@@ -865,7 +400,7 @@ class _Importer:
             if cond is None:
                 self.issue("unmapped_level", GENERATED_CSV, line, "skipped",
                            f"level {level_raw!r} has no equivalent among our conditions "
-                           "(see LEVEL_ALIASES in geofidelity_bench.release)", **vals)
+                           "(see LEVEL_ALIASES in geofidelity_bench.release_import)", **vals)
                 continue
             if rid not in self.id_map:
                 why = f"block {rid!r} was dropped: {self.dropped[rid]}" if rid in self.dropped else (
@@ -981,8 +516,8 @@ class _Importer:
         return None
 
     def _manifest_row(self, bench, key, e, target: Path, rel: str, seeds: Counter, table, file_sha256) -> dict[str, Any]:
-        from .generation.registry import REGISTRY, GeneratorError
-        from .prompts import NEGATIVE_PROMPT
+        from ..generation.registry import REGISTRY, GeneratorError
+        from ..prompts import NEGATIVE_PROMPT
 
         model, cond, block_id, k = key
         row = e["row"]
@@ -1059,155 +594,3 @@ def _replace_block(ref: ReferenceImage, block_id: str) -> ReferenceImage:
     import dataclasses
 
     return dataclasses.replace(ref, block_id=block_id)
-
-
-def _copy(src: Path, dst: Path, hardlink: bool) -> None:
-    if dst.exists():
-        dst.unlink()
-    if hardlink:
-        try:
-            os.link(src, dst)
-            return
-        except OSError:
-            pass
-    shutil.copyfile(src, dst)
-
-
-def _to_jpeg(data: bytes) -> bytes:
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as img:
-        buf = io.BytesIO()
-        img.convert("RGB").save(buf, format="JPEG", quality=95)
-        return buf.getvalue()
-
-
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    fields = list(rows[0]) if rows else ["path"]
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def _prepare_out(out: Path, overwrite: bool) -> None:
-    managed = ("benchmark", "generations", REPORT_FILE)
-    present = [name for name in managed if (out / name).exists()]
-    if present and not overwrite:
-        raise ReleaseImportError(f"{out} already holds {', '.join(present)}; pass --overwrite to replace them")
-    for name in present:
-        target = out / name
-        if target.is_dir():
-            shutil.rmtree(target)
-        else:
-            target.unlink()
-    out.mkdir(parents=True, exist_ok=True)
-
-
-def import_release(
-    release_dir: str | os.PathLike,
-    out: str | os.PathLike,
-    *,
-    generations: bool = True,
-    keep_model_names: bool = False,
-    hardlink: bool = False,
-    overwrite: bool = False,
-    log: Callable[[str], None] | None = None,
-) -> ImportReport:
-    """Converts the release at ``release_dir`` into ``out`` (see the module docstring).
-
-    Args:
-        release_dir: a local copy of the published release (``metadata/``, ``data/``, ``generations_v3/``).
-        out: output folder (``benchmark/``, ``generations/``, ``import_report.json``).
-        generations: also import the generated panels (needs ``metadata/generated_images.csv``).
-        keep_model_names: keep the release's model names (e.g. ``sdxl_base``) instead of ours.
-        hardlink: hard-link generated images instead of copying them (same file system only).
-        overwrite: replace ``benchmark/``, ``generations/`` and the report of a previous import.
-        log: where progress messages go (default: print).
-
-    Returns:
-        The :class:`ImportReport` (also written to ``out/import_report.json``).
-    """
-    say = log or (lambda msg: print(msg, flush=True))
-    root, out = Path(release_dir), Path(out)
-    if not root.is_dir():
-        raise ReleaseImportError(f"release folder {str(root)!r} does not exist")
-    for rel in (BLOCKS_CSV, REFERENCES_CSV):
-        if not (root / rel).is_file():
-            raise ReleaseImportError(f"{root}: missing required file {rel}")
-    _prepare_out(out, overwrite)
-    imp = _Importer(root, out, keep_model_names=keep_model_names, hardlink=hardlink)
-    imp.read_json()
-    manifest_path = root / "dataset_manifest.json"
-    if imp.version is None and manifest_path.is_file():
-        try:
-            imp.version = _s(json.loads(manifest_path.read_text(encoding="utf-8")).get("version"))
-        except (ValueError, AttributeError):
-            pass
-    say(f"reading the release at {root}")
-    blocks = imp.read_blocks()
-    refs = imp.read_references(blocks)
-    bench = imp.assemble(blocks, refs)
-    bench_dir = out / "benchmark"
-    save_benchmark(
-        bench,
-        bench_dir,
-        card_body=(
-            f"# {bench.name}\n\nConverted by `geofidelity-bench import-release` from the published GeoFidelity-Bench "
-            f"release (version {imp.version or 'unknown'}): {len(bench.cities)} cities, {len(bench.blocks)} blocks, "
-            f"{len(bench.references)} reference images. See `../{REPORT_FILE}` for everything that was not imported "
-            "as it was.\n\nReference images: CC BY-SA 4.0 (attribution per row). Block metadata derived from "
-            "OpenStreetMap: ODbL 1.0, (c) OpenStreetMap contributors.\n"
-        ),
-    )
-    summary = bench.summary()
-    counts: dict[str, Any] = {
-        "benchmark_dir": str(bench_dir),
-        "blocks": summary["n_blocks"],
-        "cities": summary["n_cities"],
-        "references": summary["n_references"],
-        "distinct_images": summary["n_distinct_images"],
-        "negatives_coverage": summary["negatives_coverage"],
-        "blocks_dropped": len(imp.dropped),
-        "generations_dir": None,
-    }
-    model_map: dict[str, str] = {}
-    level_map: dict[str, str] = {}
-    if generations:
-        if (root / GENERATED_CSV).is_file():
-            say(f"copying the generated images to {out / 'generations'}")
-            gen = imp.import_generations(bench, out / "generations")
-            model_map, level_map = gen.pop("model_map"), gen.pop("level_map")
-            counts.update(gen)
-            counts["generations_dir"] = str(out / "generations")
-        else:
-            imp.issue("missing_optional_file", GENERATED_CSV, None, "not used", "not found; no generated panels imported")
-    report = ImportReport(
-        source=str(root),
-        out=str(out),
-        release_version=imp.version,
-        counts=counts,
-        block_id_map={k: v for k, v in sorted(imp.id_map.items()) if k != v},
-        model_map=model_map,
-        level_map=level_map,
-        negative_columns=dict(imp.negative_columns),
-        issues=imp.issues,
-    )
-    (out / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    return report
-
-
-__all__ = [
-    "LEVEL_ALIASES",
-    "MODEL_ALIASES",
-    "NEGATIVE_ALIASES",
-    "ImportIssue",
-    "ImportReport",
-    "ReleaseImportError",
-    "canonical_block_id",
-    "import_release",
-    "map_level",
-    "map_model",
-    "map_negative_column",
-    "release_seed",
-]

@@ -1,0 +1,123 @@
+"""Reading the release's files (CSV tables by column spelling, image paths, decode check) and writing the import's."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .layout import GENERATION_DIR, REPORT_FILE
+from .report import ReleaseImportError
+
+
+@dataclass
+class _Table:
+    file: str
+    header: list[str]
+    rows: list[tuple[int, dict[str, str]]]
+    columns: dict[str, str | None]  # our name -> the file's column (None when absent)
+
+    def get(self, row: Mapping[str, str], name: str) -> str | None:
+        col = self.columns.get(name)
+        return row.get(col) if col else None
+
+
+def _read_table(
+    root: Path, rel: str, required: Mapping[str, tuple[str, ...]], optional: Mapping[str, tuple[str, ...]]
+) -> _Table:
+    """Reads a CSV (strings kept as written); each name maps to accepted column spellings."""
+    path = root / rel
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        reader = csv.DictReader(fh)
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        reader.fieldnames = header
+        lower = {h.lower(): h for h in header}
+        columns: dict[str, str | None] = {}
+        for name, spellings in {**required, **optional}.items():
+            columns[name] = next((lower[s.lower()] for s in spellings if s.lower() in lower), None)
+        for name, spellings in required.items():
+            if columns[name] is None:
+                alts = f" (or {', '.join(repr(s) for s in spellings[1:])})" if len(spellings) > 1 else ""
+                raise ReleaseImportError(
+                    f"{rel}: missing required column {spellings[0]!r}{alts}; the file has columns {header}"
+                )
+        rows = []
+        for row in reader:
+            rows.append((reader.line_num, {k: v for k, v in row.items() if k is not None}))
+    return _Table(rel, header, rows, columns)
+
+
+def _relocate(root: Path, text: str | None, fallbacks: Iterable[str]) -> Path | None:
+    """The file an image path of the release points to, or None."""
+    candidates: list[str] = []
+    if text:
+        norm = text.replace("\\", "/")
+        candidates.append(norm)
+        for marker in ("data/raw/", f"{GENERATION_DIR}/"):
+            if marker in norm:
+                candidates.append(norm[norm.index(marker) :])
+    candidates += list(fallbacks)
+    for cand in candidates:
+        path = Path(cand)
+        path = path if path.is_absolute() else root / cand
+        if path.is_file():
+            return path
+    return None
+
+
+def _decode_check(data: bytes) -> str | None:
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.verify()
+    except Exception as err:  # noqa: BLE001 - any decoder failure is a bad image
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def _copy(src: Path, dst: Path, hardlink: bool) -> None:
+    if dst.exists():
+        dst.unlink()
+    if hardlink:
+        try:
+            os.link(src, dst)
+            return
+        except OSError:
+            pass
+    shutil.copyfile(src, dst)
+
+
+def _to_jpeg(data: bytes) -> bytes:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        buf = io.BytesIO()
+        img.convert("RGB").save(buf, format="JPEG", quality=95)
+        return buf.getvalue()
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    fields = list(rows[0]) if rows else ["path"]
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _prepare_out(out: Path, overwrite: bool) -> None:
+    managed = ("benchmark", "generations", REPORT_FILE)
+    present = [name for name in managed if (out / name).exists()]
+    if present and not overwrite:
+        raise ReleaseImportError(f"{out} already holds {', '.join(present)}; pass --overwrite to replace them")
+    for name in present:
+        target = out / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
+    out.mkdir(parents=True, exist_ok=True)
