@@ -37,6 +37,8 @@ card; its template and ``LICENSE.md`` ship in ``hub/dataset_card/``, the only so
 
 from __future__ import annotations
 
+# Every name that ``geofidelity_bench.hub`` (and ``generation.hub``) offered before the split
+# stays importable from here.
 from .build import BuildReport, build_dataset
 from .card import (
     CARD_FILE,
