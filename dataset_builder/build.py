@@ -1,7 +1,8 @@
 """Build the Hub dataset folder from a benchmark and, optionally, push it.
 
 A thin entry point over ``geofidelity-bench build-dataset`` and ``push-dataset`` that always
-uses the card template beside this file (``README.md`` + ``LICENSE.md``)::
+uses the card template beside this file (``README.md`` + ``LICENSE.md``, copies of the package's
+``geofidelity_bench/hub/dataset_card/`` written by ``scripts/sync_published_files.py``)::
 
     python dataset_builder/build.py demo --out build/demo_dataset
     python dataset_builder/build.py imported_release --out build/hub --push user/GeoFidelity-Bench

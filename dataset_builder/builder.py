@@ -31,18 +31,10 @@ from dataclasses import dataclass
 
 import datasets
 
+from geofidelity_bench.citation import ARXIV_URL, CITATION_BIBTEX
 from geofidelity_bench.hub import DATASET_CONFIGS, config_features, iter_config_rows
 
-_CITATION = """\
-@inproceedings{tan2026geofidelity,
-  title     = {GeoFidelity-Bench: Evaluating Block-Conditioned Geographic Fidelity in Text-to-Image Street-View Generation},
-  author    = {Tan, Kaizhen},
-  booktitle = {Advances in Neural Information Processing Systems},
-  year      = {2026},
-  eprint    = {2606.23669},
-  archivePrefix = {arXiv}
-}
-"""
+_CITATION = CITATION_BIBTEX
 
 _DESCRIPTION = {
     "blocks": "Named OpenStreetMap street blocks with geometry, strata and four retrieval negatives.",
@@ -79,7 +71,7 @@ class GeoFidelityBench(datasets.GeneratorBasedBuilder):
         return datasets.DatasetInfo(
             description=_DESCRIPTION[self.config.name],
             features=config_features(self.config.name),
-            homepage="https://arxiv.org/abs/2606.23669",
+            homepage=ARXIV_URL,
             license=_LICENSE,
             citation=_CITATION,
         )

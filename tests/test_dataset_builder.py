@@ -183,9 +183,11 @@ def test_build_refuses_unclear_situations(built, tmp_path, capsys, gen_dir):
 def test_committed_card_declares_the_features_of_the_code():
     from datasets import Features
 
-    meta = yaml.safe_load((ROOT / "dataset_builder" / "README.md").read_text(encoding="utf-8").split("---")[1])
+    from geofidelity_bench.hub.card import default_card_template, default_license
+
+    meta = yaml.safe_load(default_card_template().read_text(encoding="utf-8").split("---")[1])
     assert meta["license"] == "other" and meta["license_link"] == "LICENSE.md"
-    assert (ROOT / "dataset_builder" / "LICENSE.md").is_file()
+    assert default_license().is_file()
     declared = {c["config_name"] for c in meta["configs"]}
     assert declared == {"blocks", "references", "cities", "generations"}  # the published release has no world pool
     for info in meta["dataset_info"]:

@@ -18,7 +18,7 @@ except ImportError:  # tests/ imported as a package
     from tests.fake_hub import FakeHub
 from geofidelity_bench import load_benchmark
 from geofidelity_bench.generation import GeneratorSpec
-from geofidelity_bench.generation.hub import HubPushError, push_generations, update_readme
+from geofidelity_bench.hub import HubPushError, push_generations, update_readme
 from geofidelity_bench.generation.manifest import MANIFEST_COLUMNS, load_manifest
 from geofidelity_bench.generation.runner import run_generation
 

@@ -113,9 +113,15 @@ def panel_inputs(demo, work):
 def test_space_copy_is_identical_to_the_shipped_module():
     assert CANONICAL.is_file()
     assert (SPACE / "geofidelity.py").read_bytes() == CANONICAL.read_bytes(), (
-        "metric_card/geofidelity/geofidelity.py differs from the canonical module; run: cp "
-        "geofidelity_bench/evaluate_module/geofidelity/geofidelity.py metric_card/geofidelity/geofidelity.py"
+        "metric_card/geofidelity/geofidelity.py differs from the module shipped in the package; run: "
+        "python scripts/sync_published_files.py"
     )
+
+
+def test_metric_cites_the_paper(metric, sets_metric):
+    from geofidelity_bench.citation import CITATION_BIBTEX
+
+    assert metric.citation == sets_metric.citation == CITATION_BIBTEX
 
 
 def test_module_file_ships_as_package_data():

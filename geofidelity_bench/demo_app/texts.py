@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ..citation import CITATION_MARKDOWN
+
 
 @dataclass(frozen=True)
 class ScoreInfo:
@@ -288,15 +290,7 @@ names 0.499 / 0.596 / 0.399.
 
 ## Citation
 
-```bibtex
-@article{{tan2026geofidelitybench,
-  title   = {{GeoFidelity-Bench: Evaluating Block-Conditioned Geographic Fidelity in Text-to-Image Street-View Generation}},
-  author  = {{Tan, Kaizhen}},
-  journal = {{arXiv preprint arXiv:2606.23669}},
-  year    = {{2026}},
-  url     = {{https://arxiv.org/abs/2606.23669}}
-}}
-```
+{citation}
 """
 
 _RANGES = {
@@ -315,4 +309,4 @@ def about_markdown() -> str:
         rows.append(f"| {info.label} | {span} | {info.direction} | {info.meaning} |")
     rows.append("| sim: negatives | [-1,&nbsp;1] | below the target is better | Mean similarity to each "
                 "look-alike block (same neighborhood, same city, same driving side, random city). |")
-    return ABOUT_MARKDOWN.format(score_rows="\n".join(rows))
+    return ABOUT_MARKDOWN.format(score_rows="\n".join(rows), citation=CITATION_MARKDOWN)

@@ -65,7 +65,7 @@ _LAZY = {
     "load_manifest": "manifest",
     "panel_relpath": "manifest",
     "encode_panel": "manifest",
-    "push_generations": "hub",
+    "push_generations": "geofidelity_bench.hub",
 }
 
 __all__ = [
@@ -91,4 +91,4 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'geofidelity_bench.generation' has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    return getattr(importlib.import_module(module if "." in module else f"{__name__}.{module}"), name)

@@ -116,7 +116,7 @@ def _close_process_group() -> None:
 
 
 def _push(out_dir: str, repo_id: str, models, args: argparse.Namespace) -> None:
-    from .hub import HubPushError, push_generations
+    from ..hub import HubPushError, push_generations
 
     try:
         push_generations(

@@ -6,10 +6,10 @@ come from the ``geofidelity_bench`` package (``evaluation.evaluate_panels`` for 
 ``default`` config, ``geofidelity_bench.metrics`` for ``sets``); this file declares the inputs
 and forwards the call.
 
-The canonical copy of this file ships inside the package
+The only source of this file ships inside the package
 (``geofidelity_bench/evaluate_module/geofidelity/geofidelity.py``, loaded with
 ``evaluate.load(geofidelity_bench.metric_path())``); ``metric_card/geofidelity/geofidelity.py``
-is an identical copy for the Hugging Face Space.
+is a copy for the Hugging Face Space, written by ``python scripts/sync_published_files.py``.
 """
 
 from __future__ import annotations
@@ -22,16 +22,9 @@ import datasets
 import evaluate
 
 import geofidelity_bench.metric_module as metric_module  # From: git+https://github.com/YOUR_ORG/geofidelity-bench
+from geofidelity_bench.citation import CITATION_BIBTEX  # From: git+https://github.com/YOUR_ORG/geofidelity-bench
 
-_CITATION = """\
-@article{tan2026geofidelitybench,
-  title   = {GeoFidelity-Bench: Evaluating Block-Conditioned Geographic Fidelity in Text-to-Image Street-View Generation},
-  author  = {Tan, Kaizhen},
-  journal = {arXiv preprint arXiv:2606.23669},
-  year    = {2026},
-  url     = {https://arxiv.org/abs/2606.23669}
-}
-"""
+_CITATION = CITATION_BIBTEX
 
 _DESCRIPTION = """\
 GeoFidelity scores whether generated street-view images look like the street block they were

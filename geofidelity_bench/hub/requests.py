@@ -1,7 +1,7 @@
 """Talking to the Hugging Face Hub safely: retries, error messages without the token, digests.
 
-Shared by every publisher (:mod:`geofidelity_bench.hub` for the benchmark dataset,
-:mod:`geofidelity_bench.generation.hub` for generated panels).
+Used by the one push of :mod:`geofidelity_bench.hub.push` (benchmark dataset and generated
+panels alike).
 """
 
 from __future__ import annotations
@@ -118,8 +118,6 @@ def resolve_token(token: str | None = None) -> str:
             "no Hugging Face token found: set HF_TOKEN or run `hf auth login` (a token with write access)"
         )
     return token
-
-
 
 
 class RepoChanged(Exception):
