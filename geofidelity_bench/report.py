@@ -58,15 +58,19 @@ import pandas as pd
 from .provenance import library_versions
 from . import stats
 from .prompts import CONDITIONS, CONTROL_CONDITIONS
+from .results import (
+    CLIP_FILE,
+    REQUIRED_COLUMNS,
+    ResultsFolderError,
+    check_encoders,
+    encoders_of,
+    load_clip_scores,
+    load_results,
+    nan_reasons_from_run_info,
+)
 
-RESULTS_FILE = "results.csv"
-RUN_FILE = "run.json"
-CLIP_FILE = "clip_alignment.csv"
 #: Versions recorded in report.json.
 REPORT_DISTRIBUTIONS = ("geofidelity-bench", "numpy", "pandas", "scipy", "matplotlib")
-REQUIRED_COLUMNS = ("method", "condition", "block_id")
-STRING_COLUMNS = ("method", "condition", "block_id", "city", "country", "stratum", "encoder")
-NUMERIC_COLUMNS = ("n_generated", "n_reference") + tuple(stats.METRIC_COLUMNS)
 
 #: Prompt-level comparisons of Table 6, as (a, b) for ``a - b``.
 PROMPT_COMPARISONS = (("L1", "L0"), ("L2", "L1"), ("L2", "L0"), ("GPS_ONLY", "L0"))
@@ -113,149 +117,12 @@ CONTROL_LABELS = {
 }
 
 
-class ReportError(ValueError):
-    """The inputs cannot make a report (missing files or columns, mixed encoders)."""
+class ReportError(ResultsFolderError):
+    """The inputs cannot make a report (missing columns, mixed encoders, repeated rows).
 
-
-# -- loading --------------------------------------------------------------------------------
-
-
-def read_results_csv(path: str | os.PathLike) -> pd.DataFrame:
-    """Reads a ``results.csv`` keeping ids as strings (a country ``NA`` stays ``NA``)."""
-    path = Path(path)
-    header = pd.read_csv(path, nrows=0).columns
-    na = {c: ["", "nan", "NaN", "NA", "N/A", "null", "None"] for c in header if c in NUMERIC_COLUMNS}
-    na.update({c: [""] for c in header if c not in NUMERIC_COLUMNS})
-    df = pd.read_csv(
-        path,
-        dtype={c: str for c in header if c in STRING_COLUMNS},
-        keep_default_na=False,
-        na_values=na,
-    )
-    for col in NUMERIC_COLUMNS:
-        if col in df.columns:
-            try:
-                df[col] = pd.to_numeric(df[col], errors="raise").astype(float)
-            except (ValueError, TypeError) as err:
-                raise ReportError(f"{path}: column {col!r} is not numeric ({err})") from None
-    return df
-
-
-def load_results(
-    dirs: str | os.PathLike | Iterable[str | os.PathLike], *, allow_mixed_encoders: bool = False
-) -> tuple[pd.DataFrame, list[dict]]:
-    """Reads and concatenates the ``results.csv`` of one or more results folders.
-
-    Each row gets a ``run`` column naming its folder. Each folder's ``run.json`` (``{}`` when
-    absent) is returned with ``_dir``, ``_run`` and, when the folder has one, ``_clip_alignment``
-    (the path of its ``clip_alignment.csv``) added.
-
-    Raises:
-        ReportError: a folder or its results.csv is missing, required columns are missing, or
-            the folders use different encoders and ``allow_mixed_encoders`` is false.
+    A subclass of :class:`~geofidelity_bench.results.ResultsFolderError` (what reading a results
+    folder raises), so ``except ResultsFolderError`` catches both.
     """
-    if isinstance(dirs, (str, os.PathLike)):
-        dirs = [dirs]
-    dirs = [Path(d) for d in dirs]
-    if not dirs:
-        raise ReportError("no results folder given")
-    names = [d.resolve().name or str(d) for d in dirs]
-    labels = names if len(set(names)) == len(names) else [f"{i}:{n}" for i, n in enumerate(names)]
-    frames, infos = [], []
-    for folder, label in zip(dirs, labels):
-        csv = folder / RESULTS_FILE
-        if not folder.is_dir():
-            raise ReportError(f"results folder {folder} does not exist")
-        if not csv.is_file():
-            raise ReportError(f"{folder} has no {RESULTS_FILE} (write one with `geofidelity-bench evaluate` or `demo`)")
-        df = read_results_csv(csv)
-        missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
-        if missing:
-            raise ReportError(f"{csv} lacks required column(s) {missing}")
-        df["run"] = label
-        frames.append(df)
-        info: dict[str, Any] = {}
-        run_json = folder / RUN_FILE
-        if run_json.is_file():
-            try:
-                info = json.loads(run_json.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as err:
-                raise ReportError(f"{run_json} is not valid JSON: {err}") from None
-            if not isinstance(info, dict):
-                raise ReportError(f"{run_json} must hold a JSON object")
-        info = dict(info, _dir=str(folder), _run=label)
-        if (folder / CLIP_FILE).is_file():
-            info["_clip_alignment"] = str(folder / CLIP_FILE)
-        infos.append(info)
-    df = pd.concat(frames, ignore_index=True)
-    _check_encoders(df, allow_mixed_encoders)
-    return df, infos
-
-
-def _encoders(df: pd.DataFrame) -> list[str]:
-    if "encoder" not in df.columns:
-        return []
-    return sorted(map(str, df["encoder"].dropna().unique()))
-
-
-def _check_encoders(df: pd.DataFrame, allow_mixed: bool) -> None:
-    encoders = _encoders(df)
-    if len(encoders) > 1 and not allow_mixed:
-        raise ReportError(
-            f"the results mix encoders {encoders}: scores from different encoders are not comparable. "
-            "Report one encoder at a time, or pass --allow-mixed-encoders (allow_mixed_encoders=True) "
-            "to write one sub-report per encoder"
-        )
-
-
-def load_clip_scores(run_infos: Sequence[Mapping]) -> pd.DataFrame | None:
-    """Concatenates the ``clip_alignment.csv`` files named by ``load_results``' run infos."""
-    frames = []
-    for info in run_infos:
-        path = info.get("_clip_alignment")
-        if path:
-            header = pd.read_csv(path, nrows=0).columns
-            na = {c: ["", "nan", "NaN"] if c.startswith("clip_") or c == "n_images" else [""] for c in header}
-            df = pd.read_csv(path, dtype={c: str for c in ("method", "condition", "block_id", "city") if c in header},
-                             keep_default_na=False, na_values=na)
-            df["run"] = info.get("_run")
-            frames.append(df)
-    return pd.concat(frames, ignore_index=True) if frames else None
-
-
-# -- metric notes ---------------------------------------------------------------------------
-
-
-def nan_reasons_from_run_info(run_infos: Sequence[Mapping]) -> dict[str, str]:
-    """Why metric columns are NaN, as stated by ``run.json``.
-
-    Understands ``nan_reasons`` as a list of ``{"column", "reason", ...}`` records (what
-    ``geofidelity-bench evaluate`` writes, and what ``evaluate_panels`` leaves in
-    ``df.attrs["nan_reasons"]``) or a ``{metric: reason}`` mapping; failing those, a top-level
-    string entry named after a metric (e.g. ``"gaas": "not computed: ..."``).
-    """
-    out: dict[str, list[str]] = {}
-
-    def add(metric: Any, reason: Any) -> None:
-        if isinstance(metric, str) and metric in stats.METRIC_COLUMNS and reason:
-            lst = out.setdefault(metric, [])
-            if str(reason) not in lst:
-                lst.append(str(reason))
-
-    for info in run_infos:
-        reasons = info.get("nan_reasons")
-        if isinstance(reasons, Mapping):
-            for metric, reason in reasons.items():
-                add(metric, reason)
-        elif isinstance(reasons, list):
-            for rec in reasons:
-                if isinstance(rec, Mapping):
-                    add(rec.get("column") or rec.get("metric"), rec.get("reason"))
-    for info in run_infos:  # a bare top-level note only where no nan_reasons record explains the column
-        for metric in stats.METRIC_COLUMNS:
-            if metric not in out and isinstance(info.get(metric), str):
-                add(metric, info[metric])
-    return {m: "; ".join(r) for m, r in out.items()}
 
 
 # -- tables ---------------------------------------------------------------------------------
@@ -1011,7 +878,7 @@ def build_report(
         results_df: result rows (SPEC section 7 columns; a ``run`` column is optional).
         out_dir: output folder (created).
         run_info: the ``run.json`` of the results (a dict) or a list of them (as returned by
-            :func:`load_results`); used for the parameters section and n/a reasons.
+            :func:`geofidelity_bench.results.load_results`); used for the parameters section and n/a reasons.
         seed, n_resamples, confidence: every bootstrap (paired, city, block).
         rank_resamples: city bootstraps of the rank-stability table.
         clip_scores: per-panel CLIP scores (:func:`geofidelity_bench.clip_alignment.score_panels`);
@@ -1039,8 +906,11 @@ def build_report(
         raise ReportError("results are empty")
     if clip_scores is None:
         clip_scores = load_clip_scores(infos)
-    encoders = _encoders(results_df)
-    _check_encoders(results_df, allow_mixed_encoders)
+    encoders = encoders_of(results_df)
+    try:
+        check_encoders(results_df, allow_mixed_encoders)
+    except ResultsFolderError as err:
+        raise ReportError(str(err)) from None
     params = {"seed": int(seed), "n_resamples": int(n_resamples), "rank_resamples": int(rank_resamples),
               "confidence": float(confidence), "interval": "percentile bootstrap",
               "rng": "numpy.random.default_rng(seed), one fresh generator per estimate",
@@ -1215,23 +1085,22 @@ def report_from_dirs(
     allow_mixed_encoders: bool = False,
     **kwargs: Any,
 ) -> dict:
-    """:func:`load_results` then :func:`build_report`; ``out_dir`` defaults to ``<first dir>/report``."""
-    df, infos = load_results(dirs, allow_mixed_encoders=allow_mixed_encoders)
+    """:func:`~geofidelity_bench.results.load_results` then :func:`build_report`; ``out_dir`` defaults
+    to ``<first dir>/report``. A folder that cannot be read raises :class:`ReportError` too."""
+    try:
+        df, infos = load_results(dirs, allow_mixed_encoders=allow_mixed_encoders)
+    except ReportError:
+        raise
+    except ResultsFolderError as err:
+        raise ReportError(str(err)) from None
     out = Path(out_dir) if out_dir is not None else Path(list(dirs)[0]) / "report"
     return build_report(df, out, run_info=infos, allow_mixed_encoders=allow_mixed_encoders, **kwargs)
 
 
 __all__ = [
-    "CLIP_FILE",
     "PROMPT_COMPARISONS",
-    "RESULTS_FILE",
-    "RUN_FILE",
     "ReportError",
     "Table",
     "build_report",
-    "load_clip_scores",
-    "load_results",
-    "nan_reasons_from_run_info",
-    "read_results_csv",
     "report_from_dirs",
 ]

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ..evaluation import METRIC_COLUMNS, RESULT_COLUMNS, summarize
-from ..report import METHOD_LABELS, REQUIRED_COLUMNS
+from ..report import METHOD_LABELS
+from ..results import REQUIRED_COLUMNS
 from ..stats import HIGHER_IS_BETTER
 
 ALL_CONDITIONS = "all conditions"
