@@ -55,10 +55,10 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .provenance import library_versions
-from . import stats
-from .prompts import CONDITIONS, CONTROL_CONDITIONS
-from .results import (
+from ..provenance import library_versions
+from .. import stats
+from ..prompts import CONDITIONS, CONTROL_CONDITIONS
+from ..results import (
     CLIP_FILE,
     REQUIRED_COLUMNS,
     ResultsFolderError,
@@ -505,7 +505,7 @@ def table_controls(ctx: _Context) -> Table:
 
 
 def tables_clip(ctx: _Context, clip_scores: pd.DataFrame | None) -> list[Table]:
-    from .clip_alignment import ALTERATION_LABELS, OUTCOME_LABELS, alignment_analysis
+    from ..clip_alignment import ALTERATION_LABELS, OUTCOME_LABELS, alignment_analysis
 
     t8 = Table("clip_associations", "Table 8: CLIP text alignment versus geographic fidelity",
                caption=f"Spearman rho between per-panel CLIP image-text cosine ({MAIN_CONDITION} panels) and each "
