@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .atomic import atomic_write
 from .errors import GeoFidelityError
 from .evaluation import METRIC_COLUMNS
+from .metrics.catalog import METRICS, SIMILARITY_COLUMNS, ascii_heading
 
 RESULTS_FILE = "results.csv"
 RUN_FILE = "run.json"
@@ -38,23 +39,11 @@ NUMERIC_COLUMNS = ("n_generated", "n_reference") + tuple(METRIC_COLUMNS)
 
 #: (column, header) of :func:`leaderboard_text`; ``^`` higher is better, ``v`` lower is better.
 LEADERBOARD_COLUMNS = [
-    ("cos_sim", "CosSim^"),
-    ("mmd", "MMD_v"),
-    ("dcsf", "DCSF_v"),
-    ("gaas", "GAAS_v"),
-    ("retrieval_acc", "Retr^"),
-    ("mrr", "MRR^"),
-    ("local_margin", "LocMarg^"),
-    ("strongest_margin", "StrMarg^"),
+    (c, ascii_heading(c))
+    for c in ("cos_sim", "mmd", "dcsf", "gaas", "retrieval_acc", "mrr", "local_margin", "strongest_margin")
 ]
 #: (column, header) of :func:`hierarchy_text`.
-HIERARCHY_COLUMNS = [
-    ("sim_target", "same block"),
-    ("sim_same_neighborhood", "same nbhd"),
-    ("sim_same_city", "same city"),
-    ("sim_same_driving_side", "same side"),
-    ("sim_random_city", "random city"),
-]
+HIERARCHY_COLUMNS = [(c, METRICS[c].short) for c in SIMILARITY_COLUMNS]
 
 
 class ResultsFolderError(GeoFidelityError, ValueError):

@@ -36,20 +36,11 @@ import numpy as np
 import pandas as pd
 
 from .evaluation import ANCHOR_CONDITION, ANCHOR_METHODS, METRIC_COLUMNS, RESULT_COLUMNS
+from .metrics import catalog
 
-#: Metrics with a direction. ``diversity_gap`` and the negative similarities
-#: (``sim_same_*``, ``sim_random_city``) have none: pass ``higher_is_better`` explicitly.
-HIGHER_IS_BETTER: Mapping[str, bool] = {
-    "cos_sim": True,
-    "mmd": False,
-    "dcsf": False,
-    "gaas": False,
-    "retrieval_acc": True,
-    "mrr": True,
-    "sim_target": True,
-    "local_margin": True,
-    "strongest_margin": True,
-}
+#: Metrics with a direction (from :mod:`geofidelity_bench.metrics.catalog`). ``diversity_gap`` and the
+#: negative similarities (``sim_same_*``, ``sim_random_city``) have none: pass ``higher_is_better`` explicitly.
+HIGHER_IS_BETTER: Mapping[str, bool] = dict(catalog.HIGHER_IS_BETTER)
 LOWER_IS_BETTER = frozenset(m for m, hib in HIGHER_IS_BETTER.items() if not hib)
 SANITY_CONDITION = "sanity"
 SANITY_METHODS = ("sanity_augmented_heldout", "sanity_world")

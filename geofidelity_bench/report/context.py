@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
+from ..metrics.catalog import RESULT_METRICS, SIMILARITY_COLUMNS
 from ..prompts import CONDITIONS
 from ..results import ResultsFolderError, nan_reasons_from_run_info
 
@@ -17,26 +18,12 @@ PROMPT_COMPARISONS = (("L1", "L0"), ("L2", "L1"), ("L2", "L0"), ("GPS_ONLY", "L0
 DELTA_METRICS = ("cos_sim", "retrieval_acc", "mrr", "local_margin", "strongest_margin", "dcsf", "mmd", "gaas")
 CONTROL_METRICS = DELTA_METRICS
 LEADERBOARD_METRICS = ("cos_sim", "dcsf", "mmd", "gaas", "retrieval_acc", "mrr", "local_margin", "strongest_margin")
-HIERARCHY_COLUMNS = ("sim_target", "sim_same_neighborhood", "sim_same_city", "sim_same_driving_side", "sim_random_city")
+HIERARCHY_COLUMNS = SIMILARITY_COLUMNS
 RANK_METRICS = ("cos_sim", "retrieval_acc")
 MAIN_CONDITION = "L1"
 
-METRIC_LABELS = {
-    "cos_sim": "CosSim",
-    "mmd": "MMD",
-    "dcsf": "DCSF",
-    "diversity_gap": "Diversity gap",
-    "gaas": "GAAS",
-    "retrieval_acc": "Retrieval",
-    "mrr": "MRR",
-    "sim_target": "Same block",
-    "sim_same_neighborhood": "Same city (1)",
-    "sim_same_city": "Same city (2)",
-    "sim_same_driving_side": "Same drive",
-    "sim_random_city": "Random",
-    "local_margin": "Local margin",
-    "strongest_margin": "Strongest margin",
-}
+#: The one label of every result metric (:mod:`geofidelity_bench.metrics.catalog`).
+METRIC_LABELS = {m.column: m.label for m in RESULT_METRICS}
 METHOD_LABELS = {
     "sdxl": "SDXL",
     "sd35_large": "SD 3.5 Large",

@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import stats
+from ..metrics.catalog import heading
 from .context import HIERARCHY_COLUMNS, METRIC_LABELS, method_label
 
 
@@ -49,7 +49,7 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
                 capsize=2, ecolor="black")
         ax.set_yticks(y)
         ax.set_yticklabels(labels if i == 0 else [""] * n, fontsize=8)
-        ax.set_title(f"{METRIC_LABELS[m]} {'↑' if stats.HIGHER_IS_BETTER[m] else '↓'}", fontsize=10)
+        ax.set_title(heading(m), fontsize=10)
         ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
+from ..metrics.catalog import heading
 from ..prompts import CONDITIONS, CONTROL_CONDITIONS
 from ..results import CLIP_FILE
 from .context import (
@@ -232,8 +233,7 @@ def table_prompt_deltas(ctx: Context) -> Table:
                "City-balanced delta (95% CI)", "Cities with positive delta"]
     body = []
     for _, r in data.iterrows():
-        arrow = "↑" if r["higher_is_better"] else "↓"
-        label = f"{METRIC_LABELS[r['metric']]} {arrow}"
+        label = heading(r["metric"])
         if not _finite(r.get("delta")):
             body.append([r["comparison"], label, "n/a", "n/a", "n/a", "n/a", "n/a"])
             t.notes.append(f"{r['comparison']} {r['metric']}: {r.get('note')}")
@@ -322,7 +322,7 @@ def table_controls(ctx: Context) -> Table:
     headers = ["Control prompt", "Metric", "Control", MAIN_CONDITION, "Benefit (95% CI)", "Positive", "Wilcoxon p",
                "Pairs"]
     body = [[CONTROL_LABELS.get(r["control"], r["control"]),
-             f"{METRIC_LABELS[r['metric']]} {'↑' if r['higher_is_better'] else '↓'}",
+             heading(r["metric"]),
              _fmt(r["mean_control"]), _fmt(r["mean_reference"]),
              _fmt_ci(r["benefit"], r["ci_low"], r["ci_high"]),
              f"{r['positive_share']:.1%}", _fmt_p(r["wilcoxon_p"]), _fmt(int(r["n_pairs"]))]
@@ -455,8 +455,7 @@ def table_leaderboard(ctx: Context) -> Table:
     for m, why in ctx.metric_na.items():
         if m in metrics:
             t.notes.append(f"{METRIC_LABELS[m]}: n/a ({why})")
-    arrows = {m: "↑" if stats.HIGHER_IS_BETTER[m] else "↓" for m in metrics}
-    headers = ["Model", *(f"{METRIC_LABELS[m]} {arrows[m]}" for m in metrics), "Blocks"]
+    headers = ["Model", *(heading(m) for m in metrics), "Blocks"]
     body = []
     for _, r in data.iterrows():
         name = "Generator mean" if r["group"] == "generator_mean" else method_label(r["method"])
