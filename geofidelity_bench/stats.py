@@ -18,6 +18,11 @@ Conventions shared by every function here:
 - **Errors.** Bad input raises ``ValueError`` naming the problem: length mismatch, NaN in a
   paired array, fewer than 2 pairs, an unknown metric column or a condition with no rows.
 
+The module stays whole (about 1,100 lines) because it is one subject: every function applies the
+four conventions above, and its sections (paired bootstrap, pairing of result rows, city-level
+analyses, controls, correlation with block-bootstrap intervals) build on the same resampling and
+validation helpers; split, each part would import the others' privates.
+
 Example:
     >>> import numpy as np
     >>> r = paired_bootstrap(np.array([0.52, 0.61, 0.58, 0.49]), np.array([0.50, 0.55, 0.57, 0.50]))

@@ -8,8 +8,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..metrics.catalog import heading
-from .context import HIERARCHY_COLUMNS, METRIC_LABELS, method_label
+from ..metrics.catalog import METRICS, heading
+from .context import HIERARCHY_COLUMNS, method_label
 
 
 def _figure(width: float, height: float):
@@ -82,7 +82,7 @@ def plot_hierarchy(table: pd.DataFrame, path: Path) -> str | None:
     for i, (_, r) in enumerate(table.iterrows()):
         ax.bar(x + (i - (n - 1) / 2) * width, np.nan_to_num(r[cols].to_numpy(dtype=float)), width, label=r["query_set"])
     ax.set_xticks(x)
-    ax.set_xticklabels([METRIC_LABELS[c] for c in cols], fontsize=8)
+    ax.set_xticklabels([METRICS[c].short for c in cols], fontsize=8)
     ax.set_ylabel("mean image-to-panel cosine")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7)
