@@ -27,15 +27,14 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .atomic import atomic_write
 from .errors import GeoFidelityError
-from .evaluation import METRIC_COLUMNS
-from .metrics.catalog import METRICS, SIMILARITY_COLUMNS, ascii_heading
+from .metrics.catalog import METRICS, RESULT_METRIC_COLUMNS, SIMILARITY_COLUMNS, ascii_heading
 
 RESULTS_FILE = "results.csv"
 RUN_FILE = "run.json"
 CLIP_FILE = "clip_alignment.csv"
 REQUIRED_COLUMNS = ("method", "condition", "block_id")
 STRING_COLUMNS = ("method", "condition", "block_id", "city", "country", "stratum", "encoder")
-NUMERIC_COLUMNS = ("n_generated", "n_reference") + tuple(METRIC_COLUMNS)
+NUMERIC_COLUMNS = ("n_generated", "n_reference") + RESULT_METRIC_COLUMNS
 
 #: (column, header) of :func:`leaderboard_text`; ``^`` higher is better, ``v`` lower is better.
 LEADERBOARD_COLUMNS = [
@@ -257,7 +256,7 @@ def nan_reasons_from_run_info(run_infos: Sequence[Mapping]) -> dict[str, str]:
     out: dict[str, list[str]] = {}
 
     def add(metric: Any, reason: Any) -> None:
-        if isinstance(metric, str) and metric in METRIC_COLUMNS and reason:
+        if isinstance(metric, str) and metric in RESULT_METRIC_COLUMNS and reason:
             lst = out.setdefault(metric, [])
             if str(reason) not in lst:
                 lst.append(str(reason))
@@ -272,7 +271,7 @@ def nan_reasons_from_run_info(run_infos: Sequence[Mapping]) -> dict[str, str]:
                 if isinstance(rec, Mapping):
                     add(rec.get("column") or rec.get("metric"), rec.get("reason"))
     for info in run_infos:  # a bare top-level note only where no nan_reasons record explains the column
-        for metric in METRIC_COLUMNS:
+        for metric in RESULT_METRIC_COLUMNS:
             if metric not in out and isinstance(info.get(metric), str):
                 add(metric, info[metric])
     return {m: "; ".join(r) for m, r in out.items()}

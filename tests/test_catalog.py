@@ -57,6 +57,10 @@ def test_catalog_is_pure_python():
             "assert c.RESULT_METRICS; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+    # The results-folder module is imported by the CLI at start-up: no pandas there either.
+    code = "import sys; import geofidelity_bench.results; print('pandas' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
 
 
 def test_evaluation_columns_come_from_the_catalog_in_the_file_order():
