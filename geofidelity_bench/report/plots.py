@@ -37,7 +37,8 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
     n = len(table)
     fig = _figure(3.6 * len(metrics), 0.9 + 0.35 * n)
     colors = {"generator": "#4C72B0", "generator_mean": "#2F4B7C", "anchor": "#999999", "sanity": "#DD8452"}
-    labels = ["Generator mean" if g == "generator_mean" else method_label(m) for g, m in zip(table["group"], table["method"])]
+    labels = ["Generator mean" if g == "generator_mean" else method_label(m)
+              for g, m in zip(table["group"], table["method"])]
     y = np.arange(n)[::-1]
     for i, m in enumerate(metrics):
         ax = fig.add_subplot(1, len(metrics), i + 1)
