@@ -25,7 +25,10 @@ import pandas as pd
 from . import metrics
 from .benchmark import NEGATIVE_FIELDS, Benchmark, Block, PoolImage, ReferenceImage, is_safe_id
 from .images import load_image
+from .metrics.catalog import RESULT_METRIC_COLUMNS
 
+#: The columns of ``results.csv``, in order: the panel's keys, then every metric of the catalog
+#: (:data:`geofidelity_bench.metrics.catalog.RESULT_METRICS`), then the encoder.
 RESULT_COLUMNS = [
     "method",
     "condition",
@@ -35,23 +38,10 @@ RESULT_COLUMNS = [
     "stratum",
     "n_generated",
     "n_reference",
-    "cos_sim",
-    "mmd",
-    "dcsf",
-    "diversity_gap",
-    "gaas",
-    "retrieval_acc",
-    "mrr",
-    "sim_target",
-    "sim_same_neighborhood",
-    "sim_same_city",
-    "sim_same_driving_side",
-    "sim_random_city",
-    "local_margin",
-    "strongest_margin",
+    *RESULT_METRIC_COLUMNS,
     "encoder",
 ]
-METRIC_COLUMNS = RESULT_COLUMNS[8:22]
+METRIC_COLUMNS = list(RESULT_METRIC_COLUMNS)
 ANCHOR_CONDITION = "anchor"
 ANCHOR_METHODS = ("heldout_real", "random_same_country", "random_global")
 ANCHOR_PANEL_SIZE = 4

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from .atomic import atomic_write
 from .cli_common import (
     BENCHMARK_HELP,
     CLIError,
@@ -21,90 +17,7 @@ from .cli_common import (
     segmenter_or_reason,
 )
 from .provenance import command_line, library_versions, utc_timestamp
-
-LEADERBOARD_COLUMNS = [
-    ("cos_sim", "CosSim^"),
-    ("mmd", "MMD_v"),
-    ("dcsf", "DCSF_v"),
-    ("gaas", "GAAS_v"),
-    ("retrieval_acc", "Retr^"),
-    ("mrr", "MRR^"),
-    ("local_margin", "LocMarg^"),
-    ("strongest_margin", "StrMarg^"),
-]
-HIERARCHY_COLUMNS = [
-    ("sim_target", "same block"),
-    ("sim_same_neighborhood", "same nbhd"),
-    ("sim_same_city", "same city"),
-    ("sim_same_driving_side", "same side"),
-    ("sim_random_city", "random city"),
-]
-
-
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def format_table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    return "\n".join(lines)
-
-
-def leaderboard_text(results) -> str:
-    """Mean scores per (method, condition), best CosSim first; ^ higher is better, v lower."""
-    from .evaluation import summarize
-
-    summary = summarize(results, ["method", "condition"]).sort_values("cos_sim", ascending=False)
-    headers = ["method", "condition", "blocks"] + [h for _, h in LEADERBOARD_COLUMNS]
-    rows = [
-        [r["method"], r["condition"], str(int(r["n_blocks"]))] + [_fmt(r[c]) for c, _ in LEADERBOARD_COLUMNS]
-        for _, r in summary.iterrows()
-    ]
-    return format_table(headers, rows)
-
-
-def hierarchy_text(results) -> str:
-    """Table-4 style: mean similarity of each query panel to its target and to each negative."""
-    from .evaluation import summarize
-
-    summary = summarize(results, ["method", "condition"]).sort_values("sim_target", ascending=False)
-    headers = ["method", "condition"] + [h for _, h in HIERARCHY_COLUMNS]
-    rows = [[r["method"], r["condition"]] + [_fmt(r[c]) for c, _ in HIERARCHY_COLUMNS] for _, r in summary.iterrows()]
-    return format_table(headers, rows)
-
-
-def write_results(out_dir: Path, results, run_info: dict) -> dict[str, Path]:
-    """results.csv, the four summary CSVs and run.json (atomically, one file at a time)."""
-    from .evaluation import summaries
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = {}
-
-    def _atomic(path: Path, write) -> None:
-        written[path.name] = atomic_write(path, write)
-
-    _atomic(out_dir / "results.csv", lambda p: results.to_csv(p, index=False))
-    for name, table in summaries(results).items():
-        _atomic(out_dir / f"summary_{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
-    info = dict(run_info)
-    info["nan_reasons"] = _compact_reasons(results.attrs.get("nan_reasons", []))
-    info["files"] = sorted(written) + ["run.json"]
-    _atomic(out_dir / "run.json", lambda p: p.write_text(json.dumps(info, indent=2, default=str), encoding="utf-8"))
-    return written
-
-
-def _compact_reasons(reasons: list[dict]) -> list[dict]:
-    """Groups identical (column, reason) pairs, listing the affected panels."""
-    grouped: dict[tuple[str, str], list[str]] = {}
-    for r in reasons:
-        grouped.setdefault((r["column"], r["reason"]), []).append(f"{r['method']}/{r['condition']}/{r['block_id']}")
-    return [{"column": c, "reason": why, "n_rows": len(p), "rows": p} for (c, why), p in sorted(grouped.items())]
+from .results import hierarchy_text, leaderboard_text, write_results
 
 
 def _run_info(args, bench, encoder, cache, results, started: float, gaas: dict, extra: dict | None = None) -> dict:

@@ -46,7 +46,7 @@ def _fmt(value: Any) -> str:
 
 def groups_text(tables) -> str:
     """The per-group table as aligned text (what the command prints)."""
-    from .evaluation_commands import format_table
+    from .results import format_table
 
     df = tables.per_group
     score_cols = [c for c in df.columns if c.endswith(("_mean", "_diversity"))]

@@ -18,6 +18,11 @@ Conventions shared by every function here:
 - **Errors.** Bad input raises ``ValueError`` naming the problem: length mismatch, NaN in a
   paired array, fewer than 2 pairs, an unknown metric column or a condition with no rows.
 
+The module stays whole (about 1,100 lines) because it is one subject: every function applies the
+four conventions above, and its sections (paired bootstrap, pairing of result rows, city-level
+analyses, controls, correlation with block-bootstrap intervals) build on the same resampling and
+validation helpers; split, each part would import the others' privates.
+
 Example:
     >>> import numpy as np
     >>> r = paired_bootstrap(np.array([0.52, 0.61, 0.58, 0.49]), np.array([0.50, 0.55, 0.57, 0.50]))
@@ -36,20 +41,11 @@ import numpy as np
 import pandas as pd
 
 from .evaluation import ANCHOR_CONDITION, ANCHOR_METHODS, METRIC_COLUMNS, RESULT_COLUMNS
+from .metrics import catalog
 
-#: Metrics with a direction. ``diversity_gap`` and the negative similarities
-#: (``sim_same_*``, ``sim_random_city``) have none: pass ``higher_is_better`` explicitly.
-HIGHER_IS_BETTER: Mapping[str, bool] = {
-    "cos_sim": True,
-    "mmd": False,
-    "dcsf": False,
-    "gaas": False,
-    "retrieval_acc": True,
-    "mrr": True,
-    "sim_target": True,
-    "local_margin": True,
-    "strongest_margin": True,
-}
+#: Metrics with a direction (from :mod:`geofidelity_bench.metrics.catalog`). ``diversity_gap`` and the
+#: negative similarities (``sim_same_*``, ``sim_random_city``) have none: pass ``higher_is_better`` explicitly.
+HIGHER_IS_BETTER: Mapping[str, bool] = dict(catalog.HIGHER_IS_BETTER)
 LOWER_IS_BETTER = frozenset(m for m, hib in HIGHER_IS_BETTER.items() if not hib)
 SANITY_CONDITION = "sanity"
 SANITY_METHODS = ("sanity_augmented_heldout", "sanity_world")

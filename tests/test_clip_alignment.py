@@ -285,7 +285,8 @@ def test_tiny_clip_model_end_to_end(tmp_path, tiny_clip):
 
 
 def test_run_clip_alignment_feeds_the_report(tmp_path, tiny_clip):
-    from geofidelity_bench.report import build_report, load_results
+    from geofidelity_bench.report import build_report
+    from geofidelity_bench.results import load_results
 
     bench = make_benchmark()
     methods = ["m1", "m2", "m3"]

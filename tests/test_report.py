@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from geofidelity_bench import report as rp
+from geofidelity_bench import results as rs
 from geofidelity_bench.cli import main
 from geofidelity_bench.stats import RESULT_COLUMNS
 
@@ -71,7 +72,7 @@ def l0_l1_report(tmp_path_factory):
     base = tmp_path_factory.mktemp("rep")
     df = synthetic_results()
     folder = write_folder(base / "results", df)
-    loaded, infos = rp.load_results([folder])
+    loaded, infos = rs.load_results([folder])
     rep = rp.build_report(loaded, base / "out", run_info=infos, **FAST)
     return df, rep, base / "out"
 
@@ -176,8 +177,10 @@ def test_cli_report_writes_report_md(tmp_path, capsys):
 def test_mixed_encoders_are_refused_unless_allowed(tmp_path, capsys):
     a = write_folder(tmp_path / "a", synthetic_results(encoder="dinov2-base"))
     b = write_folder(tmp_path / "b", synthetic_results(encoder="clip-vit-b32", seed=1))
+    with pytest.raises(rs.ResultsFolderError, match="mix encoders"):
+        rs.load_results([a, b])
     with pytest.raises(rp.ReportError, match="mix encoders"):
-        rp.load_results([a, b])
+        rp.report_from_dirs([a, b], tmp_path / "r0")
     rc = main(["report", "--results", str(a), str(b), "--out", str(tmp_path / "r"), "--n-resamples", "50"])
     assert rc == 2
     err = capsys.readouterr().err
@@ -210,7 +213,7 @@ def test_runs_scoring_the_same_units_pair_within_run(tmp_path):
     control_run = synthetic_results(conditions=("L1", "C_WRONG_STREET"), anchors=False, seed=5)
     a = write_folder(tmp_path / "prompts", prompt_run)
     b = write_folder(tmp_path / "controls", control_run)
-    df, infos = rp.load_results([a, b])
+    df, infos = rs.load_results([a, b])
     assert set(df["run"]) == {"prompts", "controls"}
     rep = rp.build_report(df, tmp_path / "out", run_info=infos, plots=False, **FAST)
     controls = pd.DataFrame(rep["tables"]["controls"]["rows"])
@@ -231,13 +234,15 @@ def test_runs_scoring_the_same_units_pair_within_run(tmp_path):
 
 
 def test_load_results_errors_and_ids(tmp_path):
+    with pytest.raises(rs.ResultsFolderError, match="does not exist"):
+        rs.load_results([tmp_path / "nope"])
     with pytest.raises(rp.ReportError, match="does not exist"):
-        rp.load_results([tmp_path / "nope"])
+        rp.report_from_dirs([tmp_path / "nope"])
     (tmp_path / "empty").mkdir()
-    with pytest.raises(rp.ReportError, match="no results.csv"):
-        rp.load_results([tmp_path / "empty"])
+    with pytest.raises(rs.ResultsFolderError, match="no results.csv"):
+        rs.load_results([tmp_path / "empty"])
     folder = write_folder(tmp_path / "na", synthetic_results(countries=["NA", "DE", "FR", "US"]), run_info={})
-    df, infos = rp.load_results(folder)
+    df, infos = rs.load_results(folder)
     assert "NA" in set(df["country"]) and infos[0]["_run"] == "na"
     dup = pd.concat([df, df.iloc[:1]])
     with pytest.raises(rp.ReportError, match="repeat"):

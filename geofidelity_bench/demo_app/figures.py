@@ -11,14 +11,10 @@ from typing import Mapping, Sequence
 
 from ..benchmark import Benchmark
 from ..geo import haversine_m
+from ..metrics.catalog import METRICS, NEGATIVE_LABELS, SIMILARITY_COLUMNS
 from .texts import ANCHOR_SHORT, CANDIDATE_PHRASES, SCORE_BY_KEY, is_missing
 
-ROLE_LABELS = {
-    "same_neighborhood": "same neighborhood",
-    "same_city": "same city",
-    "same_driving_side": "same driving side",
-    "random_city": "random city",
-}
+ROLE_LABELS = dict(NEGATIVE_LABELS)
 _ROLE_COLORS = {
     "same_neighborhood": "#DD8452",
     "same_city": "#C44E52",
@@ -121,7 +117,7 @@ def block_map_figure(bench: Benchmark, block_id: str):
 
 #: Scores shown against the anchors (2 x 4 grid; the last cell shows the similarity profile).
 ANCHOR_PLOT_METRICS = ("cos_sim", "mmd", "dcsf", "retrieval_acc", "mrr", "local_margin", "strongest_margin")
-SIM_COLUMNS = ("sim_target", "sim_same_neighborhood", "sim_same_city", "sim_same_driving_side", "sim_random_city")
+SIM_COLUMNS = SIMILARITY_COLUMNS
 
 
 def anchor_figure(yours: Mapping[str, float], anchors: Mapping[str, Mapping[str, float]], *, block_id: str):
@@ -157,7 +153,7 @@ def anchor_figure(yours: Mapping[str, float], anchors: Mapping[str, Mapping[str,
         xs = [k + (j - (len(rows) - 1) / 2) * width for k in range(len(SIM_COLUMNS))]
         ax.bar(xs, vals, width, color=color, label=name)
     ax.set_xticks(range(len(SIM_COLUMNS)))
-    ax.set_xticklabels(["target", "same nbhd", "same city", "same side", "random"], rotation=30, fontsize=7)
+    ax.set_xticklabels([METRICS[c].short for c in SIM_COLUMNS], rotation=30, fontsize=7)
     ax.set_title("similarity to each candidate", fontsize=9)
     ax.tick_params(axis="y", labelsize=7)
     ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False)

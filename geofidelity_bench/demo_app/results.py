@@ -11,21 +11,17 @@ import numpy as np
 import pandas as pd
 
 from ..evaluation import METRIC_COLUMNS, RESULT_COLUMNS, summarize
-from ..report import METHOD_LABELS, REQUIRED_COLUMNS
+from ..metrics.catalog import heading
+from ..report import METHOD_LABELS
+from ..results import REQUIRED_COLUMNS
 from ..stats import HIGHER_IS_BETTER
 
 ALL_CONDITIONS = "all conditions"
 VIEWS = ("mean per method and condition", "one row per block")
 #: (column, header) of the leaderboard, in order; arrows give the direction.
-LEADERBOARD_METRICS = (
-    ("cos_sim", "CosSim ↑"),
-    ("mmd", "MMD² ↓"),
-    ("dcsf", "DCSF ↓"),
-    ("gaas", "GAAS ↓"),
-    ("retrieval_acc", "Retrieval ↑"),
-    ("mrr", "MRR ↑"),
-    ("local_margin", "Local margin ↑"),
-    ("strongest_margin", "Strongest margin ↑"),
+LEADERBOARD_METRICS = tuple(
+    (c, heading(c))
+    for c in ("cos_sim", "mmd", "dcsf", "gaas", "retrieval_acc", "mrr", "local_margin", "strongest_margin")
 )
 SORT_CHOICES = tuple(h for _, h in LEADERBOARD_METRICS) + ("method",)
 _HEADER_TO_COLUMN = {h: c for c, h in LEADERBOARD_METRICS}

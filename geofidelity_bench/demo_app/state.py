@@ -283,7 +283,7 @@ def load_app_data(
     """
     from ..benchmark import load_benchmark
     from ..encoders import EmbeddingCache, get_encoder
-    from ..report import read_results_csv
+    from ..results import read_results_csv
     from .results import ResultsError, check_results
 
     bench = load_benchmark(benchmark, revision=revision)

@@ -1,4 +1,5 @@
-"""What every score means, in words: labels, directions, plain-language readings, the About page.
+"""What every score means, in words: plain-language readings and the About page. Labels,
+directions, ranges and one-line meanings come from :mod:`geofidelity_bench.metrics.catalog`.
 
 Nothing here imports gradio, torch or pandas, so any front end (this demo app, the metric
 Space's app) can share the wording.
@@ -7,55 +8,16 @@ Space's app) can share the wording.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..citation import CITATION_MARKDOWN
+from ..metrics.catalog import NEGATIVE_LABELS, RESULT_METRICS, MetricInfo
 
+#: How to present one result column: the catalog's record (``key``, ``label``, ``direction``,
+#: ``higher_is_better``, ``meaning``, ``range``).
+ScoreInfo = MetricInfo
 
-@dataclass(frozen=True)
-class ScoreInfo:
-    """How to present one result column."""
-
-    key: str
-    label: str
-    direction: str  # short, for tables
-    higher_is_better: bool | None  # None: no direction (diversity gap, negative similarities)
-    meaning: str  # one sentence for a newcomer
-
-
-SCORES: tuple[ScoreInfo, ...] = (
-    ScoreInfo("cos_sim", "CosSim", "higher is better", True,
-              "How close the average look of your images is to the average look of the block's real photos "
-              "(cosine of the mean embeddings; 1 = the same)."),
-    ScoreInfo("mmd", "MMD²", "lower is better", False,
-              "How distinguishable your set of images is from the set of real photos (0 = indistinguishable)."),
-    ScoreInfo("dcsf", "DCSF", "lower is better", False,
-              "MMD² plus a penalty when your images are less varied than the real photos (0 = ideal)."),
-    ScoreInfo("diversity_gap", "Diversity gap", "0 is ideal; > 0 = less varied than the real photos", None,
-              "Variety of the real photos minus the variety of your images."),
-    ScoreInfo("gaas", "GAAS", "lower is better", False,
-              "How different the scene composition is (road, sidewalk, buildings, vehicles, vegetation, sky, "
-              "poles, signs), as a Jensen-Shannon distance (0 = same mix)."),
-    ScoreInfo("retrieval_acc", "Retrieval accuracy", "higher is better", True,
-              "Share of your images that pick the target block out of a line-up of look-alike blocks."),
-    ScoreInfo("mrr", "MRR", "higher is better", True,
-              "Mean reciprocal rank of the target block in that line-up (1 = always first)."),
-    ScoreInfo("sim_target", "sim: target block", "higher is better", True,
-              "Mean similarity of your images to the target block's photos."),
-    ScoreInfo("sim_same_neighborhood", "sim: same neighborhood", "below the target is better", None,
-              "Mean similarity to a block in the same neighborhood."),
-    ScoreInfo("sim_same_city", "sim: same city", "below the target is better", None,
-              "Mean similarity to another block of the same city."),
-    ScoreInfo("sim_same_driving_side", "sim: same driving side", "below the target is better", None,
-              "Mean similarity to a block in another city that drives on the same side."),
-    ScoreInfo("sim_random_city", "sim: random city", "below the target is better", None,
-              "Mean similarity to a block in a random other city."),
-    ScoreInfo("local_margin", "Local margin", "higher is better; > 0 beats the same-city alternatives", True,
-              "Similarity to the target minus the similarity to its closest same-city alternative."),
-    ScoreInfo("strongest_margin", "Strongest-negative margin", "higher is better; > 0 beats every alternative", True,
-              "Similarity to the target minus the similarity to its most similar alternative block."),
-)
+SCORES: tuple[ScoreInfo, ...] = RESULT_METRICS
 SCORE_BY_KEY: dict[str, ScoreInfo] = {s.key: s for s in SCORES}
 
 #: Candidate role -> how to call it in a sentence.
@@ -293,11 +255,6 @@ names 0.499 / 0.596 / 0.399.
 {citation}
 """
 
-_RANGES = {
-    "cos_sim": "[-1, 1]", "mmd": "[0, 2]", "dcsf": "[0, 3]", "diversity_gap": "[-2, 2]", "gaas": "[0, 1]",
-    "retrieval_acc": "[0, 1]", "mrr": "(0, 1]", "local_margin": "[-2, 2]", "strongest_margin": "[-2, 2]",
-}
-
 
 def about_markdown() -> str:
     """The About page: what the scores mean (text of the metric card)."""
@@ -305,8 +262,8 @@ def about_markdown() -> str:
     for info in SCORES:
         if info.key.startswith("sim_") and info.key != "sim_target":
             continue
-        span = _RANGES.get(info.key, "[-1, 1]").replace(" ", "&nbsp;")
+        span = info.range.replace(" ", "&nbsp;")
         rows.append(f"| {info.label} | {span} | {info.direction} | {info.meaning} |")
     rows.append("| sim: negatives | [-1,&nbsp;1] | below the target is better | Mean similarity to each "
-                "look-alike block (same neighborhood, same city, same driving side, random city). |")
+                f"look-alike block ({', '.join(NEGATIVE_LABELS.values())}). |")
     return ABOUT_MARKDOWN.format(score_rows="\n".join(rows), citation=CITATION_MARKDOWN)

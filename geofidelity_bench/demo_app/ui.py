@@ -21,6 +21,7 @@ import pandas as pd  # noqa: E402
 
 from ..benchmark import BenchmarkError  # noqa: E402
 from ..images import ImageDecodeError  # noqa: E402
+from ..metrics.catalog import heading  # noqa: E402
 from ..prompts import CONDITIONS  # noqa: E402
 from . import figures, results as lb  # noqa: E402
 from .state import RANKING_HEADERS, AppData, block_choices, block_label, city_choices  # noqa: E402
@@ -145,8 +146,9 @@ def _metadata_markdown(data: AppData, block_id: str) -> str:
         lines += ["", "Off the map: " + "; ".join(md_escape(x) for x in off)]
     anchors = data.anchors_of(block_id)
     if anchors:
+        shown = ("cos_sim", "dcsf", "retrieval_acc", "local_margin")
         lines += ["", f"**Real-image anchors of this block** (encoder `{data.encoder.name}`):", "",
-                  "| anchor | CosSim ↑ | DCSF ↓ | Retrieval ↑ | Local margin ↑ |",
+                  "| anchor | " + " | ".join(heading(c) for c in shown) + " |",
                   "| --- | --- | --- | --- | --- |"]
         for method, row in anchors.items():
             lines.append(f"| {method} | {fmt(row['cos_sim'])} | {fmt(row['dcsf'])} | {fmt(row['retrieval_acc'])} | "

@@ -146,7 +146,8 @@ def read_uploaded_results(
             ``method``, ``condition`` and ``block_id``.
     """
     from .results import ResultsError, check_results
-    from ..report import ReportError, read_results_csv
+    from ..report import ReportError
+    from ..results import read_results_csv
 
     if not item:
         raise UploadError("Choose a results.csv file first.")

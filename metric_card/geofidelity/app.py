@@ -18,28 +18,14 @@ from typing import Any
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
+from geofidelity_bench.metrics.catalog import RESULT_METRICS  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODULE_FILE = HERE / "geofidelity.py"
 ENCODERS = ("dinov2-base", "efficientnet-lite0", "clip-vit-b32", "siglip-so400m")
 DEFAULT_ENCODER = "dinov2-base"
-#: (output key, label, direction) of the scores shown in the table.
-SHOWN = (
-    ("cos_sim", "CosSim", "higher is better"),
-    ("mmd", "MMD^2", "lower is better"),
-    ("dcsf", "DCSF", "lower is better"),
-    ("diversity_gap", "Diversity gap", "0 is ideal; > 0 = less varied than the real photos"),
-    ("gaas", "GAAS", "lower is better"),
-    ("retrieval_acc", "Retrieval accuracy", "higher is better"),
-    ("mrr", "MRR", "higher is better"),
-    ("sim_target", "sim: target block", "higher is better"),
-    ("sim_same_neighborhood", "sim: same neighborhood", "below the target is better"),
-    ("sim_same_city", "sim: same city", "below the target is better"),
-    ("sim_same_driving_side", "sim: same driving side", "below the target is better"),
-    ("sim_random_city", "sim: random city", "below the target is better"),
-    ("local_margin", "Local margin", "higher is better; > 0 beats the same-city negatives"),
-    ("strongest_margin", "Strongest-negative margin", "higher is better; > 0 beats every negative"),
-)
+#: (output key, label, direction) of the scores shown in the table, from the package's metric catalog.
+SHOWN = tuple((m.column, m.label, m.direction) for m in RESULT_METRICS)
 
 # The metric keeps state between add_batch and compute; one computation at a time.
 _LOCK = threading.Lock()

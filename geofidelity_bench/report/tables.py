@@ -1,0 +1,545 @@
+"""The report's tables (paper Tables 4-10 and the extra ones), one builder per table.
+
+Each ``table_*`` takes the prepared :class:`~geofidelity_bench.report.context.Context` and
+returns a :class:`Table`: its data (written as CSV and JSON) and its Markdown, or the one-line
+reason it was skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import stats
+from ..metrics.catalog import heading
+from ..prompts import CONDITIONS, CONTROL_CONDITIONS
+from ..results import CLIP_FILE
+from .context import (
+    CONTROL_LABELS,
+    CONTROL_METRICS,
+    DELTA_METRICS,
+    HIERARCHY_COLUMNS,
+    LEADERBOARD_METRICS,
+    MAIN_CONDITION,
+    METRIC_LABELS,
+    PROMPT_COMPARISONS,
+    RANK_METRICS,
+    Context,
+    generator_mean,
+    method_label,
+    method_means,
+)
+
+
+@dataclass
+class Table:
+    """One report table, or the reason it was skipped."""
+
+    name: str
+    title: str
+    data: pd.DataFrame | None = None
+    reason: str | None = None
+    caption: str = ""
+    notes: list[str] = field(default_factory=list)
+    markdown: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.data is not None
+
+
+
+def _fmt(x: Any, digits: int = 3, signed: bool = False) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, (float, np.floating)):
+        if not math.isfinite(float(x)):
+            return "n/a"
+        return f"{float(x):+.{digits}f}" if signed else f"{float(x):.{digits}f}"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    return str(x)
+
+
+def _fmt_ci(est: Any, lo: Any, hi: Any, digits: int = 3, signed: bool = True) -> str:
+    if not _finite(est):
+        return "n/a"
+    s = _fmt(est, digits, signed)
+    if _finite(lo) and _finite(hi):
+        s += f" [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
+    return s
+
+
+def _fmt_p(p: Any) -> str:
+    if not _finite(p):
+        return "n/a"
+    return f"{float(p):.2g}" if p >= 1e-3 else f"{float(p):.1e}"
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return x is not None and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def esc(s: str) -> str:
+        return str(s).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(esc(h) for h in headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+
+
+# Table 4 -------------------------------------------------------------------------------------
+
+
+def table_hierarchy(ctx: Context) -> Table:
+    t = Table("hierarchy", "Table 4: reference hierarchy",
+              caption="Mean image-to-panel cosine similarity of query panels to the target block and to each negative "
+                      "type, averaged over blocks where that negative exists. Held-out Real: the held-out real "
+                      "queries; generators: their panels under L1. Higher is more similar.")
+    cols = list(HIERARCHY_COLUMNS)
+    held = ctx.units[(ctx.units["condition"] == stats.ANCHOR_CONDITION) & (ctx.units["method"] == "heldout_real")]
+    gen = ctx.generated[ctx.generated["condition"] == MAIN_CONDITION]
+    if held.empty and gen.empty:
+        t.reason = f"no heldout_real anchor rows and no {MAIN_CONDITION} rows"
+        return t
+    rows = []
+    if not held.empty:
+        m = method_means(held, cols).iloc[0]
+        rows.append({"query_set": "Held-out Real", "method": "heldout_real", "condition": stats.ANCHOR_CONDITION,
+                     "n_blocks": int(m["n_blocks"]), **{c: m[c] for c in cols}})
+    else:
+        t.notes.append("no heldout_real anchor rows: the held-out row is omitted")
+    if not gen.empty:
+        for _, m in method_means(gen, cols).iterrows():
+            rows.append({"query_set": method_label(m["method"]), "method": m["method"], "condition": MAIN_CONDITION,
+                         "n_blocks": int(m["n_blocks"]), **{c: m[c] for c in cols}})
+        methods = gen["method"].nunique()
+        if methods > 1:
+            gm = generator_mean(gen, cols)
+            rows.append({"query_set": f"{methods}-generator mean", "method": "generator_mean",
+                         "condition": MAIN_CONDITION, "n_blocks": int(gen["block_id"].nunique()),
+                         **{c: gm[c] for c in cols}})
+    else:
+        t.notes.append(f"no {MAIN_CONDITION} rows: generator rows are omitted")
+    t.data = pd.DataFrame(rows)
+    headers = ["Query set", *(METRIC_LABELS[c] for c in cols), "Blocks"]
+    body = [[r["query_set"], *(_fmt(r[c]) for c in cols), _fmt(r["n_blocks"])] for r in rows]
+    t.markdown = _md_table(headers, body)
+    return t
+
+
+# Table 5 -------------------------------------------------------------------------------------
+
+
+def table_cos_sim_by_condition(ctx: Context) -> Table:
+    t = Table("cos_sim_by_condition", "Table 5: CosSim by prompt condition",
+              caption="Mean CosSim over blocks per generator and condition. Higher is better.")
+    if ctx.generated.empty:
+        t.reason = "no generated rows (only anchors or sanity methods)"
+        return t
+    if "cos_sim" in ctx.metric_na:
+        t.reason = f"cos_sim is n/a ({ctx.metric_na['cos_sim']})"
+        return t
+    pivot = ctx.generated.pivot_table(index="method", columns="condition", values="cos_sim", aggfunc="mean")
+    pivot = pivot.reindex(columns=ctx.conditions)
+    counts = ctx.generated.groupby("method")["block_id"].nunique()
+    data = pivot.reset_index()
+    data.insert(1, "n_blocks", data["method"].map(counts).astype(int))
+    if len(pivot) > 1:
+        means = {c: ctx.generated[ctx.generated["condition"] == c].groupby("block_id")["cos_sim"].mean().mean()
+                 for c in ctx.conditions}
+        data = pd.concat([data, pd.DataFrame([{"method": "generator_mean",
+                                                "n_blocks": int(ctx.generated["block_id"].nunique()), **means}])],
+                         ignore_index=True)
+    t.data = data
+    headers = ["Model", *ctx.conditions]
+    body = [[method_label(r["method"]) if r["method"] != "generator_mean" else "Generator mean",
+             *(_fmt(r[c]) for c in ctx.conditions)] for _, r in data.iterrows()]
+    t.markdown = _md_table(headers, body)
+    return t
+
+
+# Table 6 -------------------------------------------------------------------------------------
+
+
+def _missing_conditions(ctx: Context, conds: Iterable[str]) -> list[str]:
+    return [c for c in conds if not ctx.has_condition(c)]
+
+
+def table_prompt_deltas(ctx: Context) -> Table:
+    t = Table("prompt_deltas", "Table 6: prompt-condition deltas",
+              caption=f"Paired differences a - b over matched (method, block) units: mean with a "
+                      f"{ctx.n_resamples}-resample percentile bootstrap {ctx.confidence:.0%} interval (seed "
+                      f"{ctx.seed}), positive differences, Wilcoxon signed-rank p; city-balanced: mean within each "
+                      "city first, then a bootstrap over cities. Deltas are raw: for MMD, DCSF and GAAS (lower is "
+                      "better) a negative delta is an improvement.")
+    rows = []
+    available = []
+    for a, b in PROMPT_COMPARISONS:
+        missing = _missing_conditions(ctx, (a, b))
+        if missing:
+            t.notes.append(f"{a} - {b}: skipped, no {' and no '.join(missing)} rows")
+            continue
+        available.append((a, b))
+        for metric in DELTA_METRICS:
+            if metric in ctx.metric_na:
+                continue
+            row: dict[str, Any] = {"comparison": f"{a} - {b}", "cond_a": a, "cond_b": b, "metric": metric,
+                                   "higher_is_better": stats.HIGHER_IS_BETTER[metric]}
+            try:
+                r = stats.paired_deltas(ctx.gen_raw, metric, a, b, by=ctx.pair_keys, n_resamples=ctx.n_resamples,
+                                        seed=ctx.seed, confidence=ctx.confidence)
+            except ValueError as err:
+                row.update(note=str(err))
+                rows.append(row)
+                continue
+            row.update(n_pairs=r.n_pairs, delta=r.mean, ci_low=r.ci_low, ci_high=r.ci_high,
+                       n_positive=r.result.n_positive, positive_share=r.positive_share, wilcoxon_p=r.wilcoxon_p,
+                       wilcoxon_reason=r.result.wilcoxon_reason, n_only_a=r.n_only_a, n_only_b=r.n_only_b,
+                       n_nan_dropped=r.n_nan_dropped)
+            try:
+                cb = stats.city_balanced(ctx.gen_raw, metric, a, b, n_resamples=ctx.n_resamples, seed=ctx.seed,
+                                         confidence=ctx.confidence, by=ctx.pair_keys)
+                row.update(city_delta=cb.mean, city_ci_low=cb.ci_low, city_ci_high=cb.ci_high,
+                           n_cities=cb.n_cities, n_cities_positive=cb.n_cities_positive)
+            except ValueError as err:
+                row.update(city_note=str(err))
+            rows.append(row)
+    if not available:
+        needed = sorted({c for pair in PROMPT_COMPARISONS for c in pair} - set(ctx.conditions),
+                        key=list(CONDITIONS).index)
+        t.reason = "no " + (" rows, no ".join(needed)) + " rows"
+        t.notes = []
+        return t
+    if not rows:
+        t.reason = "every metric is n/a"
+        return t
+    data = pd.DataFrame(rows)
+    t.data = data
+    for m, why in ctx.metric_na.items():
+        if m in DELTA_METRICS:
+            t.notes.append(f"{m}: n/a ({why})")
+    headers = ["Comparison", "Metric", "Matched delta (95% CI)", "Positives", "Wilcoxon p",
+               "City-balanced delta (95% CI)", "Cities with positive delta"]
+    body = []
+    for _, r in data.iterrows():
+        label = heading(r["metric"])
+        if not _finite(r.get("delta")):
+            body.append([r["comparison"], label, "n/a", "n/a", "n/a", "n/a", "n/a"])
+            t.notes.append(f"{r['comparison']} {r['metric']}: {r.get('note')}")
+            continue
+        cities = (f"{int(r['n_cities_positive'])} / {int(r['n_cities'])}" if _finite(r.get("n_cities")) else "n/a")
+        body.append([
+            r["comparison"], label,
+            _fmt_ci(r["delta"], r["ci_low"], r["ci_high"]),
+            f"{int(r['n_positive'])} / {int(r['n_pairs'])}",
+            _fmt_p(r["wilcoxon_p"]),
+            _fmt_ci(r.get("city_delta"), r.get("city_ci_low"), r.get("city_ci_high")),
+            cities,
+        ])
+    if "city_note" in data.columns and data["city_note"].notna().any():
+        t.notes.append("city-balanced: " + str(data["city_note"].dropna().iloc[0]))
+    t.markdown = _md_table(headers, body)
+    return t
+
+
+def table_leave_one_city_out(ctx: Context) -> Table:
+    a, b = PROMPT_COMPARISONS[0]
+    t = Table("leave_one_city_out", f"Leave-one-city-out: {a} - {b} CosSim",
+              caption=f"The matched {a} - {b} CosSim delta recomputed without each city (Appendix D).")
+    missing = _missing_conditions(ctx, (a, b))
+    if missing:
+        t.reason = "no " + " and no ".join(missing) + " rows"
+        return t
+    if "cos_sim" in ctx.metric_na:
+        t.reason = f"cos_sim is n/a ({ctx.metric_na['cos_sim']})"
+        return t
+    try:
+        data = stats.leave_one_city_out(ctx.gen_raw, "cos_sim", a, b, by=ctx.pair_keys)
+    except ValueError as err:
+        t.reason = str(err)
+        return t
+    t.data = data
+    delta_all = _fmt(data.attrs["delta_all"], signed=True)
+    t.notes.append(f"all cities: delta {delta_all} over {data.attrs['n_pairs_all']} pairs")
+    body = [[r["city_removed"], _fmt(r["n_pairs"]), _fmt(r["delta"], signed=True), _fmt(r["change"], signed=True)]
+            for _, r in data.iterrows()]
+    t.markdown = _md_table(["City removed", "Pairs", "Delta", "Change"], body)
+    return t
+
+
+# Table 7 -------------------------------------------------------------------------------------
+
+
+def table_controls(ctx: Context) -> Table:
+    t = Table("controls", "Table 7: prompt-specificity controls",
+              caption=f"Paired {MAIN_CONDITION}-versus-control benefits over matched (method, block) units; for MMD, "
+                      "DCSF and GAAS (lower is better) the sign is flipped (control - L1), so a positive benefit "
+                      f"always means the correct names help. {ctx.n_resamples}-resample bootstrap, seed {ctx.seed}.")
+    controls = [c for c in CONTROL_CONDITIONS if ctx.has_condition(c)]
+    if not ctx.has_condition(MAIN_CONDITION) and not controls:
+        t.reason = f"no {MAIN_CONDITION} rows and no control rows"
+        return t
+    if not ctx.has_condition(MAIN_CONDITION):
+        t.reason = f"no {MAIN_CONDITION} rows"
+        return t
+    if not controls:
+        t.reason = "no control rows (" + ", ".join(CONTROL_CONDITIONS) + ")"
+        return t
+    frames = []
+    for metric in CONTROL_METRICS:
+        if metric in ctx.metric_na:
+            continue
+        for control in controls:
+            try:
+                frames.append(stats.control_benefits(
+                    ctx.gen_raw, metric, reference=MAIN_CONDITION, controls=[control], by=ctx.pair_keys,
+                    n_resamples=ctx.n_resamples, seed=ctx.seed, confidence=ctx.confidence))
+            except ValueError as err:
+                t.notes.append(f"{control} {metric}: {err}")
+    if not frames:
+        t.reason = "no control has enough paired units"
+        return t
+    data = pd.concat(frames, ignore_index=True)
+    order = {c: i for i, c in enumerate(CONTROL_CONDITIONS)}
+    data = data.sort_values(["control", "metric"], key=lambda s: s.map(order) if s.name == "control"
+                            else s.map({m: i for i, m in enumerate(CONTROL_METRICS)}), kind="mergesort")
+    data = data.reset_index(drop=True)
+    t.data = data
+    for m, why in ctx.metric_na.items():
+        if m in CONTROL_METRICS:
+            t.notes.append(f"{m}: n/a ({why})")
+    headers = ["Control prompt", "Metric", "Control", MAIN_CONDITION, "Benefit (95% CI)", "Positive", "Wilcoxon p",
+               "Pairs"]
+    body = [[CONTROL_LABELS.get(r["control"], r["control"]),
+             heading(r["metric"]),
+             _fmt(r["mean_control"]), _fmt(r["mean_reference"]),
+             _fmt_ci(r["benefit"], r["ci_low"], r["ci_high"]),
+             f"{r['positive_share']:.1%}", _fmt_p(r["wilcoxon_p"]), _fmt(int(r["n_pairs"]))]
+            for _, r in data.iterrows()]
+    t.markdown = _md_table(headers, body)
+    return t
+
+
+# Tables 8-9 ----------------------------------------------------------------------------------
+
+
+def tables_clip(ctx: Context, clip_scores: pd.DataFrame | None) -> list[Table]:
+    from ..clip_alignment import ALTERATION_LABELS, OUTCOME_LABELS, alignment_analysis
+
+    t8 = Table("clip_associations", "Table 8: CLIP text alignment versus geographic fidelity",
+               caption=f"Spearman rho between per-panel CLIP image-text cosine ({MAIN_CONDITION} panels) and each "
+                       "geographic outcome, and the AUROC of the CLIP score for all images retrieving the target; "
+                       f"{ctx.n_resamples}-resample block-bootstrap intervals (all methods of a block together).")
+    t9 = Table("clip_name_sensitivity", "Table 9: CLIP sensitivity to local names",
+               caption="Original-minus-altered CLIP cosine with the images held fixed and the street, the "
+                       "neighborhood or both replaced by the control donors' names; block-bootstrap intervals.")
+    tq = Table("clip_no_retrieval", "CLIP top quartile versus retrieval failure",
+               caption="Share of panels with no image retrieving the target, among the top CLIP quartile and among "
+                       "all panels.")
+    tables = [t8, t9, tq]
+    if clip_scores is None or len(clip_scores) == 0:
+        for t in tables:
+            t.reason = f"no {CLIP_FILE} in the results folder(s) (write one with `geofidelity-bench clip-alignment`)"
+        return tables
+    try:
+        out = alignment_analysis(clip_scores, ctx.raw, condition=MAIN_CONDITION, n_resamples=ctx.n_resamples,
+                                 seed=ctx.seed, confidence=ctx.confidence)
+    except ValueError as err:
+        for t in tables:
+            t.reason = str(err)
+        return tables
+    assoc, sens, none = out["associations"], out["name_sensitivity"], out["no_retrieval"]
+    t8.data = assoc
+    texts = [x for x in ("prompt", "location") if x in set(assoc["text"])]
+    text_labels = {"prompt": "Exact prompt", "location": "Location-only text"}
+    body = []
+    for outcome in dict.fromkeys(assoc["outcome"]):
+        cells = []
+        for text in texts:
+            r = assoc[(assoc["outcome"] == outcome) & (assoc["text"] == text)].iloc[0]
+            cells.append(_fmt_ci(r["estimate"], r["ci_low"], r["ci_high"], signed=False))
+            if isinstance(r.get("reason"), str) and r.get("reason"):
+                t8.notes.append(f"{outcome} / {text}: {r['reason']}")
+        body.append([OUTCOME_LABELS.get(outcome, outcome), *cells])
+    t8.markdown = _md_table(["Geographic outcome", *(text_labels[x] for x in texts)], body)
+    t8.notes.append(f"{int(assoc['n_panels'].max())} panels")
+    if sens.empty:
+        t9.reason = "no panel has altered texts (blocks without names or without donors)"
+    else:
+        t9.data = sens
+        t9.markdown = _md_table(
+            ["Text", "Altered", "Mean difference (95% CI)", "Panels with positive difference", "Panels"],
+            [[text_labels.get(r["text"], r["text"]), ALTERATION_LABELS.get(r["alteration"], r["alteration"]),
+              _fmt_ci(r["mean_difference"], r["ci_low"], r["ci_high"], digits=4),
+              f"{r['positive_share']:.1%}" if _finite(r["positive_share"]) else "n/a", _fmt(int(r["n_panels"]))]
+             for _, r in sens.iterrows()])
+    if none.empty:
+        tq.reason = "no panel has both a CLIP score and a retrieval accuracy"
+    else:
+        tq.data = none
+        tq.markdown = _md_table(
+            ["Text", "No retrieving image: top CLIP quartile", "No retrieving image: all panels"],
+            [[text_labels.get(r["text"], r["text"]), f"{r['share_no_retrieval_top']:.1%} of {int(r['n_top'])}",
+              f"{r['share_no_retrieval_all']:.1%} of {int(r['n_all'])}"] for _, r in none.iterrows()])
+    return tables
+
+
+# Table 10 ------------------------------------------------------------------------------------
+
+
+def table_leaderboard(ctx: Context) -> Table:
+    t = Table("leaderboard", "Table 10: leaderboard with real-image anchors",
+              caption=f"Generators under {MAIN_CONDITION} and the real-image anchors: mean over blocks with a "
+                      f"{ctx.n_resamples}-resample percentile bootstrap {ctx.confidence:.0%} interval over blocks "
+                      f"(seed {ctx.seed}). ↑ higher is better, ↓ lower is better; bold: best generator.")
+    metrics = [m for m in LEADERBOARD_METRICS]
+    gen = ctx.generated[ctx.generated["condition"] == MAIN_CONDITION]
+    anchors = ctx.units[ctx.units["condition"] == stats.ANCHOR_CONDITION]
+    sanity = ctx.units[ctx.units["condition"] == stats.SANITY_CONDITION]
+    if gen.empty and anchors.empty and sanity.empty:
+        t.reason = f"no {MAIN_CONDITION} rows and no anchor rows"
+        return t
+    if gen.empty:
+        t.notes.append(f"no {MAIN_CONDITION} rows: generator rows are omitted")
+    if anchors.empty:
+        t.notes.append("no anchor rows (heldout_real, random_same_country, random_global)")
+
+    def row_for(group: str, method: str, condition: str, frame: pd.DataFrame, values: pd.DataFrame) -> dict:
+        row = {"group": group, "method": method, "condition": condition, "n_blocks": int(frame["block_id"].nunique())}
+        for m in metrics:
+            ci = stats.bootstrap_mean_ci(values[m].to_numpy(dtype=float), n_resamples=ctx.n_resamples,
+                                         seed=ctx.seed, confidence=ctx.confidence)
+            row.update({m: ci.mean, f"{m}_ci_low": ci.ci_low, f"{m}_ci_high": ci.ci_high})
+        return row
+
+    rows = []
+    gen_methods = sorted(gen["method"].unique())
+    for method in gen_methods:
+        f = gen[gen["method"] == method]
+        rows.append(row_for("generator", method, MAIN_CONDITION, f, f))
+    if len(gen_methods) > 1:
+        per_block = gen.groupby("block_id")[metrics].mean().reset_index()
+        rows.append(row_for("generator_mean", "generator_mean", MAIN_CONDITION, gen, per_block))
+    present_anchor = [m for m in stats.ANCHOR_METHODS if m in set(anchors["method"])]
+    present_anchor += sorted(set(anchors["method"]) - set(stats.ANCHOR_METHODS))
+    for method in present_anchor:
+        f = anchors[anchors["method"] == method]
+        rows.append(row_for("anchor", method, stats.ANCHOR_CONDITION, f, f))
+    for method in sorted(sanity["method"].unique()):
+        f = sanity[sanity["method"] == method]
+        rows.append(row_for("sanity", method, stats.SANITY_CONDITION, f, f))
+    data = pd.DataFrame(rows)
+    gen_rows = data[data["group"] == "generator"]
+    if len(gen_rows):
+        order = gen_rows.sort_values("cos_sim", ascending=False, kind="mergesort", na_position="last").index
+        data = pd.concat([data.loc[order], data[data["group"] != "generator"]]).reset_index(drop=True)
+    t.data = data
+    best: dict[str, float] = {}
+    gen_rows = data[data["group"] == "generator"]
+    if len(gen_rows) > 1:
+        for m in metrics:
+            vals = gen_rows[m].to_numpy(dtype=float)
+            if np.isfinite(vals).any():
+                best[m] = np.nanmax(vals) if stats.HIGHER_IS_BETTER[m] else np.nanmin(vals)
+    for m, why in ctx.metric_na.items():
+        if m in metrics:
+            t.notes.append(f"{METRIC_LABELS[m]}: n/a ({why})")
+    headers = ["Model", *(heading(m) for m in metrics), "Blocks"]
+    body = []
+    for _, r in data.iterrows():
+        name = "Generator mean" if r["group"] == "generator_mean" else method_label(r["method"])
+        cells = []
+        for m in metrics:
+            s = _fmt_ci(r[m], r[f"{m}_ci_low"], r[f"{m}_ci_high"], signed=False)
+            if r["group"] == "generator" and m in best and _finite(r[m]) and float(r[m]) == best[m]:
+                s = f"**{s}**"
+            cells.append(s)
+        body.append([name, *cells, _fmt(r["n_blocks"])])
+    t.markdown = _md_table(headers, body)
+    return t
+
+
+def table_rank_stability(ctx: Context) -> Table:
+    t = Table("rank_stability", f"Rank stability under {MAIN_CONDITION}",
+              caption=f"City bootstrap ({ctx.rank_resamples} resamples, seed {ctx.seed}) of generator ranks under "
+                      f"{MAIN_CONDITION}: probability of rank 1 and {ctx.confidence:.0%} rank interval (1 = best).")
+    gen = ctx.gen_raw[ctx.gen_raw["condition"] == MAIN_CONDITION]
+    if gen.empty:
+        t.reason = f"no {MAIN_CONDITION} rows"
+        return t
+    n_methods, n_cities = gen["method"].nunique(), ctx.n_cities(gen)
+    if n_methods < 2:
+        t.reason = f"needs at least 2 generators under {MAIN_CONDITION}, got {n_methods}"
+        return t
+    if n_cities < 2:
+        t.reason = f"needs at least 2 cities, got {n_cities}"
+        return t
+    frames = []
+    units = ctx.units[ctx.units["condition"] == MAIN_CONDITION]
+    for metric in RANK_METRICS:
+        if metric in ctx.metric_na:
+            t.notes.append(f"{metric}: n/a ({ctx.metric_na[metric]})")
+            continue
+        try:
+            r = stats.rank_stability(units, metric, MAIN_CONDITION, n_resamples=ctx.rank_resamples, seed=ctx.seed,
+                                     confidence=ctx.confidence)
+        except ValueError as err:
+            t.notes.append(f"{metric}: {err}")
+            continue
+        frames.append(r.table.assign(metric=metric, n_cities=r.n_cities))
+    if not frames:
+        t.reason = "no rankable metric"
+        return t
+    data = pd.concat(frames, ignore_index=True)
+    t.data = data
+    body = [[METRIC_LABELS[r["metric"]], method_label(r["method"]), _fmt(r["score"]), _fmt(int(r["rank"])),
+             f"{r['rank1_prob']:.2f}", f"[{int(r['rank_ci_low'])}, {int(r['rank_ci_high'])}]"]
+            for _, r in data.iterrows()]
+    t.markdown = _md_table(["Metric", "Model", "Score", "Rank", "P(rank 1)", "Rank interval"], body)
+    return t
+
+
+def table_city_by_method(ctx: Context) -> Table:
+    t = Table("city_by_method", f"CosSim per city ({MAIN_CONDITION} generators and held-out real)",
+              caption="Mean CosSim over the blocks of each city.")
+    if "cos_sim" in ctx.metric_na:
+        t.reason = f"cos_sim is n/a ({ctx.metric_na['cos_sim']})"
+        return t
+    frame = ctx.units[((ctx.units["condition"] == MAIN_CONDITION) |
+                       ((ctx.units["condition"] == stats.ANCHOR_CONDITION) & (ctx.units["method"] == "heldout_real")))]
+    frame = frame[frame["city"].notna()]
+    if frame.empty:
+        t.reason = f"no {MAIN_CONDITION} rows and no heldout_real anchor rows with a city"
+        return t
+    pivot = frame.pivot_table(index="city", columns="method", values="cos_sim", aggfunc="mean")
+    cols = [m for m in pivot.columns if m != "heldout_real"]
+    cols += ["heldout_real"] if "heldout_real" in pivot.columns else []
+    pivot = pivot[cols]
+    t.data = pivot.reset_index()
+    t.markdown = _md_table(["City", *(method_label(c) for c in cols)],
+                           [[city, *(_fmt(v) for v in r.to_numpy())] for city, r in pivot.iterrows()])
+    return t
+
+
+def table_summary(ctx: Context) -> Table:
+    t = Table("summary_method_condition", "Mean of every metric per method and condition",
+              caption="Means over blocks (CSV only; see the tables above for intervals).")
+    if ctx.units.empty:
+        t.reason = "no rows"
+        return t
+    g = ctx.units.groupby(["method", "condition"], sort=True)
+    data = g[list(stats.METRIC_COLUMNS)].mean()
+    data.insert(0, "n_blocks", g["block_id"].nunique())
+    t.data = data.reset_index()
+    return t

@@ -1,0 +1,295 @@
+"""The results folder: the one writer and the one reader of its files.
+
+A results folder is what ``geofidelity-bench evaluate`` and ``demo`` write (SPEC section 7)::
+
+    results.csv                  one row per (method, condition, block_id), the columns of
+                                 :data:`geofidelity_bench.evaluation.RESULT_COLUMNS`, in that order
+    summary_<name>.csv           means per method, condition, method and condition, city and method
+                                 (:func:`geofidelity_bench.evaluation.summaries`)
+    run.json                     parameters, benchmark, encoder, versions, provenance, and the reason
+                                 for every NaN (``nan_reasons``), plus the list of ``files``
+    clip_alignment.csv           optional: per-panel CLIP scores
+                                 (``geofidelity-bench clip-alignment``)
+
+:func:`write_results` writes the first three (atomically, one file at a time);
+:func:`read_results_csv` and :func:`load_results` read one or more folders back, keeping ids as
+strings (a country ``NA`` stays ``NA``). :func:`leaderboard_text` and :func:`hierarchy_text` are
+the plain-text tables the commands print.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from .atomic import atomic_write
+from .errors import GeoFidelityError
+from .metrics.catalog import METRICS, RESULT_METRIC_COLUMNS, SIMILARITY_COLUMNS, ascii_heading
+
+RESULTS_FILE = "results.csv"
+RUN_FILE = "run.json"
+CLIP_FILE = "clip_alignment.csv"
+REQUIRED_COLUMNS = ("method", "condition", "block_id")
+STRING_COLUMNS = ("method", "condition", "block_id", "city", "country", "stratum", "encoder")
+NUMERIC_COLUMNS = ("n_generated", "n_reference") + RESULT_METRIC_COLUMNS
+
+#: (column, header) of :func:`leaderboard_text`; ``^`` higher is better, ``v`` lower is better.
+LEADERBOARD_COLUMNS = [
+    (c, ascii_heading(c))
+    for c in ("cos_sim", "mmd", "dcsf", "gaas", "retrieval_acc", "mrr", "local_margin", "strongest_margin")
+]
+#: (column, header) of :func:`hierarchy_text`.
+HIERARCHY_COLUMNS = [(c, METRICS[c].short) for c in SIMILARITY_COLUMNS]
+
+
+class ResultsFolderError(GeoFidelityError, ValueError):
+    """A results folder (or its ``results.csv`` / ``run.json``) that cannot be read; the message names it."""
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+def write_results(out_dir: Path, results, run_info: dict) -> dict[str, Path]:
+    """results.csv, the four summary CSVs and run.json (atomically, one file at a time)."""
+    from .evaluation import summaries
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+
+    def _atomic(path: Path, write) -> None:
+        written[path.name] = atomic_write(path, write)
+
+    _atomic(out_dir / RESULTS_FILE, lambda p: results.to_csv(p, index=False))
+    for name, table in summaries(results).items():
+        _atomic(out_dir / f"summary_{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
+    info = dict(run_info)
+    info["nan_reasons"] = _compact_reasons(results.attrs.get("nan_reasons", []))
+    info["files"] = sorted(written) + [RUN_FILE]
+    _atomic(out_dir / RUN_FILE, lambda p: p.write_text(json.dumps(info, indent=2, default=str), encoding="utf-8"))
+    return written
+
+
+def _compact_reasons(reasons: list[dict]) -> list[dict]:
+    """Groups identical (column, reason) pairs, listing the affected panels."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for r in reasons:
+        grouped.setdefault((r["column"], r["reason"]), []).append(f"{r['method']}/{r['condition']}/{r['block_id']}")
+    return [{"column": c, "reason": why, "n_rows": len(p), "rows": p} for (c, why), p in sorted(grouped.items())]
+
+
+# -- plain-text tables ----------------------------------------------------------------------
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def format_table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def leaderboard_text(results) -> str:
+    """Mean scores per (method, condition), best CosSim first; ^ higher is better, v lower."""
+    from .evaluation import summarize
+
+    summary = summarize(results, ["method", "condition"]).sort_values("cos_sim", ascending=False)
+    headers = ["method", "condition", "blocks"] + [h for _, h in LEADERBOARD_COLUMNS]
+    rows = [
+        [r["method"], r["condition"], str(int(r["n_blocks"]))] + [_fmt(r[c]) for c, _ in LEADERBOARD_COLUMNS]
+        for _, r in summary.iterrows()
+    ]
+    return format_table(headers, rows)
+
+
+def hierarchy_text(results) -> str:
+    """Table-4 style: mean similarity of each query panel to its target and to each negative."""
+    from .evaluation import summarize
+
+    summary = summarize(results, ["method", "condition"]).sort_values("sim_target", ascending=False)
+    headers = ["method", "condition"] + [h for _, h in HIERARCHY_COLUMNS]
+    rows = [[r["method"], r["condition"]] + [_fmt(r[c]) for c, _ in HIERARCHY_COLUMNS] for _, r in summary.iterrows()]
+    return format_table(headers, rows)
+
+
+# -- reading --------------------------------------------------------------------------------
+
+
+def read_results_csv(path: str | os.PathLike):
+    """Reads a ``results.csv`` keeping ids as strings (a country ``NA`` stays ``NA``).
+
+    Raises:
+        ResultsFolderError: a numeric column holds text.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    header = pd.read_csv(path, nrows=0).columns
+    na = {c: ["", "nan", "NaN", "NA", "N/A", "null", "None"] for c in header if c in NUMERIC_COLUMNS}
+    na.update({c: [""] for c in header if c not in NUMERIC_COLUMNS})
+    df = pd.read_csv(
+        path,
+        dtype={c: str for c in header if c in STRING_COLUMNS},
+        keep_default_na=False,
+        na_values=na,
+    )
+    for col in NUMERIC_COLUMNS:
+        if col in df.columns:
+            try:
+                df[col] = pd.to_numeric(df[col], errors="raise").astype(float)
+            except (ValueError, TypeError) as err:
+                raise ResultsFolderError(f"{path}: column {col!r} is not numeric ({err})") from None
+    return df
+
+
+def load_results(
+    dirs: str | os.PathLike | Iterable[str | os.PathLike], *, allow_mixed_encoders: bool = False
+):
+    """Reads and concatenates the ``results.csv`` of one or more results folders.
+
+    Each row gets a ``run`` column naming its folder. Each folder's ``run.json`` (``{}`` when
+    absent) is returned with ``_dir``, ``_run`` and, when the folder has one, ``_clip_alignment``
+    (the path of its ``clip_alignment.csv``) added.
+
+    Returns:
+        ``(DataFrame, list of run infos)``.
+
+    Raises:
+        ResultsFolderError: a folder or its results.csv is missing, required columns are
+            missing, or the folders use different encoders and ``allow_mixed_encoders`` is false.
+    """
+    import pandas as pd
+
+    if isinstance(dirs, (str, os.PathLike)):
+        dirs = [dirs]
+    dirs = [Path(d) for d in dirs]
+    if not dirs:
+        raise ResultsFolderError("no results folder given")
+    names = [d.resolve().name or str(d) for d in dirs]
+    labels = names if len(set(names)) == len(names) else [f"{i}:{n}" for i, n in enumerate(names)]
+    frames, infos = [], []
+    for folder, label in zip(dirs, labels):
+        csv = folder / RESULTS_FILE
+        if not folder.is_dir():
+            raise ResultsFolderError(f"results folder {folder} does not exist")
+        if not csv.is_file():
+            raise ResultsFolderError(
+                f"{folder} has no {RESULTS_FILE} (write one with `geofidelity-bench evaluate` or `demo`)"
+            )
+        df = read_results_csv(csv)
+        missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+        if missing:
+            raise ResultsFolderError(f"{csv} lacks required column(s) {missing}")
+        df["run"] = label
+        frames.append(df)
+        info: dict[str, Any] = {}
+        run_json = folder / RUN_FILE
+        if run_json.is_file():
+            try:
+                info = json.loads(run_json.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as err:
+                raise ResultsFolderError(f"{run_json} is not valid JSON: {err}") from None
+            if not isinstance(info, dict):
+                raise ResultsFolderError(f"{run_json} must hold a JSON object")
+        info = dict(info, _dir=str(folder), _run=label)
+        if (folder / CLIP_FILE).is_file():
+            info["_clip_alignment"] = str(folder / CLIP_FILE)
+        infos.append(info)
+    df = pd.concat(frames, ignore_index=True)
+    check_encoders(df, allow_mixed_encoders)
+    return df, infos
+
+
+def encoders_of(df) -> list[str]:
+    """The distinct encoders named in the ``encoder`` column (sorted; ``[]`` without the column)."""
+    if "encoder" not in df.columns:
+        return []
+    return sorted(map(str, df["encoder"].dropna().unique()))
+
+
+def check_encoders(df, allow_mixed: bool) -> None:
+    """Raises :class:`ResultsFolderError` when ``df`` mixes encoders and ``allow_mixed`` is false."""
+    encoders = encoders_of(df)
+    if len(encoders) > 1 and not allow_mixed:
+        raise ResultsFolderError(
+            f"the results mix encoders {encoders}: scores from different encoders are not comparable. "
+            "Report one encoder at a time, or pass --allow-mixed-encoders (allow_mixed_encoders=True) "
+            "to write one sub-report per encoder"
+        )
+
+
+def load_clip_scores(run_infos: Sequence[Mapping]):
+    """Concatenates the ``clip_alignment.csv`` files named by ``load_results``' run infos (None if none)."""
+    import pandas as pd
+
+    frames = []
+    for info in run_infos:
+        path = info.get("_clip_alignment")
+        if path:
+            header = pd.read_csv(path, nrows=0).columns
+            na = {c: ["", "nan", "NaN"] if c.startswith("clip_") or c == "n_images" else [""] for c in header}
+            df = pd.read_csv(path, dtype={c: str for c in ("method", "condition", "block_id", "city") if c in header},
+                             keep_default_na=False, na_values=na)
+            df["run"] = info.get("_run")
+            frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def nan_reasons_from_run_info(run_infos: Sequence[Mapping]) -> dict[str, str]:
+    """Why metric columns are NaN, as stated by ``run.json``.
+
+    Understands ``nan_reasons`` as a list of ``{"column", "reason", ...}`` records (what
+    ``geofidelity-bench evaluate`` writes, and what ``evaluate_panels`` leaves in
+    ``df.attrs["nan_reasons"]``) or a ``{metric: reason}`` mapping; failing those, a top-level
+    string entry named after a metric (e.g. ``"gaas": "not computed: ..."``).
+    """
+    out: dict[str, list[str]] = {}
+
+    def add(metric: Any, reason: Any) -> None:
+        if isinstance(metric, str) and metric in RESULT_METRIC_COLUMNS and reason:
+            lst = out.setdefault(metric, [])
+            if str(reason) not in lst:
+                lst.append(str(reason))
+
+    for info in run_infos:
+        reasons = info.get("nan_reasons")
+        if isinstance(reasons, Mapping):
+            for metric, reason in reasons.items():
+                add(metric, reason)
+        elif isinstance(reasons, list):
+            for rec in reasons:
+                if isinstance(rec, Mapping):
+                    add(rec.get("column") or rec.get("metric"), rec.get("reason"))
+    for info in run_infos:  # a bare top-level note only where no nan_reasons record explains the column
+        for metric in RESULT_METRIC_COLUMNS:
+            if metric not in out and isinstance(info.get(metric), str):
+                add(metric, info[metric])
+    return {m: "; ".join(r) for m, r in out.items()}
+
+
+__all__ = [
+    "CLIP_FILE",
+    "RESULTS_FILE",
+    "RUN_FILE",
+    "ResultsFolderError",
+    "check_encoders",
+    "encoders_of",
+    "format_table",
+    "hierarchy_text",
+    "leaderboard_text",
+    "load_clip_scores",
+    "load_results",
+    "nan_reasons_from_run_info",
+    "read_results_csv",
+    "write_results",
+]
