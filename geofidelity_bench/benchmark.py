@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .atomic import atomic_write
+from .errors import GeoFidelityError
 from .images import load_image
 
 DEMO_NAME = "demo"
@@ -45,7 +46,7 @@ CONFIGS = ("blocks", "references", "cities", "world")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-class BenchmarkError(ValueError):
+class BenchmarkError(GeoFidelityError, ValueError):
     """A benchmark is malformed; the message names the offending block, reference or file."""
 
 

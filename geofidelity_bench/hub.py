@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from .atomic import atomic_write
 from .benchmark import CONFIGS as BENCHMARK_CONFIGS
 from .benchmark import Benchmark, BenchmarkError, load_benchmark
+from .errors import GeoFidelityError
 from .generation.hub import (
     GENERATIONS_CONFIG,
     GENERATIONS_DIR,
@@ -72,7 +73,7 @@ COUNTS_END = "<!-- geofidelity:counts:end -->"
 _CARD_TEMPLATE = Path(__file__).resolve().parent.parent / "dataset_builder" / CARD_FILE
 
 
-class DatasetBuildError(ValueError):
+class DatasetBuildError(GeoFidelityError, ValueError):
     """The dataset folder cannot be built; the message names the file or the problem."""
 
 

@@ -100,6 +100,7 @@ from .benchmark import (
     is_safe_id,
     save_benchmark,
 )
+from .errors import GeoFidelityError
 
 RELEASE_VERSION = "3.1.0"
 BLOCKS_CSV = "metadata/blocks.csv"
@@ -184,7 +185,7 @@ _DRIVING_SIDES = {"l": "L", "left": "L", "lht": "L", "r": "R", "right": "R", "rh
 _NULLS = {"", "nan", "none", "null", "na", "n/a"}
 
 
-class ReleaseImportError(ValueError):
+class ReleaseImportError(GeoFidelityError, ValueError):
     """The release folder cannot be imported at all (a required file or column is missing)."""
 
 

@@ -55,6 +55,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .errors import GeoFidelityError
 from .provenance import library_versions
 from . import stats
 from .prompts import CONDITIONS, CONTROL_CONDITIONS
@@ -113,7 +114,7 @@ CONTROL_LABELS = {
 }
 
 
-class ReportError(ValueError):
+class ReportError(GeoFidelityError, ValueError):
     """The inputs cannot make a report (missing files or columns, mixed encoders)."""
 
 

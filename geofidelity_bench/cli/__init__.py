@@ -1,165 +1,45 @@
 """The ``geofidelity-bench`` command.
 
-Each subcommand lives in a small ``_cmd_*`` function; heavy imports happen inside them so
-that ``geofidelity-bench --help`` is instant. Also runs as ``python -m geofidelity_bench.cli``
-(hence ``accelerate launch -m geofidelity_bench.cli ...`` and ``torchrun -m ...``).
+One module per command family (``evaluate``, ``info``, ``embed``, ``segment``, ``report``,
+``generate``, ``app``, ``mfp``, ``geodiv``, ``curate``, ``dataset``), each exposing
+``register(subparsers)``; a command parses its arguments, calls the library and prints. Heavy
+imports happen inside the commands so that ``geofidelity-bench --help`` is instant. Also runs as
+``python -m geofidelity_bench.cli`` (hence ``accelerate launch -m geofidelity_bench.cli ...`` and
+``torchrun -m ...``).
+
+Errors: every error a user can cause is a :class:`~geofidelity_bench.errors.GeoFidelityError`
+(library errors and :class:`~geofidelity_bench.cli._common.CLIError` alike); :func:`main` prints
+its message on one line and exits with status 2. Any other exception is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Callable, Sequence
 
-from .app_commands import register as _app_register
-from .cli_common import BENCHMARK_HELP, CLIError
-from .dataset_commands import register as _dataset_register
-from .curation_commands import register as _curation_register
-from .embed_commands import register as _embed_register
-from .evaluation_commands import register as _evaluation_register
-from .generation.cli import register as _generation_register
-from .geodiv_commands import register as _geodiv_register
-from .mfp_commands import register as _mfp_register
-from .report_commands import register as _report_register
-from .segmentation_commands import register as _segmentation_register
+from ..errors import GeoFidelityError
+from . import app, curate, dataset, embed, evaluate, generate, geodiv, info, mfp, report, segment
 
-
-def _add_benchmark_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--benchmark", default="demo", help=BENCHMARK_HELP + " (default: demo)")
-    parser.add_argument("--revision", default=None, help="Hub revision of the benchmark dataset (default: main)")
-
-
-# -- info ---------------------------------------------------------------------------------
-
-
-def format_summary(summary: dict) -> str:
-    lines = [
-        f"benchmark   {summary['name']}  ({summary['source']})",
-        f"fingerprint {summary['fingerprint'][:16]}",
-        f"cities      {summary['n_cities']}: "
-        + ", ".join(f"{c['name']} ({c['country']}, drives {c['driving_side']})" for c in summary["cities"]),
-        f"blocks      {summary['n_blocks']}",
-        f"references  {summary['n_references']} assignments of {summary['n_distinct_images']} distinct images",
-    ]
-    if summary.get("n_world"):
-        lines.append(f"world pool  {summary['n_world']} images")
-    rows = summary["blocks"]
-    headers = ["block_id", "city", "stratum", "street", "neighborhood", "refs", "held-out", "gallery", "negatives"]
-    table = [
-        [
-            r["block_id"],
-            r["city"],
-            r["stratum"] or "-",
-            r["street_name"] or "(unknown)",
-            r["neighborhood"] or "(unknown)",
-            str(r["n_references"]),
-            str(r["n_heldout"]),
-            str(r["n_gallery"]),
-            f"{r['negatives']}/4",
-        ]
-        for r in rows
-    ]
-    widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(headers)]
-    lines.append("")
-    lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(t, widths)).rstrip() for t in table]
-    refs = [r["n_references"] for r in rows]
-    lines.append("")
-    lines.append(f"references per block: min {min(refs)}, mean {sum(refs) / len(refs):.1f}, max {max(refs)}")
-    cov = summary["negatives_coverage"]
-    n = summary["n_blocks"]
-    lines.append("negatives coverage:   " + ", ".join(f"{role} {cnt}/{n}" for role, cnt in cov.items()))
-    return "\n".join(lines)
-
-
-def _cmd_info(args: argparse.Namespace) -> int:
-    from .benchmark import load_benchmark
-
-    bench = load_benchmark(args.benchmark, revision=args.revision)
-    summary = bench.summary()
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        print(format_summary(summary))
-    return 0
-
-
-def _add_info(sub) -> None:
-    p = sub.add_parser("info", help="print a benchmark's summary (cities, blocks, references, negatives)")
-    _add_benchmark_arg(p)
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=_cmd_info)
-
-
-# -- prompts ------------------------------------------------------------------------------
-
-
-def _cmd_prompts(args: argparse.Namespace) -> int:
-    from .benchmark import load_benchmark
-    from .prompts import PromptError, build_prompt
-
-    bench = load_benchmark(args.benchmark, revision=args.revision)
-    ids = args.blocks or bench.block_ids
-    rows, refused = [], []
-    for condition in args.conditions:
-        for block_id in ids:
-            try:
-                p = build_prompt(bench, block_id, condition)
-            except PromptError as err:
-                refused.append(str(err))
-                continue
-            rows.append(
-                {
-                    "block_id": block_id,
-                    "condition": condition,
-                    "prompt": p.text,
-                    "street_donor": p.street_donor,
-                    "street_donor_scope": p.street_donor_scope,
-                    "neighborhood_donor": p.neighborhood_donor,
-                    "neighborhood_donor_scope": p.neighborhood_donor_scope,
-                }
-            )
-    for row in rows:
-        print(json.dumps(row, ensure_ascii=False))
-    for msg in refused:
-        print(f"refused: {msg}", file=sys.stderr)
-    return 0
-
-
-def _add_prompts(sub) -> None:
-    from .prompts import CONDITIONS
-
-    p = sub.add_parser("prompts", help="print the prompts of a benchmark (JSON lines), refusing impossible ones")
-    _add_benchmark_arg(p)
-    p.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS, metavar="COND")
-    p.add_argument("--blocks", nargs="+", default=None, help="block ids (default: all)")
-    p.set_defaults(func=_cmd_prompts)
-
-
-# -- wiring -------------------------------------------------------------------------------
-
-# Each entry adds one or more subparsers. Feature modules expose ``register(subparsers)``;
-# list them here explicitly (one line each).
+# Each entry adds one or more subparsers, in the order of ``geofidelity-bench --help``.
 REGISTRARS: list[Callable] = [
-    _evaluation_register,  # evaluate, demo (the main job)
-    _add_info,
-    _add_prompts,
-    _embed_register,
-    _segmentation_register,
-    _report_register,  # clip-alignment, report
-    _generation_register,  # generate, push-generations
-    _app_register,
-    _mfp_register,
-    _geodiv_register,
-    _curation_register,  # carve, curate
-    _dataset_register,  # build-dataset, push-dataset, import-release
+    evaluate.register,  # evaluate, demo (the main job)
+    info.register,  # info, prompts
+    embed.register,
+    segment.register,
+    report.register,  # clip-alignment, report
+    generate.register,  # generate, push-generations
+    app.register,
+    mfp.register,
+    geodiv.register,
+    curate.register,  # carve, curate
+    dataset.register,  # build-dataset, push-dataset, import-release
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .. import __version__
 
     parser = argparse.ArgumentParser(
         prog="geofidelity-bench",
@@ -174,18 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .benchmark import BenchmarkError
-    from .images import ImageDecodeError
-    from .encoders import EncoderUnavailableError
-    from .prompts import PromptError
-
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.argv = argv
     try:
         return int(args.func(args) or 0)
-    except (CLIError, BenchmarkError, ImageDecodeError, PromptError, EncoderUnavailableError) as err:
+    except GeoFidelityError as err:
         print(f"geofidelity-bench {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -193,5 +68,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+__all__ = ["main", "build_parser"]

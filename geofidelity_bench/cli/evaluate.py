@@ -10,17 +10,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_write
-from .cli_common import (
+from ..atomic import atomic_write
+from ._common import (
     BENCHMARK_HELP,
-    CLIError,
     add_encoder_args,
     add_segmenter_args,
     encoder_and_cache,
     gaas_info,
     segmenter_or_reason,
 )
-from .provenance import command_line, library_versions, utc_timestamp
+from ..provenance import command_line, library_versions, utc_timestamp
 
 LEADERBOARD_COLUMNS = [
     ("cos_sim", "CosSim^"),
@@ -58,7 +57,7 @@ def format_table(headers: list[str], rows: list[list[str]]) -> str:
 
 def leaderboard_text(results) -> str:
     """Mean scores per (method, condition), best CosSim first; ^ higher is better, v lower."""
-    from .evaluation import summarize
+    from ..evaluation import summarize
 
     summary = summarize(results, ["method", "condition"]).sort_values("cos_sim", ascending=False)
     headers = ["method", "condition", "blocks"] + [h for _, h in LEADERBOARD_COLUMNS]
@@ -71,7 +70,7 @@ def leaderboard_text(results) -> str:
 
 def hierarchy_text(results) -> str:
     """Table-4 style: mean similarity of each query panel to its target and to each negative."""
-    from .evaluation import summarize
+    from ..evaluation import summarize
 
     summary = summarize(results, ["method", "condition"]).sort_values("sim_target", ascending=False)
     headers = ["method", "condition"] + [h for _, h in HIERARCHY_COLUMNS]
@@ -81,7 +80,7 @@ def hierarchy_text(results) -> str:
 
 def write_results(out_dir: Path, results, run_info: dict) -> dict[str, Path]:
     """results.csv, the four summary CSVs and run.json (atomically, one file at a time)."""
-    from .evaluation import summaries
+    from ..evaluation import summaries
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -136,25 +135,19 @@ def _run_info(args, bench, encoder, cache, results, started: float, gaas: dict, 
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from .benchmark import load_benchmark
-    from .evaluation import EvaluationError, evaluate_panels, read_generated_folder
+    from ..benchmark import load_benchmark
+    from ..evaluation import evaluate_panels, read_generated_folder
 
     started = time.time()
     bench = load_benchmark(args.benchmark, revision=args.revision)
-    try:
-        panels = read_generated_folder(args.generated, bench, methods=args.methods, conditions=args.conditions)
-    except EvaluationError as err:
-        raise CLIError(str(err)) from None
+    panels = read_generated_folder(args.generated, bench, methods=args.methods, conditions=args.conditions)
     encoder, cache = encoder_and_cache(args)
     segmenter, gaas_reason = segmenter_or_reason(args)
     print(f"scoring {len(panels)} panel(s) from {args.generated} against {bench!r} with encoder {encoder.name}",
           file=sys.stderr)
-    try:
-        results = evaluate_panels(bench, panels, encoder, cache=cache, batch_size=args.batch_size,
-                                  progress=not args.no_progress, include_anchors=not args.no_anchors,
-                                  segmenter=segmenter)
-    except EvaluationError as err:
-        raise CLIError(str(err)) from None
+    results = evaluate_panels(bench, panels, encoder, cache=cache, batch_size=args.batch_size,
+                              progress=not args.no_progress, include_anchors=not args.no_anchors,
+                              segmenter=segmenter)
     info = _run_info(args, bench, encoder, cache, results, started, gaas_info(segmenter, gaas_reason, results))
     out = Path(args.out)
     write_results(out, results, info)
@@ -181,8 +174,8 @@ def _add_evaluate(sub) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .benchmark import load_benchmark
-    from .evaluation import anchor_panels, evaluate_panels, sanity_panels
+    from ..benchmark import load_benchmark
+    from ..evaluation import anchor_panels, evaluate_panels, sanity_panels
 
     started = time.time()
     bench = load_benchmark("demo")
@@ -205,7 +198,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
     out = Path(args.out)
     write_results(out, results, info)
-    from .report import build_report
+    from ..report import build_report
 
     build_report(results, out / "report", run_info=info)
     print("\nLeaderboard (mean over blocks; ^ higher is better, v lower is better)")

@@ -1,0 +1,129 @@
+"""``geofidelity-bench info`` and ``geofidelity-bench prompts``: what a benchmark holds and the
+prompts it yields."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ._common import BENCHMARK_HELP
+
+
+def _add_benchmark_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--benchmark", default="demo", help=BENCHMARK_HELP + " (default: demo)")
+    parser.add_argument("--revision", default=None, help="Hub revision of the benchmark dataset (default: main)")
+
+
+# -- info ---------------------------------------------------------------------------------
+
+
+def format_summary(summary: dict) -> str:
+    lines = [
+        f"benchmark   {summary['name']}  ({summary['source']})",
+        f"fingerprint {summary['fingerprint'][:16]}",
+        f"cities      {summary['n_cities']}: "
+        + ", ".join(f"{c['name']} ({c['country']}, drives {c['driving_side']})" for c in summary["cities"]),
+        f"blocks      {summary['n_blocks']}",
+        f"references  {summary['n_references']} assignments of {summary['n_distinct_images']} distinct images",
+    ]
+    if summary.get("n_world"):
+        lines.append(f"world pool  {summary['n_world']} images")
+    rows = summary["blocks"]
+    headers = ["block_id", "city", "stratum", "street", "neighborhood", "refs", "held-out", "gallery", "negatives"]
+    table = [
+        [
+            r["block_id"],
+            r["city"],
+            r["stratum"] or "-",
+            r["street_name"] or "(unknown)",
+            r["neighborhood"] or "(unknown)",
+            str(r["n_references"]),
+            str(r["n_heldout"]),
+            str(r["n_gallery"]),
+            f"{r['negatives']}/4",
+        ]
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(headers)]
+    lines.append("")
+    lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(t, widths)).rstrip() for t in table]
+    refs = [r["n_references"] for r in rows]
+    lines.append("")
+    lines.append(f"references per block: min {min(refs)}, mean {sum(refs) / len(refs):.1f}, max {max(refs)}")
+    cov = summary["negatives_coverage"]
+    n = summary["n_blocks"]
+    lines.append("negatives coverage:   " + ", ".join(f"{role} {cnt}/{n}" for role, cnt in cov.items()))
+    return "\n".join(lines)
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from ..benchmark import load_benchmark
+
+    bench = load_benchmark(args.benchmark, revision=args.revision)
+    summary = bench.summary()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_summary(summary))
+    return 0
+
+
+def _add_info(sub) -> None:
+    p = sub.add_parser("info", help="print a benchmark's summary (cities, blocks, references, negatives)")
+    _add_benchmark_arg(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_cmd_info)
+
+
+# -- prompts ------------------------------------------------------------------------------
+
+
+def _cmd_prompts(args: argparse.Namespace) -> int:
+    from ..benchmark import load_benchmark
+    from ..prompts import PromptError, build_prompt
+
+    bench = load_benchmark(args.benchmark, revision=args.revision)
+    ids = args.blocks or bench.block_ids
+    rows, refused = [], []
+    for condition in args.conditions:
+        for block_id in ids:
+            try:
+                p = build_prompt(bench, block_id, condition)
+            except PromptError as err:
+                refused.append(str(err))
+                continue
+            rows.append(
+                {
+                    "block_id": block_id,
+                    "condition": condition,
+                    "prompt": p.text,
+                    "street_donor": p.street_donor,
+                    "street_donor_scope": p.street_donor_scope,
+                    "neighborhood_donor": p.neighborhood_donor,
+                    "neighborhood_donor_scope": p.neighborhood_donor_scope,
+                }
+            )
+    for row in rows:
+        print(json.dumps(row, ensure_ascii=False))
+    for msg in refused:
+        print(f"refused: {msg}", file=sys.stderr)
+    return 0
+
+
+def _add_prompts(sub) -> None:
+    from ..prompts import CONDITIONS
+
+    p = sub.add_parser("prompts", help="print the prompts of a benchmark (JSON lines), refusing impossible ones")
+    _add_benchmark_arg(p)
+    p.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS, metavar="COND")
+    p.add_argument("--blocks", nargs="+", default=None, help="block ids (default: all)")
+    p.set_defaults(func=_cmd_prompts)
+
+
+def register(sub) -> None:
+    """Adds ``info`` and ``prompts``."""
+    _add_info(sub)
+    _add_prompts(sub)
