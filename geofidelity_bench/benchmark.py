@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .atomic import atomic_write
+from .errors import GeoFidelityError
 from .images import load_image
 from .values import opt_float as _opt_float
 from .values import opt_int as _opt_int
@@ -47,7 +48,7 @@ CONFIGS = ("blocks", "references", "cities", "world")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-class BenchmarkError(ValueError):
+class BenchmarkError(GeoFidelityError, ValueError):
     """A benchmark is malformed; the message names the offending block, reference or file."""
 
 

@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .errors import GeoFidelityError
 from .prompts import CONDITIONS, PromptError, build_prompt, location_text, select_donor, text_l1
 
 if TYPE_CHECKING:
@@ -407,6 +408,10 @@ def alignment_analysis(
 # -- a results folder ---------------------------------------------------------------------
 
 
+class ClipAlignmentError(GeoFidelityError, ValueError):
+    """A results folder cannot be CLIP-scored as asked (e.g. no rows under the requested conditions)."""
+
+
 def run_clip_alignment(
     results_dir: str | os.PathLike,
     benchmark: "Benchmark | str | os.PathLike",
@@ -429,6 +434,10 @@ def run_clip_alignment(
 
     Returns:
         The scores that were written.
+
+    Raises:
+        ClipAlignmentError: ``results.csv`` has no rows under ``conditions``.
+        FileNotFoundError: ``results.csv`` or a panel's images are missing.
     """
     from .benchmark import load_benchmark
 
@@ -438,7 +447,7 @@ def run_clip_alignment(
         benchmark = load_benchmark(benchmark)
     panels = results[results["condition"].isin(list(conditions))]
     if panels.empty:
-        raise ValueError(f"{folder / 'results.csv'} has no rows under {list(conditions)}")
+        raise ClipAlignmentError(f"{folder / 'results.csv'} has no rows under {list(conditions)}")
     if encoder is None:
         from .encoders import get_encoder
 
@@ -453,6 +462,7 @@ __all__ = [
     "CLIP_ENCODER",
     "CLIP_TOKEN_LIMIT",
     "CLIP_WEIGHTS",
+    "ClipAlignmentError",
     "SCORE_COLUMNS",
     "TEXT_KINDS",
     "alignment_analysis",

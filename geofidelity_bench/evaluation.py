@@ -24,6 +24,7 @@ import pandas as pd
 
 from . import metrics
 from .benchmark import NEGATIVE_FIELDS, Benchmark, Block, PoolImage, ReferenceImage, is_safe_id
+from .errors import GeoFidelityError
 from .images import load_image
 from .metrics.catalog import RESULT_METRIC_COLUMNS
 
@@ -56,7 +57,7 @@ _PANEL_FILE = re.compile(r"^(\d{2,})\.(jpe?g|png|webp)$", re.IGNORECASE)
 PanelKey = tuple  # (method, condition, block_id)
 
 
-class EvaluationError(ValueError):
+class EvaluationError(GeoFidelityError, ValueError):
     """Bad panels or generated folders; the message names every offending item."""
 
 

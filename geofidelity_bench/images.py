@@ -17,10 +17,12 @@ from typing import Union
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from .errors import GeoFidelityError
+
 ImageSource = Union[Image.Image, str, os.PathLike, bytes, bytearray, np.ndarray]
 
 
-class ImageDecodeError(ValueError):
+class ImageDecodeError(GeoFidelityError, ValueError):
     """An image could not be decoded; the message names the image."""
 
 

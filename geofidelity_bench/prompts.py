@@ -17,6 +17,8 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from .errors import GeoFidelityError
+
 if TYPE_CHECKING:
     from .benchmark import Benchmark, Block
 
@@ -31,7 +33,7 @@ CONDITIONS = BASE_CONDITIONS + CONTROL_CONDITIONS
 NAMED_CONDITIONS = ("L1", "L2") + CONTROL_CONDITIONS
 
 
-class PromptError(ValueError):
+class PromptError(GeoFidelityError, ValueError):
     """A prompt cannot be built; the message names the block and the missing field."""
 
 

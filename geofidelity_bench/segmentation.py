@@ -49,6 +49,7 @@ import numpy as np
 from geofidelity_bench.cached_batches import run_cached
 from geofidelity_bench.encoders._hf import local_weights_sha256, looks_like_path
 from geofidelity_bench.encoders.base import as_image_list, canonical_json, default_names, hash_config, resolve_device
+from geofidelity_bench.errors import GeoFidelityError
 from geofidelity_bench.images import ImageSource, load_image
 from geofidelity_bench.metrics.composition import GAAS_GROUPS, SEMANTIC_GROUPS
 
@@ -370,12 +371,16 @@ def tier4_gate(shares: Mapping[str, float] | Sequence[float] | np.ndarray) -> tu
 # -- errors ----------------------------------------------------------------------------------------
 
 
-class SegmenterUnavailableError(RuntimeError):
+class SegmenterUnavailableError(GeoFidelityError, RuntimeError):
     """A segmenter's weights (or its package) cannot be had; the message says how to run offline."""
 
 
-class LabelMismatchError(ValueError):
+class LabelMismatchError(GeoFidelityError, ValueError):
     """The weights' label set is not the one the segmenter's group mapping was written for."""
+
+
+class UnknownSegmenterError(GeoFidelityError, ValueError):
+    """A segmenter name that is not registered; the message lists the known ones."""
 
 
 def offline_hint(weights_id: str) -> str:
@@ -806,7 +811,7 @@ def default_weights_id(name: str) -> str:
     key = str(name).strip().lower()
     key = _ALIASES.get(key, key)
     if key not in DEFAULT_WEIGHTS:
-        raise ValueError(f"unknown segmenter {name!r}; known segmenters: {', '.join(list_segmenters())}")
+        raise UnknownSegmenterError(f"unknown segmenter {name!r}; known segmenters: {', '.join(list_segmenters())}")
     return DEFAULT_WEIGHTS[key]
 
 
@@ -845,7 +850,7 @@ def get_segmenter(
     key = _ALIASES.get(key, key)
     if key not in _BACKENDS:
         known = ", ".join(list_segmenters() + [f"{a} (= {t})" for a, t in sorted(_ALIASES.items())])
-        raise ValueError(f"unknown segmenter {name!r}; known segmenters: {known}")
+        raise UnknownSegmenterError(f"unknown segmenter {name!r}; known segmenters: {known}")
     return _BACKENDS[key](key, weights=weights, revision=revision, device=device, **kw)
 
 

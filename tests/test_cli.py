@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from geofidelity_bench.cli import main
 
 
@@ -50,3 +52,81 @@ def test_prompts_command_refuses_unknown_names(capsys):
     rows = [json.loads(line) for line in captured.out.splitlines()]
     assert [r["block_id"] for r in rows] == ["berlin_am_lustgarten"]
     assert "lund_seg2" in captured.err
+
+
+# -- errors: one base class for user errors, bugs keep their traceback ---------------------------
+
+
+def test_a_user_error_from_deep_in_the_library_is_one_line_and_exit_2(tmp_path):
+    from geofidelity_bench.benchmark import load_benchmark
+    from geofidelity_bench.errors import GeoFidelityError
+    from geofidelity_bench.evaluation import EvaluationError, read_generated_folder
+
+    missing = tmp_path / "no_such_folder"
+    # What the library itself says about this input (raised three calls below the command).
+    with pytest.raises(EvaluationError) as err:
+        read_generated_folder(missing, load_benchmark("demo"))
+    expected = str(err.value)
+    assert str(missing) in expected and isinstance(err.value, GeoFidelityError) and isinstance(err.value, ValueError)
+
+    res = _run("evaluate", "--generated", str(missing), "--out", str(tmp_path / "out"), "--encoder",
+               "efficientnet-lite0", "--no-gaas", "--no-cache")
+    assert res.returncode == 2
+    assert res.stderr == f"geofidelity-bench evaluate: error: {expected}\n"
+    assert "Traceback" not in res.stderr and res.stdout == ""
+
+
+def test_an_unknown_encoder_is_a_library_error_printed_cleanly(capsys):
+    from geofidelity_bench.encoders import EncoderOptionError, get_encoder
+
+    with pytest.raises(EncoderOptionError) as err:
+        get_encoder("no-such-encoder")
+    expected = str(err.value)
+    assert "no-such-encoder" in expected and isinstance(err.value, ValueError)
+    assert main(["embed", "--encoder", "no-such-encoder", "--no-cache"]) == 2
+    assert capsys.readouterr().err == f"geofidelity-bench embed: error: {expected}\n"
+
+
+def test_a_plain_value_error_from_a_bug_is_not_dressed_up_as_a_user_error(monkeypatch, capsys):
+    import geofidelity_bench.benchmark
+
+    def buggy(*args, **kwargs):
+        raise ValueError("bug")
+
+    monkeypatch.setattr(geofidelity_bench.benchmark, "load_benchmark", buggy)
+    with pytest.raises(ValueError, match="^bug$"):
+        main(["info"])
+    assert "error: bug" not in capsys.readouterr().err
+
+
+def test_every_library_error_is_a_geofidelity_error_and_keeps_its_historical_base():
+    from geofidelity_bench.benchmark import BenchmarkError
+    from geofidelity_bench.cli._common import CLIError
+    from geofidelity_bench.clip_alignment import ClipAlignmentError
+    from geofidelity_bench.curation import CurationError
+    from geofidelity_bench.demo_app.results import ResultsError
+    from geofidelity_bench.demo_app.uploads import UploadError
+    from geofidelity_bench.encoders import EncoderOptionError, EncoderUnavailableError
+    from geofidelity_bench.errors import GeoFidelityError
+    from geofidelity_bench.evaluation import EvaluationError
+    from geofidelity_bench.generation.registry import GeneratorError
+    from geofidelity_bench.geodiv.questions import QuestionBankError
+    from geofidelity_bench.geodiv.vqa import VQAUnavailableError
+    from geofidelity_bench.hub import DatasetBuildError, HubPushError
+    from geofidelity_bench.images import ImageDecodeError
+    from geofidelity_bench.prompts import PromptError
+    from geofidelity_bench.release import ReleaseImportError
+    from geofidelity_bench.report import ReportError
+    from geofidelity_bench.segmentation import LabelMismatchError, SegmenterUnavailableError, UnknownSegmenterError
+
+    value_errors = [BenchmarkError, ClipAlignmentError, ResultsError, UploadError, EncoderOptionError,
+                    EvaluationError, GeneratorError, QuestionBankError, DatasetBuildError, ImageDecodeError,
+                    PromptError, ReleaseImportError, ReportError, LabelMismatchError, UnknownSegmenterError]
+    runtime_errors = [CurationError, EncoderUnavailableError, VQAUnavailableError, HubPushError,
+                      SegmenterUnavailableError]
+    for cls in value_errors + runtime_errors + [CLIError]:
+        assert issubclass(cls, GeoFidelityError), cls
+    for cls in value_errors:
+        assert issubclass(cls, ValueError), cls
+    for cls in runtime_errors:
+        assert issubclass(cls, RuntimeError), cls

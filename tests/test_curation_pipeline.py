@@ -54,7 +54,7 @@ def servers(world):
 def no_sleep(monkeypatch):
     """Real retry schedules, no real sleeping (the CLI builds its policies through _retry_policy)."""
     sleeps: list[float] = []
-    monkeypatch.setattr("geofidelity_bench.curation_commands._retry_policy",
+    monkeypatch.setattr("geofidelity_bench.cli.curate._retry_policy",
                         lambda: RetryPolicy(sleep=sleeps.append))
     return sleeps
 

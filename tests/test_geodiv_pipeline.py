@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from geofidelity_bench import geodiv_commands
 from geofidelity_bench.benchmark import load_benchmark
+from geofidelity_bench.cli import geodiv as geodiv_commands
 from geofidelity_bench.cli import main
 from geofidelity_bench.geodiv import (
     AnswerCache,

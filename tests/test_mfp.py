@@ -431,7 +431,7 @@ def test_cli_unavailable_model_is_a_clear_error(tmp_path, capsys):
 
 
 def test_cli_module_does_not_import_torch():
-    code = ("import sys; import geofidelity_bench.mfp_commands, geofidelity_bench.metrics; "
+    code = ("import sys; import geofidelity_bench.cli.mfp, geofidelity_bench.metrics; "
             "assert 'torch' not in sys.modules, 'torch imported'; "
             "assert 'geofidelity_bench.metrics.mfp' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

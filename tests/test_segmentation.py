@@ -120,7 +120,7 @@ def _check_shares(shares: np.ndarray, n: int) -> None:
 
 def test_import_is_light():
     code = (
-        "import sys; import geofidelity_bench.segmentation, geofidelity_bench.segmentation_commands; "
+        "import sys; import geofidelity_bench.segmentation, geofidelity_bench.cli.segment; "
         "bad = [m for m in ('torch', 'transformers') if m in sys.modules]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

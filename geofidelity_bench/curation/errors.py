@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..errors import GeoFidelityError
 
-class CurationError(RuntimeError):
+
+class CurationError(GeoFidelityError, RuntimeError):
     """A curation input, service or stage failed; the message says what and how to go on."""

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import GeoFidelityError
 from ..evaluation import METRIC_COLUMNS, RESULT_COLUMNS, summarize
 from ..metrics.catalog import heading
 from ..report import METHOD_LABELS
@@ -28,7 +29,7 @@ _HEADER_TO_COLUMN = {h: c for c, h in LEADERBOARD_METRICS}
 MAX_ROWS_SHOWN = 2000
 
 
-class ResultsError(ValueError):
+class ResultsError(GeoFidelityError, ValueError):
     """A results table the leaderboard cannot show."""
 
 

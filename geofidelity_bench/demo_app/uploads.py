@@ -18,6 +18,7 @@ from typing import Sequence
 
 from PIL import Image
 
+from ..errors import GeoFidelityError
 from ..images import ImageDecodeError, load_image
 
 MIN_IMAGES = 2
@@ -27,7 +28,7 @@ MAX_PIXELS = 40_000_000
 MAX_RESULTS_BYTES = 20 * 1024 * 1024
 
 
-class UploadError(ValueError):
+class UploadError(GeoFidelityError, ValueError):
     """An upload was refused; the message is meant for the visitor."""
 
 

@@ -12,6 +12,7 @@ Importing this package loads neither torch nor transformers; a backend imports t
 from __future__ import annotations
 
 from geofidelity_bench.encoders.base import Encoder, EncoderUnavailableError, Preprocessing, TextImageEncoder
+from geofidelity_bench.encoders.base import EncoderOptionError
 from geofidelity_bench.encoders.cache import EmbeddingCache, default_cache_dir
 from geofidelity_bench.encoders.registry import get_encoder, list_encoders
 from geofidelity_bench.encoders.runner import EmbedStats, embed_distributed, embed_images, embed_named_images
@@ -27,6 +28,7 @@ __all__ = [
     "EmbedStats",
     "EmbeddingCache",
     "Encoder",
+    "EncoderOptionError",
     "EncoderUnavailableError",
     "Preprocessing",
     "TextImageEncoder",

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from PIL import Image
 
+from geofidelity_bench.errors import GeoFidelityError
 from geofidelity_bench.images import ImageSource, load_image
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -38,7 +39,7 @@ _RESAMPLE = {
 }
 
 
-class EncoderUnavailableError(RuntimeError):
+class EncoderUnavailableError(GeoFidelityError, RuntimeError):
     """An encoder's weights (or its package) cannot be had; the message says how to run offline."""
 
 
@@ -150,6 +151,11 @@ def file_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+class EncoderOptionError(GeoFidelityError, ValueError):
+    """An encoder option a user gave is not usable: an unknown encoder name, device or dtype, half
+    precision on CPU, or an embedding cache folder inside the package; the message lists the choices."""
+
+
 def resolve_device(device: Any | None) -> str:
     import torch
 
@@ -158,7 +164,7 @@ def resolve_device(device: Any | None) -> str:
     try:
         return str(torch.device(device))
     except (RuntimeError, TypeError) as err:
-        raise ValueError(f"unknown device {device!r}: {err}") from None
+        raise EncoderOptionError(f"unknown device {device!r}: {err}") from None
 
 
 def resolve_dtype(dtype: Any, device: str):
@@ -169,9 +175,9 @@ def resolve_dtype(dtype: Any, device: str):
     aliases = {"fp32": "float32", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
     name = aliases.get(name, name)
     if name not in _DTYPES:
-        raise ValueError(f"unsupported dtype {dtype!r}; one of {list(_DTYPES)}")
+        raise EncoderOptionError(f"unsupported dtype {dtype!r}; one of {list(_DTYPES)}")
     if name != "float32" and not device.startswith("cuda"):
-        raise ValueError(f"dtype {name} is supported on GPU only; on {device} use dtype='float32'")
+        raise EncoderOptionError(f"dtype {name} is supported on GPU only; on {device} use dtype='float32'")
     return name, getattr(torch, name)
 
 
@@ -241,7 +247,7 @@ class Encoder(abc.ABC):
         """Moves the model to ``device`` (half precision stays GPU-only)."""
         dev = resolve_device(device)
         if self._config.get("dtype", "float32") != "float32" and not dev.startswith("cuda"):
-            raise ValueError(f"dtype {self._config['dtype']} is supported on GPU only")
+            raise EncoderOptionError(f"dtype {self._config['dtype']} is supported on GPU only")
         self.model.to(dev)
         self.device = dev
         return self

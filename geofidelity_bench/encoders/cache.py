@@ -28,6 +28,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from geofidelity_bench.atomic import atomic_write_bytes
+from geofidelity_bench.encoders.base import EncoderOptionError
 
 SHARD_PREFIX = "shard-"
 SHARD_SUFFIX = ".safetensors"
@@ -89,7 +90,7 @@ class EmbeddingCache:
         root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
         resolved = root.resolve()
         if resolved == _PACKAGE_DIR or _PACKAGE_DIR in resolved.parents:
-            raise ValueError(f"the embedding cache must not live inside the package ({resolved})")
+            raise EncoderOptionError(f"the embedding cache must not live inside the package ({resolved})")
         self.root = root
         self._indexes: dict[str, _Index] = {}
 

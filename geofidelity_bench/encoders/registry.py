@@ -6,7 +6,7 @@ import importlib
 import os
 from typing import Any
 
-from geofidelity_bench.encoders.base import Encoder
+from geofidelity_bench.encoders.base import Encoder, EncoderOptionError
 
 # name -> (module, class); each backend maps the name to its weights id and preprocessing.
 _BACKENDS: dict[str, tuple[str, str]] = {
@@ -44,7 +44,7 @@ def canonical_name(name: str) -> str:
     key = _ALIASES.get(key, key)
     if key not in _BACKENDS:
         known = ", ".join(list_encoders() + [f"{a} (= {t})" for a, t in sorted(_ALIASES.items())])
-        raise ValueError(f"unknown encoder {name!r}; known encoders: {known}")
+        raise EncoderOptionError(f"unknown encoder {name!r}; known encoders: {known}")
     return key
 
 
@@ -70,7 +70,7 @@ def get_encoder(
         **kw: passed to the backend's constructor.
 
     Raises:
-        ValueError: unknown name, or half precision on CPU.
+        EncoderOptionError: unknown name, device or dtype, or half precision on CPU (a ValueError).
         EncoderUnavailableError: the weights cannot be loaded (the message says how to run offline).
     """
     key = canonical_name(name)

@@ -49,6 +49,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
+from ..errors import GeoFidelityError
+
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 _DTYPE_ALIASES = {
     "fp16": "fp16",
@@ -62,7 +64,7 @@ _DTYPE_ALIASES = {
 }
 
 
-class GeneratorError(ValueError):
+class GeneratorError(GeoFidelityError, ValueError):
     """A generator is unknown or badly specified; the message names it."""
 
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from ..errors import GeoFidelityError
+
 KINDS = ("sevi", "entity", "background")
 VDI_KINDS = ("entity", "background")
 #: Version of :func:`format_prompt`'s layout; part of every question fingerprint.
@@ -36,7 +38,7 @@ DEFAULT_BANK_FILE = "geodiv_questions_v1.json"
 _LETTERS = string.ascii_uppercase
 
 
-class QuestionBankError(ValueError):
+class QuestionBankError(GeoFidelityError, ValueError):
     """A question bank file is missing or malformed; the message names the file and the question."""
 
 

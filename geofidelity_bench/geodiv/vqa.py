@@ -29,6 +29,7 @@ from PIL import Image
 
 from ..encoders._hf import looks_like_path
 from ..encoders.base import canonical_json, file_sha256, resolve_device
+from ..errors import GeoFidelityError
 from .questions import PROMPT_FORMAT, Question
 
 #: Default VQA model: a small open instruction-tuned VLM (Idefics3 architecture) that answers
@@ -40,7 +41,7 @@ UNHASHED_KEYS = ("device", "batch_size")
 _HASHED_SUFFIXES = (".safetensors", ".bin", ".json", ".jinja", ".model", ".txt", ".tiktoken")
 
 
-class VQAUnavailableError(RuntimeError):
+class VQAUnavailableError(GeoFidelityError, RuntimeError):
     """A VQA model (weights or processor) cannot be loaded; the message names it and says how to run offline."""
 
 

@@ -21,6 +21,7 @@ from typing import Any, Iterator, Mapping
 
 from ..benchmark import CONFIGS as BENCHMARK_CONFIGS
 from ..benchmark import Benchmark, load_benchmark
+from ..errors import GeoFidelityError
 from ..generation.manifest import MANIFEST_COLUMNS, MANIFEST_FILE, load_manifest
 
 GENERATIONS_CONFIG = "generations"
@@ -29,7 +30,7 @@ DATASET_CONFIGS = (*BENCHMARK_CONFIGS, GENERATIONS_CONFIG)
 IMAGE_CONFIGS = ("references", "world", GENERATIONS_CONFIG)
 
 
-class DatasetBuildError(ValueError):
+class DatasetBuildError(GeoFidelityError, ValueError):
     """The dataset folder cannot be built; the message names the file or the problem."""
 
 

@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from .errors import GeoFidelityError
+
 TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
 CONFLICT_STATUS = (409, 412)
 
 
-class HubPushError(RuntimeError):
+class HubPushError(GeoFidelityError, RuntimeError):
     """Publishing failed; the message says what to do (it never contains the token)."""
 
 

@@ -7,10 +7,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import GeoFidelityError
 from .layout import REPORT_FILE
 
 
-class ReleaseImportError(ValueError):
+class ReleaseImportError(GeoFidelityError, ValueError):
     """The release folder cannot be imported at all (a required file or column is missing)."""
 
 

@@ -8,9 +8,9 @@ import json
 import sys
 from pathlib import Path
 
-from .provenance import command_line, utc_timestamp
-from .atomic import atomic_write
-from .cli_common import BENCHMARK_HELP, CLIError
+from ..provenance import command_line, utc_timestamp
+from ..atomic import atomic_write
+from ._common import BENCHMARK_HELP, CLIError
 
 _TABLE_SUFFIXES = (".parquet", ".csv")
 
@@ -28,7 +28,7 @@ def shares_table(bench, segmenter, shares, keys):
     """One row per reference: ids, role, content hash, the 12 shares, unlabeled, the tier-4 gate."""
     import pandas as pd
 
-    from .segmentation import GROUP_NAMES, tier4_gate, unlabeled_share
+    from ..segmentation import GROUP_NAMES, tier4_gate, unlabeled_share
 
     heldout = {r.reference_id for b in bench.block_ids for r in bench.heldout(b)}
     unlabeled = unlabeled_share(shares)
@@ -55,10 +55,8 @@ def shares_table(bench, segmenter, shares, keys):
 
 
 def _cmd_segment(args: argparse.Namespace) -> int:
-    from .segmentation import (
+    from ..segmentation import (
         DEFAULT_WEIGHTS,
-        LabelMismatchError,
-        SegmenterUnavailableError,
         get_segmenter,
         list_segmenters,
         segment_named_images,
@@ -72,19 +70,13 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
 
-    from .benchmark import load_benchmark
-    from .encoders import EmbeddingCache
-    from .images import content_sha256
+    from ..benchmark import load_benchmark
+    from ..encoders import EmbeddingCache
+    from ..images import content_sha256
 
     bench = load_benchmark(args.benchmark, revision=args.revision)
-    try:
-        segmenter = get_segmenter(args.segmenter, weights=args.segmenter_weights, device=args.device)
-    except (SegmenterUnavailableError, LabelMismatchError, ValueError) as err:
-        raise CLIError(str(err)) from None
-    try:
-        cache = None if args.no_cache else EmbeddingCache(args.cache_dir)
-    except ValueError as err:
-        raise CLIError(str(err)) from None
+    segmenter = get_segmenter(args.segmenter, weights=args.segmenter_weights, device=args.device)
+    cache = None if args.no_cache else EmbeddingCache(args.cache_dir)
     items = [(f"reference {r.reference_id}", r.image_bytes) for r in bench.references]
     print(
         f"segmenting {len(items)} reference images of {bench!r} with {segmenter.name} "

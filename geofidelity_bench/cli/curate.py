@@ -7,11 +7,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from .cli_common import CLIError
+from ._common import CLIError
 
 
 def _city_spec(args):
-    from .curation.cities import BUILTIN_CITIES, CitySpec
+    from ..curation.cities import BUILTIN_CITIES, CitySpec
 
     builtin = BUILTIN_CITIES.get(args.city)
     lat, lon = args.center if args.center else (builtin.lat, builtin.lon) if builtin else (None, None)
@@ -24,32 +24,28 @@ def _city_spec(args):
 
 
 def _retry_policy():
-    from .curation.http import RetryPolicy
+    from ..curation.http import RetryPolicy
 
     return RetryPolicy()
 
 
 def _cmd_carve(args: argparse.Namespace) -> int:
-    from .curation import CurationError
-    from .curation.carving import CarveParams, carve_blocks, stratum_counts, write_blocks_table
-    from .curation.osm import OverpassClient, read_osm_file
+    from ..curation.carving import CarveParams, carve_blocks, stratum_counts, write_blocks_table
+    from ..curation.osm import OverpassClient, read_osm_file
 
     out = Path(args.out)
     if out.suffix.lower() not in (".parquet", ".csv"):
         raise CLIError(f"--out must end in .parquet or .csv, got {args.out!r}")
-    try:
-        city = _city_spec(args)
-        params = CarveParams(radius_m=args.radius_m, min_length_m=args.min_length_m, min_spacing_m=args.min_spacing_m)
-        if args.osm_file:
-            data = read_osm_file(args.osm_file)
-        else:
-            kw = {"endpoints": args.overpass_endpoint} if args.overpass_endpoint else {}
-            client = OverpassClient(cache_dir=args.cache_dir, timeout_s=args.timeout, **kw)
-            data = client.fetch(city.lat, city.lon, params.radius_m)
-        blocks = carve_blocks(data, city, params)
-        write_blocks_table(blocks, out)
-    except CurationError as err:
-        raise CLIError(str(err)) from err
+    city = _city_spec(args)
+    params = CarveParams(radius_m=args.radius_m, min_length_m=args.min_length_m, min_spacing_m=args.min_spacing_m)
+    if args.osm_file:
+        data = read_osm_file(args.osm_file)
+    else:
+        kw = {"endpoints": args.overpass_endpoint} if args.overpass_endpoint else {}
+        client = OverpassClient(cache_dir=args.cache_dir, timeout_s=args.timeout, **kw)
+        data = client.fetch(city.lat, city.lon, params.radius_m)
+    blocks = carve_blocks(data, city, params)
+    write_blocks_table(blocks, out)
     counts = ", ".join(f"{k} {v}" for k, v in stratum_counts(blocks).items())
     print(f"{city.key}: {len(data.ways)} named highway ways, {len(data.places)} place nodes -> {len(blocks)} blocks "
           f"({counts}) written to {out}")
@@ -69,13 +65,13 @@ def _parse_osm_files(values) -> dict[str, str]:
 
 
 def _cmd_curate(args: argparse.Namespace) -> int:
-    from .curation import CurationError
-    from .curation.carving import CarveParams
-    from .curation.cities import resolve_cities
-    from .curation.http import redact
-    from .curation.mapillary import MAPILLARY_URL, MapillaryClient
-    from .curation.osm import DEFAULT_OVERPASS_ENDPOINTS, OverpassClient
-    from .curation.pipeline import CurationConfig, Curator, format_summary_table
+    from ..curation import CurationError
+    from ..curation.carving import CarveParams
+    from ..curation.cities import resolve_cities
+    from ..curation.http import redact
+    from ..curation.mapillary import MAPILLARY_URL, MapillaryClient
+    from ..curation.osm import DEFAULT_OVERPASS_ENDPOINTS, OverpassClient
+    from ..curation.pipeline import CurationConfig, Curator, format_summary_table
 
     out = Path(args.out)
     try:

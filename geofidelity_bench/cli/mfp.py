@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .provenance import command_line, library_versions, utc_timestamp
-from .atomic import atomic_write
-from .cli_common import CLIError
+from ..provenance import command_line, library_versions, utc_timestamp
+from ..atomic import atomic_write
+from ._common import CLIError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".gif")
 _MAX_LISTED = 10
@@ -155,7 +155,7 @@ def write_plot(path: Path, df) -> None:
 
 
 def _cmd_mfp(args: argparse.Namespace) -> int:
-    from .encoders import EncoderUnavailableError
+    from ..encoders import EncoderUnavailableError
 
     started = time.time()
     if args.pairs:
@@ -169,7 +169,7 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
 
-    from .metrics.mfp import DinoViTFeatureExtractor, mfp_scores, summarize_scores
+    from ..metrics.mfp import DinoViTFeatureExtractor, mfp_scores, summarize_scores
 
     try:
         extractor = DinoViTFeatureExtractor(args.model, revision=args.revision, image_size=args.image_size,

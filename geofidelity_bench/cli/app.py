@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cli_common import BENCHMARK_HELP, CLIError, add_encoder_args
+from ._common import BENCHMARK_HELP, CLIError, add_encoder_args
 
 
 def _cmd_app(args: argparse.Namespace) -> int:
@@ -16,26 +16,21 @@ def _cmd_app(args: argparse.Namespace) -> int:
 
     if importlib.util.find_spec("gradio") is None:
         raise CLIError('the app needs gradio: pip install "geofidelity-bench[app]"')
-    from .demo_app import build_app, launch, load_app_data
-    from .demo_app.results import ResultsError
-    from .report import ReportError
+    from ..demo_app import build_app, launch, load_app_data
 
-    try:
-        data = load_app_data(
-            args.benchmark,
-            args.encoder,
-            encoder_weights=args.encoder_weights,
-            revision=args.revision,
-            device=args.device,
-            dtype=args.dtype,
-            cache_dir=args.cache_dir,
-            use_cache=not args.no_cache,
-            results_csv=args.results,
-            batch_size=args.batch_size,
-            progress=not args.no_progress,
-        )
-    except (ResultsError, ReportError, ValueError) as err:  # ValueError: unknown encoder, device or dtype
-        raise CLIError(str(err)) from None
+    data = load_app_data(
+        args.benchmark,
+        args.encoder,
+        encoder_weights=args.encoder_weights,
+        revision=args.revision,
+        device=args.device,
+        dtype=args.dtype,
+        cache_dir=args.cache_dir,
+        use_cache=not args.no_cache,
+        results_csv=args.results,
+        batch_size=args.batch_size,
+        progress=not args.no_progress,
+    )
     demo = build_app(data)
     where = f"http://{args.host}:{args.port or 7860}"
     print(f"GeoFidelity-Bench app on {where} (Ctrl+C stops it)", file=sys.stderr)

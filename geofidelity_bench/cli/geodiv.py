@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .provenance import command_line, library_versions, utc_timestamp
-from .atomic import atomic_write, temporary_path
-from .cli_common import BENCHMARK_HELP, CLIError
+from ..provenance import command_line, library_versions, utc_timestamp
+from ..atomic import atomic_write, temporary_path
+from ._common import BENCHMARK_HELP, CLIError
 
 LABEL_COLUMNS = ("model", "method", "condition", "block_id", "city", "country", "source")
 
@@ -46,7 +46,7 @@ def _fmt(value: Any) -> str:
 
 def groups_text(tables) -> str:
     """The per-group table as aligned text (what the command prints)."""
-    from .results import format_table
+    from ..results import format_table
 
     df = tables.per_group
     score_cols = [c for c in df.columns if c.endswith(("_mean", "_diversity"))]
@@ -58,21 +58,17 @@ def groups_text(tables) -> str:
 
 def get_vqa_backend(model, **kwargs):
     """The VQA backend the arguments ask for (a seam for tests: replace it to script the model)."""
-    from .geodiv.vqa import get_vqa_backend as build
+    from ..geodiv.vqa import get_vqa_backend as build
 
     return build(model, **kwargs)
 
 
 def _collect_images(args, bench) -> list:
-    from .evaluation import EvaluationError
-    from .geodiv import generated_images, reference_images
+    from ..geodiv import generated_images, reference_images
 
     images = []
     if args.images:
-        try:
-            images += generated_images(args.images, bench, methods=args.methods, conditions=args.conditions)
-        except EvaluationError as err:
-            raise CLIError(str(err)) from err
+        images += generated_images(args.images, bench, methods=args.methods, conditions=args.conditions)
     if args.real:
         images += reference_images(bench, world=not args.no_world)
     if not images:
@@ -82,36 +78,28 @@ def _collect_images(args, bench) -> list:
 
 def _cmd_geodiv(args: argparse.Namespace) -> int:
     started = time.time()
-    from .benchmark import load_benchmark
-    from .geodiv import (
+    from ..benchmark import load_benchmark
+    from ..geodiv import (
         MIN_COVERAGE,
         NONE_SHARE_THRESHOLD,
         AnswerCache,
-        QuestionBankError,
-        VQAUnavailableError,
         answer_questions,
         diversity_tables,
         load_question_bank,
     )
-    from .geodiv.plots import plot_diversity_bars, plot_rating_distributions
+    from ..geodiv.plots import plot_diversity_bars, plot_rating_distributions
 
     if not args.images and not args.real:
         raise CLIError("give --images DIR (a generated folder {method}/{condition}/{block_id}/NN.jpg) and/or --real")
     bad = [c for c in args.group_by if c not in LABEL_COLUMNS]
     if bad:
         raise CLIError(f"--group-by {bad} not available; group by any of {list(LABEL_COLUMNS)}")
-    try:
-        bank = load_question_bank(args.questions)
-    except QuestionBankError as err:
-        raise CLIError(str(err)) from err
+    bank = load_question_bank(args.questions)
     bench = load_benchmark(args.benchmark, revision=args.revision)
     images = _collect_images(args, bench)
-    try:
-        backend = get_vqa_backend(args.vqa_model, revision=args.vqa_revision, device=args.device, dtype=args.dtype,
-                                  batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
-                                  max_image_side=args.max_image_side)
-    except VQAUnavailableError as err:
-        raise CLIError(str(err)) from err
+    backend = get_vqa_backend(args.vqa_model, revision=args.vqa_revision, device=args.device, dtype=args.dtype,
+                              batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+                              max_image_side=args.max_image_side)
     cache = None if args.no_cache else AnswerCache(args.cache_dir)
     answers = answer_questions(images, bank, backend, cache=cache, progress=not args.no_progress)
     tables = diversity_tables(answers, bank, args.group_by)
@@ -177,7 +165,7 @@ def _cmd_geodiv(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    from .geodiv.vqa import DEFAULT_VQA_MODEL
+    from ..geodiv.vqa import DEFAULT_VQA_MODEL
 
     p = sub.add_parser(
         "geodiv",

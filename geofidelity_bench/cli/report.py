@@ -5,34 +5,26 @@ from __future__ import annotations
 import argparse
 import sys
 
-
-from .cli_common import BENCHMARK_HELP, CLIError
-
-
-def _cli_error(message: str) -> Exception:
-    return CLIError(message)
+from ._common import BENCHMARK_HELP, CLIError
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report import ReportError, report_from_dirs
+    from ..report import report_from_dirs
 
     if args.n_resamples < 1 or args.rank_resamples < 1:
-        raise _cli_error("--n-resamples and --rank-resamples must be positive")
+        raise CLIError("--n-resamples and --rank-resamples must be positive")
     if not 0 < args.confidence < 1:
-        raise _cli_error("--confidence must be between 0 and 1")
-    try:
-        report = report_from_dirs(
-            args.results,
-            args.out,
-            allow_mixed_encoders=args.allow_mixed_encoders,
-            seed=args.seed,
-            n_resamples=args.n_resamples,
-            rank_resamples=args.rank_resamples,
-            confidence=args.confidence,
-            plots=not args.no_plots,
-        )
-    except ReportError as err:
-        raise _cli_error(str(err)) from None
+        raise CLIError("--confidence must be between 0 and 1")
+    report = report_from_dirs(
+        args.results,
+        args.out,
+        allow_mixed_encoders=args.allow_mixed_encoders,
+        seed=args.seed,
+        n_resamples=args.n_resamples,
+        rank_resamples=args.rank_resamples,
+        confidence=args.confidence,
+        plots=not args.no_plots,
+    )
     out = report["out_dir"]
     if "tables" in report:
         for name, entry in report["tables"].items():
@@ -46,15 +38,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_clip_alignment(args: argparse.Namespace) -> int:
-    from .clip_alignment import CLIP_ENCODER, folder_images, run_clip_alignment
-    from .encoders import get_encoder
+    from ..clip_alignment import CLIP_ENCODER, folder_images, run_clip_alignment
+    from ..encoders import get_encoder
 
     encoder = get_encoder(CLIP_ENCODER, weights=args.clip_weights, device=args.device)
     try:
         scores = run_clip_alignment(args.results, args.benchmark, folder_images(args.generated), encoder=encoder,
                                     conditions=args.conditions, batch_size=args.batch_size)
-    except (ValueError, FileNotFoundError) as err:
-        raise _cli_error(str(err)) from None
+    except FileNotFoundError as err:  # results.csv or a panel's images are missing
+        raise CLIError(str(err)) from None
     print(f"scored {len(scores)} panel(s) with {encoder.name}; wrote {args.results}/clip_alignment.csv "
           "(`geofidelity-bench report` now adds the CLIP tables)")
     return 0

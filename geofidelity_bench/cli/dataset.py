@@ -14,11 +14,11 @@ import argparse
 import os
 import sys
 
-from .cli_common import BENCHMARK_HELP, CLIError
+from ._common import BENCHMARK_HELP, CLIError
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from .hub import DatasetBuildError, build_dataset
+    from ..hub import DatasetBuildError, build_dataset
 
     try:
         report = build_dataset(
@@ -38,7 +38,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_push(args: argparse.Namespace) -> int:
-    from .hub import HubPushError, push_dataset
+    from ..hub import HubPushError, push_dataset
 
     if not os.path.isdir(args.dir):
         raise CLIError(f"{args.dir} is not a folder")
@@ -53,7 +53,7 @@ def _cmd_push(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from .release_import import ReleaseImportError, import_release
+    from ..release_import import ReleaseImportError, import_release
 
     try:
         report = import_release(

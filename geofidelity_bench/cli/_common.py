@@ -1,14 +1,20 @@
-"""Pieces shared by the CLI's subcommand modules (kept apart from cli.py to avoid import cycles)."""
+"""Pieces shared by the CLI's command modules (kept apart from ``cli/__init__.py`` to avoid import cycles)."""
 
 from __future__ import annotations
 
 import argparse
 
+from ..errors import GeoFidelityError
+
 BENCHMARK_HELP = "benchmark: 'demo' (the embedded demo), a canonical benchmark folder, or a Hub dataset id (user/name)"
 
 
-class CLIError(Exception):
-    """A user-facing error: printed without a traceback, exit status 2."""
+class CLIError(GeoFidelityError):
+    """A command-line usage error (a bad or missing option): printed without a traceback, exit status 2.
+
+    Only commands raise it; the library raises its own :class:`~geofidelity_bench.errors.GeoFidelityError`
+    subclasses, which :func:`geofidelity_bench.cli.main` prints the same way.
+    """
 
 
 def add_encoder_args(p: argparse.ArgumentParser, default: str) -> None:
@@ -25,12 +31,9 @@ def add_encoder_args(p: argparse.ArgumentParser, default: str) -> None:
 
 def encoder_and_cache(args):
     """The Encoder and EmbeddingCache (None with --no-cache) that the parsed arguments ask for."""
-    from .encoders import EmbeddingCache, get_encoder
+    from ..encoders import EmbeddingCache, get_encoder
 
-    try:
-        encoder = get_encoder(args.encoder, weights=args.encoder_weights, device=args.device, dtype=args.dtype)
-    except ValueError as err:  # unknown encoder, device or dtype
-        raise CLIError(str(err)) from None
+    encoder = get_encoder(args.encoder, weights=args.encoder_weights, device=args.device, dtype=args.dtype)
     cache = None if args.no_cache else EmbeddingCache(args.cache_dir)
     return encoder, cache
 
@@ -54,7 +57,7 @@ def segmenter_or_reason(args, *, local_only: bool = False):
 
     if args.no_gaas:
         return None, "GAAS disabled with --no-gaas"
-    from .segmentation import LabelMismatchError, SegmenterUnavailableError, default_weights_id, get_segmenter
+    from ..segmentation import LabelMismatchError, SegmenterUnavailableError, default_weights_id, get_segmenter
 
     if local_only and args.segmenter_weights is None:
         from huggingface_hub import try_to_load_from_cache

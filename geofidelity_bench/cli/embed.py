@@ -7,18 +7,18 @@ import json
 import os
 from pathlib import Path
 
-from .atomic import atomic_write
-from .cli_common import BENCHMARK_HELP, CLIError, add_encoder_args, encoder_and_cache
+from ..atomic import atomic_write
+from ._common import BENCHMARK_HELP, CLIError, add_encoder_args, encoder_and_cache
 
 
 def _cmd_embed(args: argparse.Namespace) -> int:
     if args.list:
-        from .encoders import list_encoders
+        from ..encoders import list_encoders
 
         print("\n".join(list_encoders()))
         return 0
-    from .benchmark import load_benchmark
-    from .encoders import embed_distributed, embed_named_images
+    from ..benchmark import load_benchmark
+    from ..encoders import embed_distributed, embed_named_images
 
     bench = load_benchmark(args.benchmark, revision=args.revision)
     encoder, cache = encoder_and_cache(args)

@@ -21,20 +21,20 @@ PAPER_CONDITIONS = ("L0", "L1", "L2", *CONTROL_CONDITIONS)
 
 
 def _cli_error():
-    from ..cli_common import CLIError
+    from ._common import CLIError
 
     return CLIError
 
 
 def _add_benchmark_args(p: argparse.ArgumentParser) -> None:
-    from ..cli_common import BENCHMARK_HELP
+    from ._common import BENCHMARK_HELP
 
     p.add_argument("--benchmark", default="demo", help=BENCHMARK_HELP + " (default: demo)")
     p.add_argument("--revision", default=None, help="Hub revision of the benchmark dataset (default: main)")
 
 
 def _models_table() -> str:
-    from .registry import REGISTRY
+    from ..generation.registry import REGISTRY
 
     lines = [f"{'key':<14} {'weights':<44} {'steps':>5} {'guid.':>5} {'dtype':<5} {'offload':<7} GPU memory"]
     for key in REGISTRY.keys():
@@ -48,8 +48,8 @@ def _models_table() -> str:
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     from ..benchmark import load_benchmark
-    from .registry import GeneratorError, load_plugin, resolve_generator
-    from .runner import run_generation
+    from ..generation.registry import GeneratorError, load_plugin, resolve_generator
+    from ..generation.runner import run_generation
 
     CLIError = _cli_error()
     if args.list_models:

@@ -7,17 +7,16 @@ import sys
 import time
 from pathlib import Path
 
-from .cli_common import (
+from ._common import (
     BENCHMARK_HELP,
-    CLIError,
     add_encoder_args,
     add_segmenter_args,
     encoder_and_cache,
     gaas_info,
     segmenter_or_reason,
 )
-from .provenance import command_line, library_versions, utc_timestamp
-from .results import hierarchy_text, leaderboard_text, write_results
+from ..provenance import command_line, library_versions, utc_timestamp
+from ..results import hierarchy_text, leaderboard_text, write_results
 
 
 def _run_info(args, bench, encoder, cache, results, started: float, gaas: dict, extra: dict | None = None) -> dict:
@@ -49,25 +48,19 @@ def _run_info(args, bench, encoder, cache, results, started: float, gaas: dict, 
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from .benchmark import load_benchmark
-    from .evaluation import EvaluationError, evaluate_panels, read_generated_folder
+    from ..benchmark import load_benchmark
+    from ..evaluation import evaluate_panels, read_generated_folder
 
     started = time.time()
     bench = load_benchmark(args.benchmark, revision=args.revision)
-    try:
-        panels = read_generated_folder(args.generated, bench, methods=args.methods, conditions=args.conditions)
-    except EvaluationError as err:
-        raise CLIError(str(err)) from None
+    panels = read_generated_folder(args.generated, bench, methods=args.methods, conditions=args.conditions)
     encoder, cache = encoder_and_cache(args)
     segmenter, gaas_reason = segmenter_or_reason(args)
     print(f"scoring {len(panels)} panel(s) from {args.generated} against {bench!r} with encoder {encoder.name}",
           file=sys.stderr)
-    try:
-        results = evaluate_panels(bench, panels, encoder, cache=cache, batch_size=args.batch_size,
-                                  progress=not args.no_progress, include_anchors=not args.no_anchors,
-                                  segmenter=segmenter)
-    except EvaluationError as err:
-        raise CLIError(str(err)) from None
+    results = evaluate_panels(bench, panels, encoder, cache=cache, batch_size=args.batch_size,
+                              progress=not args.no_progress, include_anchors=not args.no_anchors,
+                              segmenter=segmenter)
     info = _run_info(args, bench, encoder, cache, results, started, gaas_info(segmenter, gaas_reason, results))
     out = Path(args.out)
     write_results(out, results, info)
@@ -94,8 +87,8 @@ def _add_evaluate(sub) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .benchmark import load_benchmark
-    from .evaluation import anchor_panels, evaluate_panels, sanity_panels
+    from ..benchmark import load_benchmark
+    from ..evaluation import anchor_panels, evaluate_panels, sanity_panels
 
     started = time.time()
     bench = load_benchmark("demo")
@@ -118,7 +111,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
     out = Path(args.out)
     write_results(out, results, info)
-    from .report import build_report
+    from ..report import build_report
 
     build_report(results, out / "report", run_info=info)
     print("\nLeaderboard (mean over blocks; ^ higher is better, v lower is better)")

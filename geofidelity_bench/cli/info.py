@@ -1,28 +1,13 @@
-"""The ``geofidelity-bench`` command.
-
-Each subcommand lives in a small ``_cmd_*`` function; heavy imports happen inside them so
-that ``geofidelity-bench --help`` is instant. Also runs as ``python -m geofidelity_bench.cli``
-(hence ``accelerate launch -m geofidelity_bench.cli ...`` and ``torchrun -m ...``).
-"""
+"""``geofidelity-bench info`` and ``geofidelity-bench prompts``: what a benchmark holds and the
+prompts it yields."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Callable, Sequence
 
-from .app_commands import register as _app_register
-from .cli_common import BENCHMARK_HELP, CLIError
-from .dataset_commands import register as _dataset_register
-from .curation_commands import register as _curation_register
-from .embed_commands import register as _embed_register
-from .evaluation_commands import register as _evaluation_register
-from .generation.cli import register as _generation_register
-from .geodiv_commands import register as _geodiv_register
-from .mfp_commands import register as _mfp_register
-from .report_commands import register as _report_register
-from .segmentation_commands import register as _segmentation_register
+from ._common import BENCHMARK_HELP
 
 
 def _add_benchmark_arg(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +60,7 @@ def format_summary(summary: dict) -> str:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from .benchmark import load_benchmark
+    from ..benchmark import load_benchmark
 
     bench = load_benchmark(args.benchmark, revision=args.revision)
     summary = bench.summary()
@@ -97,8 +82,8 @@ def _add_info(sub) -> None:
 
 
 def _cmd_prompts(args: argparse.Namespace) -> int:
-    from .benchmark import load_benchmark
-    from .prompts import PromptError, build_prompt
+    from ..benchmark import load_benchmark
+    from ..prompts import PromptError, build_prompt
 
     bench = load_benchmark(args.benchmark, revision=args.revision)
     ids = args.blocks or bench.block_ids
@@ -129,7 +114,7 @@ def _cmd_prompts(args: argparse.Namespace) -> int:
 
 
 def _add_prompts(sub) -> None:
-    from .prompts import CONDITIONS
+    from ..prompts import CONDITIONS
 
     p = sub.add_parser("prompts", help="print the prompts of a benchmark (JSON lines), refusing impossible ones")
     _add_benchmark_arg(p)
@@ -138,60 +123,7 @@ def _add_prompts(sub) -> None:
     p.set_defaults(func=_cmd_prompts)
 
 
-# -- wiring -------------------------------------------------------------------------------
-
-# Each entry adds one or more subparsers. Feature modules expose ``register(subparsers)``;
-# list them here explicitly (one line each).
-REGISTRARS: list[Callable] = [
-    _evaluation_register,  # evaluate, demo (the main job)
-    _add_info,
-    _add_prompts,
-    _embed_register,
-    _segmentation_register,
-    _report_register,  # clip-alignment, report
-    _generation_register,  # generate, push-generations
-    _app_register,
-    _mfp_register,
-    _geodiv_register,
-    _curation_register,  # carve, curate
-    _dataset_register,  # build-dataset, push-dataset, import-release
-]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-
-    parser = argparse.ArgumentParser(
-        prog="geofidelity-bench",
-        description="GeoFidelity-Bench: does a text-to-image model draw the named street block, or a generic city?",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-    for register in REGISTRARS:
-        register(sub)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from .benchmark import BenchmarkError
-    from .images import ImageDecodeError
-    from .encoders import EncoderUnavailableError
-    from .prompts import PromptError
-
-    parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
-    args.argv = argv
-    try:
-        return int(args.func(args) or 0)
-    except (CLIError, BenchmarkError, ImageDecodeError, PromptError, EncoderUnavailableError) as err:
-        print(f"geofidelity-bench {args.command}: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def register(sub) -> None:
+    """Adds ``info`` and ``prompts``."""
+    _add_info(sub)
+    _add_prompts(sub)

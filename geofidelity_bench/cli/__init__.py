@@ -1,0 +1,71 @@
+"""The ``geofidelity-bench`` command.
+
+One module per command family (``evaluate``, ``info``, ``embed``, ``segment``, ``report``,
+``generate``, ``app``, ``mfp``, ``geodiv``, ``curate``, ``dataset``), each exposing
+``register(subparsers)``; a command parses its arguments, calls the library and prints. Heavy
+imports happen inside the commands so that ``geofidelity-bench --help`` is instant. Also runs as
+``python -m geofidelity_bench.cli`` (hence ``accelerate launch -m geofidelity_bench.cli ...`` and
+``torchrun -m ...``).
+
+Errors: every error a user can cause is a :class:`~geofidelity_bench.errors.GeoFidelityError`
+(library errors and :class:`~geofidelity_bench.cli._common.CLIError` alike); :func:`main` prints
+its message on one line and exits with status 2. Any other exception is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+from ..errors import GeoFidelityError
+from . import app, curate, dataset, embed, evaluate, generate, geodiv, info, mfp, report, segment
+
+# Each entry adds one or more subparsers, in the order of ``geofidelity-bench --help``.
+REGISTRARS: list[Callable] = [
+    evaluate.register,  # evaluate, demo (the main job)
+    info.register,  # info, prompts
+    embed.register,
+    segment.register,
+    report.register,  # clip-alignment, report
+    generate.register,  # generate, push-generations
+    app.register,
+    mfp.register,
+    geodiv.register,
+    curate.register,  # carve, curate
+    dataset.register,  # build-dataset, push-dataset, import-release
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="geofidelity-bench",
+        description="GeoFidelity-Bench: does a text-to-image model draw the named street block, or a generic city?",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for register in REGISTRARS:
+        register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    args.argv = argv
+    try:
+        return int(args.func(args) or 0)
+    except GeoFidelityError as err:
+        print(f"geofidelity-bench {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+__all__ = ["main", "build_parser"]
