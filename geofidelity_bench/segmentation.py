@@ -48,6 +48,7 @@ import numpy as np
 
 from geofidelity_bench.cached_batches import run_cached
 from geofidelity_bench.encoders._hf import local_weights_sha256, looks_like_path
+from geofidelity_bench.errors import ModelUnavailableError, offline_hint
 from geofidelity_bench.encoders.base import as_image_list, canonical_json, default_names, hash_config, resolve_device
 from geofidelity_bench.images import ImageSource, load_image
 from geofidelity_bench.metrics.composition import GAAS_GROUPS, SEMANTIC_GROUPS
@@ -370,7 +371,7 @@ def tier4_gate(shares: Mapping[str, float] | Sequence[float] | np.ndarray) -> tu
 # -- errors ----------------------------------------------------------------------------------------
 
 
-class SegmenterUnavailableError(RuntimeError):
+class SegmenterUnavailableError(ModelUnavailableError):
     """A segmenter's weights (or its package) cannot be had; the message says how to run offline."""
 
 
@@ -378,12 +379,9 @@ class LabelMismatchError(ValueError):
     """The weights' label set is not the one the segmenter's group mapping was written for."""
 
 
-def offline_hint(weights_id: str) -> str:
-    return (
-        f"To run offline, fetch {weights_id!r} once where the Hub is reachable (`hf download {weights_id}`, "
-        "then copy the Hugging Face cache) or save it with save_pretrained() and pass that folder with "
-        "--segmenter-weights PATH (weights=PATH in Python)."
-    )
+def _offline_hint(weights_id: str) -> str:
+    """How to run a segmenter without the Hub (the one wording of :func:`geofidelity_bench.errors.offline_hint`)."""
+    return offline_hint(flag="--segmenter-weights", python_arg="weights=", weights_id=weights_id)
 
 
 def check_id2label(
@@ -557,7 +555,7 @@ class _TransformersSegmenter(Segmenter):
             elif path.exists() or isinstance(weights, os.PathLike) or looks_like_path(text):
                 raise SegmenterUnavailableError(
                     f"segmenter weights {text!r} is not a directory saved with save_pretrained(). "
-                    + offline_hint(self.default_id)
+                    + _offline_hint(self.default_id)
                 )
             else:
                 source = text
@@ -570,7 +568,7 @@ class _TransformersSegmenter(Segmenter):
             offline = " HF_HUB_OFFLINE is set, so the Hub was not contacted." if constants.HF_HUB_OFFLINE else ""
             return SegmenterUnavailableError(
                 f"cannot load weights {source!r}{rev} for segmenter {self.name!r}: {str(err).rstrip('. ')}.{offline} "
-                + offline_hint(source if not local else self.default_id)
+                + _offline_hint(source if not local else self.default_id)
             )
 
         try:
