@@ -544,10 +544,10 @@ def compute_mfp(
 ) -> dict[str, Any]:
     """MFP global and spatial terms, loss, SSIM and PSNR (SPEC section 10) of paired map images.
 
-    A thin wrapper over :func:`geofidelity_bench.metrics.mfp.mfp_compute` (``model``: Hub id or
+    A thin wrapper over :func:`geofidelity_bench.mfp.mfp_compute` (``model``: Hub id or
     local folder of a DINO ViT, default ``facebook/dino-vitb8``).
     """
-    from .metrics.mfp import mfp_compute
+    from .mfp import mfp_compute
 
     _, generated = _split(predictions, "predictions")
     _, targets = _split(references, "references")

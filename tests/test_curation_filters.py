@@ -347,7 +347,8 @@ def test_tier3_with_a_tiny_siglip_through_the_encoder(tiny_siglip_curation_dir, 
 
 
 def test_tier4_with_the_tiny_mask2former(tiny_m2f_dir):
-    from geofidelity_bench.segmentation import GROUP_NAMES, get_segmenter, segment_images, tier4_gate
+    from geofidelity_bench.curation.filters import tier4_gate
+    from geofidelity_bench.segmentation import GROUP_NAMES, get_segmenter, segment_images
 
     seg = get_segmenter("mask2former-vistas", weights=tiny_m2f_dir, device="cpu", input_size=64, max_input_size=128)
     ids = [p.stem for p in PHOTOS]

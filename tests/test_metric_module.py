@@ -389,7 +389,7 @@ def test_mfp_config_equals_mfp_compute(evaluate_lib, work, tmp_path):
     from PIL import Image, ImageDraw
     from transformers import ViTConfig, ViTModel
 
-    from geofidelity_bench.metrics.mfp import mfp_compute
+    from geofidelity_bench.mfp import mfp_compute
 
     torch.manual_seed(0)
     ViTModel(ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,

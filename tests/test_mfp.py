@@ -18,7 +18,10 @@ from PIL import Image, ImageDraw
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from geofidelity_bench.metrics import mfp as M  # noqa: E402
+from geofidelity_bench import mfp as R  # noqa: E402  (the runner: pairs of image files)
+from geofidelity_bench.encoders import dino_vit_keys as E  # noqa: E402  (the DINO-ViT extractor)
+from geofidelity_bench.metrics import image_quality as Q  # noqa: E402  (SSIM, PSNR)
+from geofidelity_bench.metrics import mfp as M  # noqa: E402  (the terms and the loss)
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32,
             patch_size=8)
@@ -37,7 +40,7 @@ def tiny_vit_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def extractor(tiny_vit_dir):
-    return M.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, device="cpu")
+    return E.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, device="cpu")
 
 
 def synthetic_map(seed: int, size: int = 64) -> Image.Image:
@@ -63,7 +66,7 @@ def synthetic_map(seed: int, size: int = 64) -> Image.Image:
 
 def test_identical_images_give_ideal_terms(extractor):
     maps = [synthetic_map(i) for i in range(3)]
-    df = M.mfp_scores(maps, [m.copy() for m in maps], extractor)
+    df = R.mfp_scores(maps, [m.copy() for m in maps], extractor)
     assert list(df.columns) == ["pair", "global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"]
     np.testing.assert_allclose(df["global_score"], 1.0, atol=1e-6)
     np.testing.assert_allclose(df["spatial_distance"], 0.0, atol=1e-5)
@@ -71,14 +74,14 @@ def test_identical_images_give_ideal_terms(extractor):
     np.testing.assert_allclose(df["loss"], 0.0, atol=1e-5)
     np.testing.assert_allclose(df["ssim"], 1.0)
     assert np.isinf(df["psnr"]).all()
-    summary = M.summarize_scores(df)
+    summary = R.summarize_scores(df)
     assert summary["psnr_infinite_pairs"] == 3 and summary["means"]["psnr"] is None
 
 
 def test_different_maps_score_worse_and_terms_are_consistent(extractor):
     gen = [synthetic_map(i) for i in range(3)]
     tgt = [synthetic_map(100 + i) for i in range(3)]
-    df = M.mfp_scores(gen, tgt, extractor)
+    df = R.mfp_scores(gen, tgt, extractor)
     assert (df["global_score"] < 1).all() and (df["spatial_distance"] > 0).all()
     n = extractor.n_tokens
     np.testing.assert_allclose(df["spatial_mse"], df["spatial_distance"] ** 2 / n**2, rtol=1e-5)
@@ -89,8 +92,8 @@ def test_different_maps_score_worse_and_terms_are_consistent(extractor):
 def test_swapping_generated_and_target_gives_same_terms(extractor):
     gen = [synthetic_map(i) for i in range(3)]
     tgt = [synthetic_map(50 + i) for i in range(3)]
-    a = M.mfp_scores(gen, tgt, extractor)
-    b = M.mfp_scores(tgt, gen, extractor)
+    a = R.mfp_scores(gen, tgt, extractor)
+    b = R.mfp_scores(tgt, gen, extractor)
     for col in ("global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"):
         np.testing.assert_allclose(a[col], b[col], rtol=1e-6, atol=1e-7, err_msg=col)
 
@@ -98,8 +101,8 @@ def test_swapping_generated_and_target_gives_same_terms(extractor):
 def test_batch_size_does_not_change_results(extractor):
     gen = [synthetic_map(i) for i in range(3)]
     tgt = [synthetic_map(20 + i) for i in range(3)]
-    one = M.mfp_scores(gen, tgt, extractor, batch_size=1, pixel_metrics=False)
-    three = M.mfp_scores(gen, tgt, extractor, batch_size=3, pixel_metrics=False)
+    one = R.mfp_scores(gen, tgt, extractor, batch_size=1, pixel_metrics=False)
+    three = R.mfp_scores(gen, tgt, extractor, batch_size=3, pixel_metrics=False)
     for col in M.TERM_COLUMNS:
         np.testing.assert_allclose(one[col], three[col], atol=1e-5, err_msg=col)
 
@@ -124,19 +127,19 @@ def test_key_capture_matches_independent_recomputation(extractor):
 
 
 def test_final_layernorm_cls_source(tiny_vit_dir):
-    ext = M.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, device="cpu", cls_source="final_layernorm")
+    ext = E.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, device="cpu", cls_source="final_layernorm")
     x = ext.prepare(torch.rand(1, 3, 32, 32))
     with torch.no_grad():
         torch.testing.assert_close(ext(x).cls, ext.model(pixel_values=x).last_hidden_state[:, 0])
     assert ext.config["cls_source"] == "final_layernorm"
     with pytest.raises(ValueError, match="cls_source"):
-        M.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, cls_source="pooler")
+        E.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, cls_source="pooler")
 
 
 def test_hooks_are_removed_after_use_and_after_an_error(tiny_vit_dir):
     # A fresh model: transformers 5 itself leaves output-capturing hooks on the layers once a
     # forward pass asks for output_hidden_states (as another test does), so only here is "empty" exact.
-    extractor = M.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, device="cpu")
+    extractor = E.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, device="cpu")
     modules = [extractor.key_projection, extractor.last_layer]
     assert all(len(m._forward_hooks) == 0 for m in modules)
     extractor.extract(torch.rand(1, 3, 32, 32))
@@ -157,12 +160,12 @@ def test_hooks_are_removed_after_use_and_after_an_error(tiny_vit_dir):
 
 
 def test_other_image_size_interpolates_positions(tiny_vit_dir):
-    ext = M.DinoViTFeatureExtractor(tiny_vit_dir, image_size=48, device="cpu")
+    ext = E.DinoViTFeatureExtractor(tiny_vit_dir, image_size=48, device="cpu")
     assert ext.n_tokens == 37 and ext.config["interpolate_pos_encoding"] is True
     feats = ext.extract(torch.rand(2, 3, 64, 64))
     assert feats.keys.shape == (2, 37, 32)
     with pytest.raises(ValueError, match="multiple of the patch size"):
-        M.DinoViTFeatureExtractor(tiny_vit_dir, image_size=36)
+        E.DinoViTFeatureExtractor(tiny_vit_dir, image_size=36)
 
 
 # -- the loss ----------------------------------------------------------------------------------
@@ -203,6 +206,41 @@ def test_loss_input_ranges_agree(extractor):
         M.MapFeaturePerceptionLoss(extractor, input_range="0-255")
 
 
+def test_loss_is_given_its_extractor_or_builds_it_with_a_factory(extractor, tiny_vit_dir):
+    calls = []
+
+    def factory(model, **options):
+        calls.append((model, options))
+        return extractor
+
+    x, y = torch.rand(2, 3, 32, 32), torch.rand(2, 3, 32, 32)
+    given = M.MapFeaturePerceptionLoss(extractor)(x, y)
+    built = M.MapFeaturePerceptionLoss(model="some/vit", image_size=32, extractor_factory=factory)
+    assert built.extractor is extractor
+    assert calls == [("some/vit", {"revision": None, "image_size": 32, "device": None, "cls_source": "last_block"})]
+    torch.testing.assert_close(built(x, y), given)
+    # No factory: the DINO-ViT extractor, loaded from the same local folder, gives the same loss.
+    default = M.MapFeaturePerceptionLoss(model=tiny_vit_dir, image_size=32, device="cpu")
+    assert isinstance(default.extractor, E.DinoViTFeatureExtractor)
+    torch.testing.assert_close(default(x, y), given)
+    with pytest.raises(ValueError, match="not both"):
+        M.MapFeaturePerceptionLoss(extractor, model="some/vit")
+
+
+def test_loss_class_is_one_class_that_pickles_by_name(extractor):
+    import pickle
+
+    from geofidelity_bench.metrics.mfp import MapFeaturePerceptionLoss
+
+    assert MapFeaturePerceptionLoss is M.MapFeaturePerceptionLoss and issubclass(MapFeaturePerceptionLoss, torch.nn.Module)
+    assert MapFeaturePerceptionLoss.__module__ == "geofidelity_bench.metrics.mfp"
+    # Defined on first access, yet found by its name (what pickling a loss module relies on).
+    assert pickle.loads(pickle.dumps(MapFeaturePerceptionLoss)) is MapFeaturePerceptionLoss
+    assert isinstance(MapFeaturePerceptionLoss(extractor), M.MapFeaturePerceptionLoss)
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
+        M.NoSuchThing
+
+
 def test_extractor_stays_in_eval_mode(extractor):
     loss_fn = M.MapFeaturePerceptionLoss(extractor)
     parent = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 1), loss_fn)
@@ -228,37 +266,37 @@ def test_local_checkpoint_loads_offline_and_is_recorded(tiny_vit_dir, extractor)
 
 
 def test_unavailable_hub_id_gives_a_clear_error():
-    with pytest.raises(M.MFPModelUnavailableError) as info:
-        M.DinoViTFeatureExtractor("no-such-org/no-such-mfp-model", device="cpu")
+    with pytest.raises(E.MFPModelUnavailableError) as info:
+        E.DinoViTFeatureExtractor("no-such-org/no-such-mfp-model", device="cpu")
     msg = str(info.value)
     assert "no-such-org/no-such-mfp-model" in msg and "save_pretrained" in msg and "efficientnet" not in msg
 
 
 def test_missing_local_path_gives_a_clear_error(tmp_path):
-    with pytest.raises(M.MFPModelUnavailableError, match="not a directory"):
-        M.DinoViTFeatureExtractor(tmp_path / "nope", device="cpu")
+    with pytest.raises(E.MFPModelUnavailableError, match="not a directory"):
+        E.DinoViTFeatureExtractor(tmp_path / "nope", device="cpu")
 
 
 def test_pixel_metrics_resize_generated_to_target_size(extractor):
-    df = M.mfp_scores([synthetic_map(0, 96)], [synthetic_map(0, 64)], extractor)
+    df = R.mfp_scores([synthetic_map(0, 96)], [synthetic_map(0, 64)], extractor)
     assert df.attrs["n_pixel_resized"] == 1 and 0.5 < df["ssim"][0] <= 1.0
 
 
 def test_mfp_scores_rejects_unequal_counts(extractor):
     with pytest.raises(ValueError, match="2 generated images but 1 targets"):
-        M.mfp_scores([synthetic_map(0), synthetic_map(1)], [synthetic_map(2)], extractor)
+        R.mfp_scores([synthetic_map(0), synthetic_map(1)], [synthetic_map(2)], extractor)
 
 
 def test_mfp_compute_returns_means_lists_and_config(extractor, tiny_vit_dir):
     gen = [synthetic_map(i) for i in range(2)]
     tgt = [synthetic_map(30 + i) for i in range(2)]
-    out = M.mfp_compute(gen, tgt, model=extractor, batch_size=2)
+    out = R.mfp_compute(gen, tgt, model=extractor, batch_size=2)
     assert out["n_pairs"] == 2
     for key in ("global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"):
         assert out[key] == pytest.approx(float(np.mean(out["per_pair"][key])))
     assert out["config"]["image_size"] == 32 and out["config"]["global_weight"] == 10.0
     json.dumps(out)
-    by_path = M.mfp_compute(gen, tgt, model=str(tiny_vit_dir), image_size=32, device="cpu")
+    by_path = R.mfp_compute(gen, tgt, model=str(tiny_vit_dir), image_size=32, device="cpu")
     assert by_path["global_score"] == pytest.approx(out["global_score"], abs=1e-6)
 
 
@@ -274,9 +312,9 @@ def _gaussian_window() -> np.ndarray:
 def test_ssim_identical_and_symmetric():
     a = np.asarray(synthetic_map(1))
     b = np.asarray(synthetic_map(2))
-    assert M.ssim(a, a) == pytest.approx(1.0)
-    assert M.ssim(a, b) == pytest.approx(M.ssim(b, a))
-    assert -1.0 <= M.ssim(a, b) < 1.0
+    assert Q.ssim(a, a) == pytest.approx(1.0)
+    assert Q.ssim(a, b) == pytest.approx(Q.ssim(b, a))
+    assert -1.0 <= Q.ssim(a, b) < 1.0
 
 
 def test_ssim_constant_offset_known_value():
@@ -285,7 +323,7 @@ def test_ssim_constant_offset_known_value():
     b = np.full((32, 32, 3), 120, np.uint8)
     c1 = (0.01 * 255) ** 2
     expected = (2 * 100 * 120 + c1) / (100**2 + 120**2 + c1)
-    assert M.ssim(a, b) == pytest.approx(expected, rel=1e-12)
+    assert Q.ssim(a, b) == pytest.approx(expected, rel=1e-12)
 
 
 def test_ssim_textured_offset_matches_direct_valid_convolution():
@@ -299,7 +337,7 @@ def test_ssim_textured_offset_matches_direct_valid_convolution():
     mu_y = mu_x + 25.0
     c1 = (0.01 * 255) ** 2
     expected = np.mean((2 * mu_x * mu_y + c1) / (mu_x**2 + mu_y**2 + c1))
-    assert M.ssim(x, y) == pytest.approx(expected, rel=1e-9)
+    assert Q.ssim(x, y) == pytest.approx(expected, rel=1e-9)
 
 
 def test_ssim_general_case_matches_direct_valid_convolution():
@@ -317,18 +355,18 @@ def test_ssim_general_case_matches_direct_valid_convolution():
     mx, my = f(x), f(y)
     vx, vy, cxy = f(x * x) - mx**2, f(y * y) - my**2, f(x * y) - mx * my
     expected = np.mean((2 * mx * my + c1) * (2 * cxy + c2) / ((mx**2 + my**2 + c1) * (vx + vy + c2)))
-    assert M.ssim(x, y) == pytest.approx(expected, rel=1e-9)
+    assert Q.ssim(x, y) == pytest.approx(expected, rel=1e-9)
     with pytest.raises(ValueError, match="at least 11x11"):
-        M.ssim(x[:10], y[:10])
+        Q.ssim(x[:10], y[:10])
     with pytest.raises(ValueError, match="same size"):
-        M.ssim(x, y[:, :20])
+        Q.ssim(x, y[:, :20])
 
 
 def test_psnr_known_value():
     a = np.full((16, 16, 3), 100, np.uint8)
     b = np.full((16, 16, 3), 110, np.uint8)
-    assert M.psnr(a, b) == pytest.approx(10 * math.log10(255**2 / 100.0))
-    assert M.psnr(a, a) == math.inf
+    assert Q.psnr(a, b) == pytest.approx(10 * math.log10(255**2 / 100.0))
+    assert Q.psnr(a, a) == math.inf
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -433,5 +471,5 @@ def test_cli_unavailable_model_is_a_clear_error(tmp_path, capsys):
 def test_cli_module_does_not_import_torch():
     code = ("import sys; import geofidelity_bench.cli.mfp, geofidelity_bench.metrics; "
             "assert 'torch' not in sys.modules, 'torch imported'; "
-            "assert 'geofidelity_bench.metrics.mfp' not in sys.modules")
+            "assert 'geofidelity_bench.encoders.dino_vit_keys' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -35,9 +35,9 @@ from geofidelity_bench.segmentation import (
     segment_images,
     segment_named_images,
     shares_from_label_map,
-    tier4_gate,
     unlabeled_share,
 )
+from geofidelity_bench.curation.filters import tier4_gate
 
 HERE = Path(__file__).parent
 PHOTOS = sorted((HERE / "data" / "photos").glob("lund_*.jpg"))
@@ -116,6 +116,16 @@ def _check_shares(shares: np.ndarray, n: int) -> None:
 
 
 # -- surface ---------------------------------------------------------------------------------------
+
+
+def test_the_tier4_gate_moved_to_curation_and_keeps_its_old_names():
+    import geofidelity_bench.segmentation as segmentation
+    from geofidelity_bench.curation import filters
+
+    assert segmentation.tier4_gate is filters.tier4_gate is tier4_gate
+    assert segmentation.TIER4_BOUNDS is filters.TIER4_BOUNDS and segmentation.urbanness is filters.urbanness
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        segmentation.nope
 
 
 def test_import_is_light():

@@ -11,10 +11,8 @@ Importing this module loads neither torch nor transformers (the command does, wh
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -23,99 +21,7 @@ from typing import Any
 from ..provenance import command_line, library_versions, utc_timestamp
 from ..atomic import atomic_write
 from ._common import CLIError
-
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".gif")
-_MAX_LISTED = 10
-
-
-def _listing(names: list[str]) -> str:
-    shown = ", ".join(names[:_MAX_LISTED])
-    return shown + (f" (and {len(names) - _MAX_LISTED} more)" if len(names) > _MAX_LISTED else "")
-
-
-def _image_files(folder: Path, flag: str) -> dict[str, Path]:
-    """{relative path without extension (posix): file} of the images under ``folder``, recursively."""
-    if not folder.exists():
-        raise CLIError(f"{flag} folder not found: {folder}")
-    if not folder.is_dir():
-        raise CLIError(f"{flag} is not a folder: {folder}")
-    found: dict[str, Path] = {}
-    clashes: list[str] = []
-    for path in sorted(folder.rglob("*")):
-        if not path.is_file() or path.suffix.lower() not in IMAGE_SUFFIXES or path.name.startswith("."):
-            continue
-        rel = path.relative_to(folder)
-        key = rel.with_suffix("").as_posix()
-        if key in found:
-            clashes.append(f"{found[key].relative_to(folder).as_posix()} / {rel.as_posix()}")
-            continue
-        found[key] = path
-    if clashes:
-        raise CLIError(f"{flag} {folder} has images that differ only by extension, so pairing is ambiguous: "
-                       f"{_listing(clashes)}")
-    if not found:
-        raise CLIError(f"no images ({', '.join(IMAGE_SUFFIXES)}) found in {flag} folder {folder}")
-    return found
-
-
-def pair_folders(generated: str | os.PathLike, targets: str | os.PathLike) -> list[tuple[str, Path, Path]]:
-    """[(pair name, generated file, target file)] matched by relative path (extension ignored).
-
-    Raises:
-        CLIError: a missing or empty folder, unequal counts, or names without a partner (listed).
-    """
-    gen_dir, tgt_dir = Path(generated), Path(targets)
-    gen, tgt = _image_files(gen_dir, "--generated"), _image_files(tgt_dir, "--targets")
-    only_gen = [gen[k].relative_to(gen_dir).as_posix() for k in sorted(set(gen) - set(tgt))]
-    only_tgt = [tgt[k].relative_to(tgt_dir).as_posix() for k in sorted(set(tgt) - set(gen))]
-    if only_gen or only_tgt:
-        parts = [f"--generated has {len(gen)} images and --targets has {len(tgt)}"
-                 if len(gen) != len(tgt) else "file names do not match"]
-        if only_gen:
-            parts.append(f"in {gen_dir} without a target: {_listing(only_gen)}")
-        if only_tgt:
-            parts.append(f"in {tgt_dir} without a generated image: {_listing(only_tgt)}")
-        raise CLIError("; ".join(parts) + ". Pairs are matched by relative path (use --pairs CSV to pair explicitly)")
-    return [(gen[k].relative_to(gen_dir).as_posix(), gen[k], tgt[k]) for k in sorted(gen)]
-
-
-def read_pairs_csv(path: str | os.PathLike, generated: str | None = None,
-                   targets: str | None = None) -> list[tuple[str, Path, Path]]:
-    """[(pair name, generated file, target file)] from a CSV with columns ``generated,target``.
-
-    Relative paths are resolved against ``generated`` / ``targets`` when given, else against the
-    CSV's folder. Raises CLIError for a missing file, missing columns, no rows or missing images.
-    """
-    csv_path = Path(path)
-    if not csv_path.is_file():
-        raise CLIError(f"--pairs file not found: {csv_path}")
-    with open(csv_path, newline="", encoding="utf-8-sig") as fh:
-        reader = csv.DictReader(fh)
-        columns = [c.strip() for c in (reader.fieldnames or [])]
-        missing = [c for c in ("generated", "target") if c not in columns]
-        if missing:
-            raise CLIError(f"--pairs {csv_path} needs columns 'generated' and 'target'; missing {missing}, "
-                           f"found {columns}")
-        rows = [{(k or "").strip(): (v or "").strip() for k, v in row.items()} for row in reader]
-    if not rows:
-        raise CLIError(f"--pairs {csv_path} has no rows")
-    gen_base = Path(generated) if generated else csv_path.parent
-    tgt_base = Path(targets) if targets else csv_path.parent
-    pairs, absent, empty = [], [], []
-    for line, row in enumerate(rows, start=2):
-        if not row["generated"] or not row["target"]:
-            empty.append(str(line))
-            continue
-        g, t = Path(row["generated"]), Path(row["target"])
-        g, t = (g if g.is_absolute() else gen_base / g), (t if t.is_absolute() else tgt_base / t)
-        absent += [str(p) for p in (g, t) if not p.is_file()]
-        pairs.append((row["generated"], g, t))
-    if empty:
-        raise CLIError(f"--pairs {csv_path}: empty generated/target on line(s) {_listing(empty)}")
-    if absent:
-        raise CLIError(f"--pairs {csv_path} names image files that do not exist: {_listing(absent)}")
-    return pairs
-
+from ..mfp import PairingError, pair_folders, read_pairs_csv
 
 def write_plot(path: Path, df) -> None:
     """Histograms of the per-pair terms (matplotlib, Agg backend)."""
@@ -158,18 +64,22 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
     from ..encoders import EncoderUnavailableError
 
     started = time.time()
-    if args.pairs:
-        pairs = read_pairs_csv(args.pairs, args.generated, args.targets)
-        pairing = "csv"
-    else:
-        if not args.generated or not args.targets:
-            raise CLIError("give --generated and --targets folders (or a --pairs CSV)")
-        pairs = pair_folders(args.generated, args.targets)
-        pairing = "relative path (extension ignored)"
+    try:
+        if args.pairs:
+            pairs = read_pairs_csv(args.pairs, args.generated, args.targets)
+            pairing = "csv"
+        else:
+            if not args.generated or not args.targets:
+                raise CLIError("give --generated and --targets folders (or a --pairs CSV)")
+            pairs = pair_folders(args.generated, args.targets)
+            pairing = "relative path (extension ignored)"
+    except PairingError as err:
+        raise CLIError(str(err)) from None
     if args.batch_size < 1:
         raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
 
-    from ..metrics.mfp import DinoViTFeatureExtractor, mfp_scores, summarize_scores
+    from ..encoders.dino_vit_keys import DinoViTFeatureExtractor
+    from ..mfp import mfp_scores, summarize_scores
 
     try:
         extractor = DinoViTFeatureExtractor(args.model, revision=args.revision, image_size=args.image_size,

@@ -24,42 +24,13 @@ def _table_path(out: str | None) -> Path | None:
     return path
 
 
-def shares_table(bench, segmenter, shares, keys):
-    """One row per reference: ids, role, content hash, the 12 shares, unlabeled, the tier-4 gate."""
-    import pandas as pd
-
-    from ..segmentation import GROUP_NAMES, tier4_gate, unlabeled_share
-
-    heldout = {r.reference_id for b in bench.block_ids for r in bench.heldout(b)}
-    unlabeled = unlabeled_share(shares)
-    rows = []
-    for ref, row, key, unl in zip(bench.references, shares, keys, unlabeled):
-        passed, measured = tier4_gate(row)
-        rows.append(
-            {
-                "reference_id": ref.reference_id,
-                "image_id": ref.image_id,
-                "block_id": ref.block_id,
-                "role": "heldout" if ref.reference_id in heldout else "gallery",
-                "image_sha256": key,
-                **{f"share_{g}": float(v) for g, v in zip(GROUP_NAMES, row)},
-                "share_unlabeled": float(unl),
-                "urbanness": measured["urbanness"],
-                "tier4_pass": bool(passed),
-                "tier4_failed": ",".join(measured["failed"]),
-                "segmenter": segmenter.name,
-                "segmenter_config_hash": segmenter.config_hash,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def _cmd_segment(args: argparse.Namespace) -> int:
     from ..segmentation import (
         DEFAULT_WEIGHTS,
         get_segmenter,
         list_segmenters,
         segment_named_images,
+        shares_table,
     )
 
     if args.list:

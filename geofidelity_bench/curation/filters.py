@@ -9,7 +9,7 @@ can be re-tuned on the tables without downloading or re-running models:
   ``captured_at`` present; NOAA sun elevation (no refraction) >= 20 degrees;
 * :func:`tier3_filter` - SigLIP zero-shot over :data:`TIER3_TEXTS` (softmax over the 9 texts);
   pass when the target text is the top one and its probability >= 0.35;
-* :func:`tier4_filter` - :func:`geofidelity_bench.segmentation.tier4_gate` on group shares;
+* :func:`tier4_filter` - :func:`tier4_gate` (the composition gate) on group shares;
 * :func:`tier5_filter` - image statistics (:func:`image_statistics`): Laplacian variance >= 80,
   mean gray in [55, 215], Hasler-Suesstrunk colorfulness >= 14, aspect (width / height) in
   [0.5, 2.2], all on the image as downloaded (before any resize), bounds inclusive.
@@ -26,6 +26,8 @@ import numpy as np
 
 from ..benchmark import Block
 from ..images import ImageSource, load_image
+from ..segmentation.labels import GROUP_NAMES
+from ..segmentation.shares import SHARE_TOLERANCE
 from .solar import sun_elevation_deg
 
 # -- thresholds -----------------------------------------------------------------------------------
@@ -203,12 +205,84 @@ def tier3_filter(encoder, image_ids: Sequence[str], images: Sequence[ImageSource
 
 # -- tier 4 ---------------------------------------------------------------------------------------
 
+#: SPEC section 8, tier 4: inclusive (low, high) bounds; None means unbounded on that side.
+TIER4_BOUNDS: Mapping[str, tuple[float | None, float | None]] = MappingProxyType(
+    {
+        "sky": (0.01, 0.55),
+        "building": (0.03, 0.70),
+        "road": (0.01, 0.55),
+        "vehicle": (None, 0.40),
+        "vegetation": (None, 0.80),
+        "urbanness": (0.05, None),
+    }
+)
+#: Shares the gate reads.
+TIER4_INPUTS = ("sky", "building", "road", "sidewalk", "vehicle", "vegetation")
+#: Urbanness is a sum of products: this much float rounding below 0.05 still counts as 0.05.
+URBANNESS_ROUNDING = 1e-12
+
+
+def urbanness(building: float, sidewalk: float, vehicle: float, road: float) -> float:
+    """``building + 0.3 sidewalk - max(0, vehicle - 0.10) - max(0, road - 0.30)`` (SPEC section 8)."""
+    return float(building + 0.3 * sidewalk - max(0.0, vehicle - 0.10) - max(0.0, road - 0.30))
+
+
+def _gate_inputs(shares: Mapping[str, float] | Sequence[float] | np.ndarray) -> dict[str, float]:
+    if isinstance(shares, Mapping):
+        missing = [k for k in TIER4_INPUTS if k not in shares]
+        if missing:
+            raise ValueError(f"tier4_gate needs the shares of {', '.join(TIER4_INPUTS)}; missing {', '.join(missing)}")
+        values = {k: float(shares[k]) for k in TIER4_INPUTS}
+    else:
+        arr = np.asarray(shares, dtype=np.float64)
+        if arr.shape != (len(GROUP_NAMES),):
+            raise ValueError(
+                f"tier4_gate takes a mapping or a {len(GROUP_NAMES)}-vector in the order {', '.join(GROUP_NAMES)}, "
+                f"got shape {arr.shape}"
+            )
+        values = {k: float(arr[GROUP_NAMES.index(k)]) for k in TIER4_INPUTS}
+    for k, v in values.items():
+        if not math.isfinite(v) or v < -SHARE_TOLERANCE or v > 1.0 + SHARE_TOLERANCE:
+            raise ValueError(f"share of {k} must be a number in [0, 1], got {v!r}")
+    return values
+
+
+def tier4_gate(shares: Mapping[str, float] | Sequence[float] | np.ndarray) -> tuple[bool, dict[str, Any]]:
+    """The tier-4 curation filter of SPEC section 8, on one image's group shares.
+
+    Passes when, with every bound inclusive: sky in [0.01, 0.55], building in [0.03, 0.70],
+    road in [0.01, 0.55], vehicle <= 0.40, vegetation <= 0.80 and
+    ``urbanness = building + 0.3 sidewalk - max(0, vehicle - 0.10) - max(0, road - 0.30) >= 0.05``.
+
+    Args:
+        shares: a mapping with at least sky, building, road, sidewalk, vehicle, vegetation, or a
+            12-vector in :data:`GROUP_NAMES` order.
+
+    Returns:
+        ``(passed, measurements)``; measurements holds the six shares read, ``urbanness`` and
+        ``failed``, the names of the failed checks (keys of :data:`TIER4_BOUNDS`) in order.
+
+    Example:
+        >>> tier4_gate({"sky": 0.2, "building": 0.3, "road": 0.25, "sidewalk": 0.1, "vehicle": 0.05,
+        ...             "vegetation": 0.1})[0]
+        True
+    """
+    values = _gate_inputs(shares)
+    measured = dict(values)
+    measured["urbanness"] = urbanness(values["building"], values["sidewalk"], values["vehicle"], values["road"])
+    failed = []
+    for check, (low, high) in TIER4_BOUNDS.items():
+        v = measured[check]
+        slack = URBANNESS_ROUNDING if check == "urbanness" else 0.0
+        if (low is not None and v < low - slack) or (high is not None and v > high):
+            failed.append(check)
+    measured["failed"] = failed
+    return not failed, measured
+
 
 def tier4_from_shares(image_ids: Sequence[str], shares: np.ndarray):
     """The tier-4 table (12 group shares, urbanness, pass, failed checks) from shares."""
     import pandas as pd
-
-    from ..segmentation import GROUP_NAMES, tier4_gate
 
     rows = []
     for image_id, row in zip(image_ids, np.asarray(shares, dtype=np.float64)):
@@ -223,7 +297,7 @@ def tier4_from_shares(image_ids: Sequence[str], shares: np.ndarray):
 def tier4_filter(segmenter, image_ids: Sequence[str], images: Sequence[ImageSource], *, cache=None,
                  batch_size: int = 4, progress: bool = True):
     """Group shares of each image (``segment_images``) and the tier-4 gate."""
-    from ..segmentation import GROUP_NAMES, segment_images
+    from ..segmentation import segment_images
 
     if len(images) == 0:
         return tier4_from_shares([], np.zeros((0, len(GROUP_NAMES))))

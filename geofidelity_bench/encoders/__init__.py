@@ -6,6 +6,9 @@
     >>> X.shape, enc.config_hash[:12]                                                      # doctest: +SKIP
     ((2, 1280), '...')
 
+Also here: :mod:`.dino_vit_keys`, the DINO-ViT CLS-and-keys extractor that Map Feature Perception
+compares (:mod:`geofidelity_bench.metrics.mfp`); import it by its module path.
+
 Importing this package loads neither torch nor transformers; a backend imports them when built.
 """
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from geofidelity_bench.encoders.base import EncoderUnavailableError, file_sha256, offline_hint
+from geofidelity_bench.encoders.base import OFFLINE_HINT, EncoderUnavailableError, file_sha256
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
@@ -29,8 +29,14 @@ def local_weights_sha256(folder: Path) -> str:
     return h.hexdigest()
 
 
-def resolve_source(weights: str | os.PathLike | None, default_id: str) -> tuple[str, bool]:
-    """(source to pass to from_pretrained, is_local_dir)."""
+def resolve_source(
+    weights: str | os.PathLike | None,
+    default_id: str,
+    *,
+    error: type[Exception] = EncoderUnavailableError,
+    hint: str = OFFLINE_HINT,
+) -> tuple[str, bool]:
+    """(source to pass to from_pretrained, is_local_dir); ``error(... hint)`` for a path that is no folder."""
     if weights is None:
         return default_id, False
     text = os.fspath(weights)
@@ -38,21 +44,24 @@ def resolve_source(weights: str | os.PathLike | None, default_id: str) -> tuple[
     if path.is_dir():
         return str(path.resolve()), True
     if path.exists() or isinstance(weights, os.PathLike) or looks_like_path(text):
-        raise EncoderUnavailableError(
-            f"encoder weights {text!r} is not a directory saved with save_pretrained(). {offline_hint()}"
-        )
+        raise error(f"encoder weights {text!r} is not a directory saved with save_pretrained(). {hint}")
     return text, False
 
 
-def _unavailable(encoder: str, source: str, revision: str | None, err: BaseException) -> EncoderUnavailableError:
+def _unavailable(
+    encoder: str,
+    source: str,
+    revision: str | None,
+    err: BaseException,
+    error: type[Exception] = EncoderUnavailableError,
+    hint: str = OFFLINE_HINT,
+) -> Exception:
     from huggingface_hub import constants
 
     rev = f" (revision {revision!r})" if revision else ""
     offline = " HF_HUB_OFFLINE is set, so the Hub was not contacted." if constants.HF_HUB_OFFLINE else ""
     reason = " ".join(str(err).split()).rstrip(".")
-    return EncoderUnavailableError(
-        f"cannot load weights {source!r}{rev} for encoder {encoder!r}: {reason}.{offline} {offline_hint()}"
-    )
+    return error(f"cannot load weights {source!r}{rev} for encoder {encoder!r}: {reason}.{offline} {hint}")
 
 
 def load_pretrained(
@@ -64,27 +73,33 @@ def load_pretrained(
     weights: str | os.PathLike | None,
     revision: str | None,
     torch_dtype: Any,
+    error: type[Exception] = EncoderUnavailableError,
+    hint: str = OFFLINE_HINT,
 ) -> tuple[Any, dict[str, Any], str, bool]:
-    """Loads ``model_cls`` weights; returns (model, weights record for the config, source, is_local)."""
+    """Loads ``model_cls`` weights; returns (model, weights record for the config, source, is_local).
+
+    Weights that cannot be had raise ``error`` (a :class:`~geofidelity_bench.errors.ModelUnavailableError`
+    subclass) whose message ends with ``hint``, how to run offline.
+    """
     from transformers import AutoConfig
 
-    source, local = resolve_source(weights, default_id)
+    source, local = resolve_source(weights, default_id, error=error, hint=hint)
     kwargs: dict[str, Any] = {"revision": revision}
     if local:
         kwargs["local_files_only"] = True
     try:
         cfg = AutoConfig.from_pretrained(source, **kwargs)
     except (OSError, ValueError) as err:
-        raise _unavailable(encoder, source, revision, err) from err
+        raise _unavailable(encoder, source, revision, err, error, hint) from err
     if cfg.model_type != expected_model_type:
-        raise EncoderUnavailableError(
+        raise error(
             f"weights {source!r} hold a {cfg.model_type!r} model, but encoder {encoder!r} needs "
             f"a {expected_model_type!r} model"
         )
     try:
         model = model_cls.from_pretrained(source, config=cfg, dtype=torch_dtype, **kwargs)
     except (OSError, ValueError) as err:
-        raise _unavailable(encoder, source, revision, err) from err
+        raise _unavailable(encoder, source, revision, err, error, hint) from err
     record: dict[str, Any] = {"weights": source, "revision": revision}
     if local:
         record["weights_sha256"] = local_weights_sha256(Path(source))

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from PIL import Image
 
-from geofidelity_bench.errors import GeoFidelityError
+from geofidelity_bench.errors import GeoFidelityError, ModelUnavailableError, offline_hint
 from geofidelity_bench.images import ImageSource, load_image
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -39,16 +39,16 @@ _RESAMPLE = {
 }
 
 
-class EncoderUnavailableError(GeoFidelityError, RuntimeError):
+class EncoderUnavailableError(ModelUnavailableError):
     """An encoder's weights (or its package) cannot be had; the message says how to run offline."""
 
 
-def offline_hint() -> str:
-    return (
-        "To run offline, pass a local directory saved with save_pretrained() via weights= "
-        "(--encoder-weights on the command line), or use the offline encoder "
-        "'efficientnet-lite0', whose weights ship inside a pip package."
-    )
+#: How to run an encoder without the Hub (the one wording of :func:`geofidelity_bench.errors.offline_hint`).
+OFFLINE_HINT = offline_hint(
+    flag="--encoder-weights",
+    python_arg="weights=",
+    alternative="Or use the offline encoder 'efficientnet-lite0', whose weights ship inside a pip package.",
+)
 
 
 @dataclass(frozen=True)

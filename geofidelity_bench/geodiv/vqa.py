@@ -28,8 +28,8 @@ from typing import Any, Sequence
 from PIL import Image
 
 from ..encoders._hf import looks_like_path
+from ..errors import ModelUnavailableError, offline_hint
 from ..encoders.base import canonical_json, file_sha256, resolve_device
-from ..errors import GeoFidelityError
 from .questions import PROMPT_FORMAT, Question
 
 #: Default VQA model: a small open instruction-tuned VLM (Idefics3 architecture) that answers
@@ -41,16 +41,16 @@ UNHASHED_KEYS = ("device", "batch_size")
 _HASHED_SUFFIXES = (".safetensors", ".bin", ".json", ".jinja", ".model", ".txt", ".tiktoken")
 
 
-class VQAUnavailableError(GeoFidelityError, RuntimeError):
+class VQAUnavailableError(ModelUnavailableError):
     """A VQA model (weights or processor) cannot be loaded; the message names it and says how to run offline."""
 
 
-def vqa_offline_hint() -> str:
-    return (
-        "Offline, pass a local folder holding the model and its processor (both saved with save_pretrained(), "
-        "e.g. a copy of a Hub snapshot) as the model: --vqa-model PATH on the command line, "
-        "TransformersVQA(model=PATH) or vqa_model=PATH in Python."
-    )
+#: How to run a VQA model without the Hub (the one wording of :func:`geofidelity_bench.errors.offline_hint`).
+OFFLINE_HINT = offline_hint(
+    flag="--vqa-model",
+    python_arg="TransformersVQA(model=PATH) or vqa_model=",
+    saved_with="save_pretrained() holding the model and its processor (e.g. a copy of a Hub snapshot)",
+)
 
 
 def hash_vqa_config(config: dict[str, Any]) -> str:
@@ -101,7 +101,7 @@ def _resolve_source(model: str | os.PathLike) -> tuple[str, bool]:
         return str(path.resolve()), True
     if path.exists() or isinstance(model, os.PathLike) or looks_like_path(text):
         raise VQAUnavailableError(
-            f"VQA model {text!r} is not a folder saved with save_pretrained() (model + processor). {vqa_offline_hint()}"
+            f"VQA model {text!r} is not a folder saved with save_pretrained() (model + processor). {OFFLINE_HINT}"
         )
     return text, False
 
@@ -126,7 +126,7 @@ def _unavailable(source: str, revision: str | None, err: BaseException, part: st
             "(for example pip install torchvision), or choose another image-text-to-text model with --vqa-model."
         )
     return VQAUnavailableError(
-        f"cannot load the {part} of VQA model {source!r}{rev}: {reason}.{offline} {vqa_offline_hint()}"
+        f"cannot load the {part} of VQA model {source!r}{rev}: {reason}.{offline} {OFFLINE_HINT}"
     )
 
 
@@ -193,7 +193,7 @@ class TransformersVQA(VQABackend):
         if not hasattr(processor, "apply_chat_template") or not getattr(processor, "chat_template", None):
             raise VQAUnavailableError(
                 f"VQA model {source!r}: its processor has no chat template, so the image and the question cannot "
-                f"be put into one user turn. Use an instruction-tuned image-text-to-text model. {vqa_offline_hint()}"
+                f"be put into one user turn. Use an instruction-tuned image-text-to-text model. {OFFLINE_HINT}"
             )
         tokenizer = getattr(processor, "tokenizer", None)
         if tokenizer is None:

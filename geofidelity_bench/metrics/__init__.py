@@ -20,7 +20,7 @@ use it without torch.
 from __future__ import annotations
 
 from .composition import GAAS_GROUPS, SEMANTIC_GROUPS, gaas
-from .diversity import normalized_hill
+from .hill import normalized_hill
 from .panel import cos_sim, diversity
 from .reference import PreparedReference, prepare_reference
 from .retrieval import CANDIDATE_NAMES, RetrievalResult, retrieval

@@ -1,0 +1,344 @@
+"""Map Feature Perception of image files (SPEC section 10): pairing, scoring a table of pairs, summaries.
+
+The MFP family's runner, under the ``geofidelity-bench mfp`` command and the evaluate module's
+``mfp`` config:
+
+* pairing: :func:`pair_folders` matches ``gen/r1/t03.png`` with ``gt/r1/t03.png`` by relative
+  path (the extension may differ: ``t03.jpg`` pairs with ``t03.png``); :func:`read_pairs_csv`
+  reads an explicit ``generated,target`` CSV. Both raise :class:`PairingError`, naming the files;
+* :func:`mfp_scores`: one row per pair with the MFP terms of
+  :mod:`geofidelity_bench.metrics.mfp` (features from
+  :class:`~geofidelity_bench.encoders.dino_vit_keys.DinoViTFeatureExtractor`) and SSIM/PSNR of
+  :mod:`geofidelity_bench.metrics.image_quality`;
+* :func:`summarize_scores` (dataset means) and :func:`mfp_compute` (plain dict, for the evaluate module).
+
+Importing this module loads neither torch nor transformers (scoring does, when called).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+from PIL import Image
+
+from geofidelity_bench.errors import GeoFidelityError
+from geofidelity_bench.images import load_image
+from geofidelity_bench.metrics.image_quality import PSNR_CONFIG, SSIM_CONFIG, psnr, ssim
+from geofidelity_bench.metrics.mfp import (
+    DEFAULT_IMAGE_SIZE,
+    GLOBAL_WEIGHT,
+    PIXEL_COLUMNS,
+    SPATIAL_WEIGHT,
+    TERM_COLUMNS,
+    combine_loss,
+    pair_terms,
+)
+
+if TYPE_CHECKING:
+    from geofidelity_bench.encoders.dino_vit_keys import DinoViTFeatureExtractor
+
+class PairingError(GeoFidelityError, ValueError):
+    """Generated images and targets cannot be paired (missing folder or file, unmatched names, a bad CSV)."""
+
+
+# -- pairing -----------------------------------------------------------------------------------
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".gif")
+_MAX_LISTED = 10
+
+
+def _listing(names: list[str]) -> str:
+    shown = ", ".join(names[:_MAX_LISTED])
+    return shown + (f" (and {len(names) - _MAX_LISTED} more)" if len(names) > _MAX_LISTED else "")
+
+
+def _image_files(folder: Path, flag: str) -> dict[str, Path]:
+    """{relative path without extension (posix): file} of the images under ``folder``, recursively."""
+    if not folder.exists():
+        raise PairingError(f"{flag} folder not found: {folder}")
+    if not folder.is_dir():
+        raise PairingError(f"{flag} is not a folder: {folder}")
+    found: dict[str, Path] = {}
+    clashes: list[str] = []
+    for path in sorted(folder.rglob("*")):
+        if not path.is_file() or path.suffix.lower() not in IMAGE_SUFFIXES or path.name.startswith("."):
+            continue
+        rel = path.relative_to(folder)
+        key = rel.with_suffix("").as_posix()
+        if key in found:
+            clashes.append(f"{found[key].relative_to(folder).as_posix()} / {rel.as_posix()}")
+            continue
+        found[key] = path
+    if clashes:
+        raise PairingError(f"{flag} {folder} has images that differ only by extension, so pairing is ambiguous: "
+                       f"{_listing(clashes)}")
+    if not found:
+        raise PairingError(f"no images ({', '.join(IMAGE_SUFFIXES)}) found in {flag} folder {folder}")
+    return found
+
+
+def pair_folders(generated: str | os.PathLike, targets: str | os.PathLike) -> list[tuple[str, Path, Path]]:
+    """[(pair name, generated file, target file)] matched by relative path (extension ignored).
+
+    Raises:
+        PairingError: a missing or empty folder, unequal counts, or names without a partner (listed).
+    """
+    gen_dir, tgt_dir = Path(generated), Path(targets)
+    gen, tgt = _image_files(gen_dir, "--generated"), _image_files(tgt_dir, "--targets")
+    only_gen = [gen[k].relative_to(gen_dir).as_posix() for k in sorted(set(gen) - set(tgt))]
+    only_tgt = [tgt[k].relative_to(tgt_dir).as_posix() for k in sorted(set(tgt) - set(gen))]
+    if only_gen or only_tgt:
+        parts = [f"--generated has {len(gen)} images and --targets has {len(tgt)}"
+                 if len(gen) != len(tgt) else "file names do not match"]
+        if only_gen:
+            parts.append(f"in {gen_dir} without a target: {_listing(only_gen)}")
+        if only_tgt:
+            parts.append(f"in {tgt_dir} without a generated image: {_listing(only_tgt)}")
+        raise PairingError("; ".join(parts) + ". Pairs are matched by relative path (use --pairs CSV to pair explicitly)")
+    return [(gen[k].relative_to(gen_dir).as_posix(), gen[k], tgt[k]) for k in sorted(gen)]
+
+
+def read_pairs_csv(path: str | os.PathLike, generated: str | None = None,
+                   targets: str | None = None) -> list[tuple[str, Path, Path]]:
+    """[(pair name, generated file, target file)] from a CSV with columns ``generated,target``.
+
+    Relative paths are resolved against ``generated`` / ``targets`` when given, else against the
+    CSV's folder. Raises PairingError for a missing file, missing columns, no rows or missing images.
+    """
+    csv_path = Path(path)
+    if not csv_path.is_file():
+        raise PairingError(f"--pairs file not found: {csv_path}")
+    with open(csv_path, newline="", encoding="utf-8-sig") as fh:
+        reader = csv.DictReader(fh)
+        columns = [c.strip() for c in (reader.fieldnames or [])]
+        missing = [c for c in ("generated", "target") if c not in columns]
+        if missing:
+            raise PairingError(f"--pairs {csv_path} needs columns 'generated' and 'target'; missing {missing}, "
+                           f"found {columns}")
+        rows = [{(k or "").strip(): (v or "").strip() for k, v in row.items()} for row in reader]
+    if not rows:
+        raise PairingError(f"--pairs {csv_path} has no rows")
+    gen_base = Path(generated) if generated else csv_path.parent
+    tgt_base = Path(targets) if targets else csv_path.parent
+    pairs, absent, empty = [], [], []
+    for line, row in enumerate(rows, start=2):
+        if not row["generated"] or not row["target"]:
+            empty.append(str(line))
+            continue
+        g, t = Path(row["generated"]), Path(row["target"])
+        g, t = (g if g.is_absolute() else gen_base / g), (t if t.is_absolute() else tgt_base / t)
+        absent += [str(p) for p in (g, t) if not p.is_file()]
+        pairs.append((row["generated"], g, t))
+    if empty:
+        raise PairingError(f"--pairs {csv_path}: empty generated/target on line(s) {_listing(empty)}")
+    if absent:
+        raise PairingError(f"--pairs {csv_path} names image files that do not exist: {_listing(absent)}")
+    return pairs
+
+
+# -- scoring image files -----------------------------------------------------------------------
+
+
+def _image_list(images: Any, what: str) -> list:
+    if isinstance(images, (str, bytes, bytearray, os.PathLike, Image.Image)):
+        return [images]
+    if isinstance(images, np.ndarray):
+        return [images] if images.ndim in (2, 3) else list(images)
+    try:
+        return list(images)
+    except TypeError:
+        raise TypeError(f"{what} must be a sequence of images, got {type(images).__name__}") from None
+
+
+def _labels(items: Sequence, given: Sequence[str] | None, what: str) -> list[str]:
+    if given is not None:
+        labels = [str(n) for n in given]
+        if len(labels) != len(items):
+            raise ValueError(f"got {len(labels)} names for {len(items)} {what} images")
+        return labels
+    return [str(s) if isinstance(s, (str, os.PathLike)) else f"{what}[{i}]" for i, s in enumerate(items)]
+
+
+def mfp_scores(
+    generated: Any,
+    targets: Any,
+    extractor: DinoViTFeatureExtractor | None = None,
+    *,
+    model: str | os.PathLike | None = None,
+    revision: str | None = None,
+    image_size: int = DEFAULT_IMAGE_SIZE,
+    device: Any | None = None,
+    batch_size: int = 8,
+    global_weight: float = GLOBAL_WEIGHT,
+    spatial_weight: float = SPATIAL_WEIGHT,
+    names: Sequence[str] | None = None,
+    target_names: Sequence[str] | None = None,
+    pixel_metrics: bool = True,
+    progress: bool | None = None,
+):
+    """MFP terms (and SSIM/PSNR) for paired images; one row per pair.
+
+    Args:
+        generated, targets: equally long sequences of images (paths, PIL images, encoded bytes or
+            uint8 arrays), paired by position.
+        extractor: a ready :class:`DinoViTFeatureExtractor`; built from ``model``/``revision``/
+            ``image_size``/``device`` when None (passing both ``extractor`` and ``model`` is an error).
+        batch_size: pairs per forward call (it does not change the result beyond float noise).
+        global_weight, spatial_weight: weights of the ``loss`` column.
+        names: the ``pair`` column and how generated images are called in errors (default: the
+            path, or ``generated[i]``); ``target_names`` likewise for targets.
+        pixel_metrics: also compute ``ssim`` and ``psnr`` at the target's resolution (a generated
+            image of another size is first resized to it, bicubic; counted in ``attrs``).
+
+    Returns:
+        ``pandas.DataFrame`` with columns ``pair, global_score, spatial_distance, spatial_mse, loss``
+        (+ ``ssim, psnr``); ``attrs`` holds ``config`` (extractor), ``parameters`` and
+        ``n_pixel_resized``.
+
+    Raises:
+        ValueError: unequal counts, empty input, bad arguments.
+        ImageDecodeError: an image cannot be decoded; the message names it.
+    """
+    import pandas as pd
+    import torch
+    from tqdm.auto import tqdm
+
+    gen_items, tgt_items = _image_list(generated, "generated"), _image_list(targets, "targets")
+    if len(gen_items) != len(tgt_items):
+        raise ValueError(f"got {len(gen_items)} generated images but {len(tgt_items)} targets; MFP needs pairs")
+    if not gen_items:
+        raise ValueError("no image pairs to score")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    gen_labels = _labels(gen_items, names, "generated")
+    tgt_labels = _labels(tgt_items, target_names, "target")
+    if extractor is None:
+        from geofidelity_bench.encoders.dino_vit_keys import DinoViTFeatureExtractor
+
+        extractor = DinoViTFeatureExtractor(model, revision=revision, image_size=image_size, device=device)
+    elif model is not None:
+        raise ValueError("pass either extractor= or model=, not both")
+    if progress is None:
+        progress = len(gen_items) > 4 * batch_size
+
+    columns: dict[str, list[float]] = {c: [] for c in TERM_COLUMNS + (PIXEL_COLUMNS if pixel_metrics else ())}
+    n_resized = 0
+    with tqdm(total=len(gen_items), desc="MFP", unit="pair", disable=not progress) as bar:
+        for start in range(0, len(gen_items), batch_size):
+            stop = min(start + batch_size, len(gen_items))
+            gen_imgs = [load_image(gen_items[i], name=gen_labels[i]) for i in range(start, stop)]
+            tgt_imgs = [load_image(tgt_items[i], name=tgt_labels[i]) for i in range(start, stop)]
+            gen_x = torch.from_numpy(np.stack([extractor.preprocessing(im) for im in gen_imgs]))
+            tgt_x = torch.from_numpy(np.stack([extractor.preprocessing(im) for im in tgt_imgs]))
+            with torch.inference_mode():
+                dev = extractor._mean.device
+                terms = pair_terms(extractor(gen_x.to(dev)), extractor(tgt_x.to(dev)))
+            terms = {k: v.double().cpu().numpy() for k, v in terms.items()}
+            loss = combine_loss(terms["global_score"], terms["spatial_mse"], global_weight=global_weight,
+                                spatial_weight=spatial_weight)
+            for key in ("global_score", "spatial_distance", "spatial_mse"):
+                columns[key].extend(float(v) for v in terms[key])
+            columns["loss"].extend(float(v) for v in loss)
+            if pixel_metrics:
+                for g, t in zip(gen_imgs, tgt_imgs):
+                    if g.size != t.size:
+                        g = g.resize(t.size, resample=Image.Resampling.BICUBIC)
+                        n_resized += 1
+                    columns["ssim"].append(ssim(g, t))
+                    columns["psnr"].append(psnr(g, t))
+            bar.update(stop - start)
+
+    df = pd.DataFrame({"pair": gen_labels, **columns})
+    df.attrs["config"] = extractor.config
+    df.attrs["parameters"] = {
+        "global_weight": float(global_weight), "spatial_weight": float(spatial_weight), "batch_size": int(batch_size),
+        "loss": "global_weight * (1 - global_score) + spatial_weight * spatial_mse",
+    }
+    if pixel_metrics:
+        df.attrs["n_pixel_resized"] = n_resized
+        df.attrs["ssim"] = dict(SSIM_CONFIG)
+        df.attrs["psnr"] = dict(PSNR_CONFIG)
+    return df
+
+
+def summarize_scores(df) -> dict[str, Any]:
+    """Dataset means of the per-pair columns. PSNR's mean is over pairs with a finite PSNR
+    (identical pairs have ``inf``); ``psnr_infinite_pairs`` counts the others."""
+    means: dict[str, Any] = {}
+    for col in TERM_COLUMNS + PIXEL_COLUMNS:
+        if col not in df.columns:
+            continue
+        values = np.asarray(df[col], dtype=np.float64)
+        finite = values[np.isfinite(values)]
+        means[col] = float(finite.mean()) if finite.size else None
+    out: dict[str, Any] = {"n_pairs": int(len(df)), "means": means}
+    if "psnr" in df.columns:
+        out["psnr_infinite_pairs"] = int(np.isinf(np.asarray(df["psnr"], dtype=np.float64)).sum())
+    return out
+
+
+def mfp_compute(
+    predictions: Any,
+    references: Any,
+    model: str | os.PathLike | DinoViTFeatureExtractor | None = None,
+    image_size: int = DEFAULT_IMAGE_SIZE,
+    device: Any | None = None,
+    batch_size: int = 8,
+    *,
+    revision: str | None = None,
+    global_weight: float = GLOBAL_WEIGHT,
+    spatial_weight: float = SPATIAL_WEIGHT,
+    pixel_metrics: bool = True,
+) -> dict[str, Any]:
+    """Entry point for the ``mfp`` config of the evaluate module: paired images in, plain dict out.
+
+    Args:
+        predictions: generated images; references: their targets (same length, paired by position).
+        model: Hub id, local ``save_pretrained`` folder, or a ready :class:`DinoViTFeatureExtractor`
+            (default ``facebook/dino-vitb8``).
+
+    Returns:
+        ``{"global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"}`` (dataset
+        means; PSNR over finite pairs) plus ``n_pairs``, ``psnr_infinite_pairs``, ``per_pair``
+        (a list per column, in input order) and ``config`` (extractor config, image size, weights).
+        All values are JSON-serializable except that per-pair PSNR may be ``inf``.
+    """
+    from geofidelity_bench.encoders.dino_vit_keys import DinoViTFeatureExtractor
+
+    extractor = model if isinstance(model, DinoViTFeatureExtractor) else None
+    df = mfp_scores(
+        predictions, references, extractor,
+        model=None if extractor is not None else model, revision=revision, image_size=image_size, device=device,
+        batch_size=batch_size, global_weight=global_weight, spatial_weight=spatial_weight,
+        pixel_metrics=pixel_metrics, progress=False,
+    )
+    summary = summarize_scores(df)
+    out: dict[str, Any] = dict(summary["means"])
+    out["n_pairs"] = summary["n_pairs"]
+    if "psnr_infinite_pairs" in summary:
+        out["psnr_infinite_pairs"] = summary["psnr_infinite_pairs"]
+    out["per_pair"] = {c: [float(v) for v in df[c]] for c in df.columns if c != "pair"}
+    cfg = df.attrs["config"]
+    out["config"] = {
+        "model": cfg,
+        "image_size": cfg["image_size"],
+        **df.attrs["parameters"],
+        **({"ssim": df.attrs["ssim"], "psnr": df.attrs["psnr"], "n_pixel_resized": df.attrs["n_pixel_resized"]}
+           if pixel_metrics else {}),
+    }
+    return out
+
+
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "PairingError",
+    "mfp_compute",
+    "mfp_scores",
+    "pair_folders",
+    "read_pairs_csv",
+    "summarize_scores",
+]

@@ -1,0 +1,139 @@
+"""Loading a transformers segmentation model (local folder or Hub id, offline-aware, label check)
+and running it in batches: what the Mask2Former and SegFormer backends share."""
+
+from __future__ import annotations
+
+import abc
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from geofidelity_bench.encoders._hf import local_weights_sha256, looks_like_path
+from geofidelity_bench.segmentation.base import (
+    MAX_LABEL_MAP_PIXELS,
+    Segmenter,
+    SegmenterUnavailableError,
+    _offline_hint,
+    label_map_size,
+)
+from geofidelity_bench.segmentation.labels import GROUP_NAMES, check_id2label
+
+def _processor_class(*names: str):
+    """The first image processor class transformers has among ``names`` (the PIL one first: it
+    needs no torchvision and gives the same numbers whichever extras are installed)."""
+    import transformers
+
+    for n in names:
+        try:
+            return getattr(transformers, n)
+        except (AttributeError, ImportError, RuntimeError):  # absent, or its backend is missing
+            continue
+    raise SegmenterUnavailableError(f"this transformers version has none of {', '.join(names)}")
+
+
+class _TransformersSegmenter(Segmenter):
+    """Common loading (local folder or Hub id, offline-aware) and batching of the HF backends."""
+
+    default_id: str
+    model_class: str
+    model_type: str
+    label_set: str
+
+    def _load(self, weights: str | os.PathLike | None, revision: str | None, expected: Sequence[Sequence[str]]):
+        import torch
+        import transformers
+        from huggingface_hub import constants
+
+        source, local = self.default_id, False
+        if weights is not None:
+            text = os.fspath(weights)
+            path = Path(text).expanduser()
+            if path.is_dir():
+                source, local = str(path.resolve()), True
+            elif path.exists() or isinstance(weights, os.PathLike) or looks_like_path(text):
+                raise SegmenterUnavailableError(
+                    f"segmenter weights {text!r} is not a directory saved with save_pretrained(). "
+                    + _offline_hint(self.default_id)
+                )
+            else:
+                source = text
+        kwargs: dict[str, Any] = {"revision": revision}
+        if local:
+            kwargs["local_files_only"] = True
+
+        def unavailable(err: BaseException) -> SegmenterUnavailableError:
+            rev = f" (revision {revision!r})" if revision else ""
+            offline = " HF_HUB_OFFLINE is set, so the Hub was not contacted." if constants.HF_HUB_OFFLINE else ""
+            return SegmenterUnavailableError(
+                f"cannot load weights {source!r}{rev} for segmenter {self.name!r}: {str(err).rstrip('. ')}.{offline} "
+                + _offline_hint(source if not local else self.default_id)
+            )
+
+        try:
+            cfg = transformers.AutoConfig.from_pretrained(source, **kwargs)
+        except (OSError, ValueError) as err:
+            raise unavailable(err) from err
+        if cfg.model_type != self.model_type:
+            raise SegmenterUnavailableError(
+                f"weights {source!r} hold a {cfg.model_type!r} model, but segmenter {self.name!r} needs a "
+                f"{self.model_type!r} model ({self.default_id})"
+            )
+        labels = check_id2label(cfg.id2label, expected, segmenter=self.name, weights=source, label_set=self.label_set)
+        try:
+            model = getattr(transformers, self.model_class).from_pretrained(
+                source, config=cfg, dtype=torch.float32, **kwargs
+            )
+        except (OSError, ValueError) as err:
+            raise unavailable(err) from err
+        record: dict[str, Any] = {"weights": source, "revision": revision}
+        if local:
+            record["weights_sha256"] = local_weights_sha256(Path(source))
+        else:
+            record["commit"] = getattr(model.config, "_commit_hash", None) or getattr(cfg, "_commit_hash", None)
+        return model, labels, record
+
+    def _mapping_config(self, groups: Mapping[str, Sequence[int]]) -> dict[str, Any]:
+        return {
+            "groups": list(GROUP_NAMES),
+            "label_set": self.label_set,
+            "id2label": list(self.class_names),
+            "label_check": "id2label must have exactly these ids, names compared after lower-casing and mapping "
+            "every run of non-alphanumerics to one space",
+            "label_mapping": {g: [[int(c), self.class_names[c]] for c in groups.get(g, ())] for g in GROUP_NAMES},
+            "unlabeled_classes": [[int(c), self.class_names[c]] for c in np.flatnonzero(self.class_to_group < 0)],
+            "unsupported_groups": list(self.unsupported_groups),
+            "shares": "per image: pixels whose class is in the group / all pixels of the label map; the 12 groups "
+            "plus 'unlabeled' (classes in no group) sum to 1",
+            "label_map_size": f"the decoded image's own size (EXIF orientation applied), or the largest size with "
+            f"the same aspect ratio and at most {MAX_LABEL_MAP_PIXELS} pixels",
+            "decode": "geofidelity_bench.images.load_image (RGB, EXIF orientation applied, alpha on white)",
+            "dtype": "float32",
+        }
+
+    def _pixel_values(self, image) -> Any:
+        return self.processor(images=[image], input_data_format="channels_last", return_tensors="pt")["pixel_values"]
+
+    @abc.abstractmethod
+    def _post_process(self, outputs, index: int, size: tuple[int, int]):
+        """Batch outputs, the index of one image and its label map (H, W) -> (H, W) class ids."""
+
+    def label_maps(self, images: Sequence[Any]) -> list[Any]:
+        import torch
+
+        # One forward per group of images that preprocess to the same size, so nothing is padded
+        # and the post-processing (which resizes the whole padded mask) sees only the image.
+        pixels = [self._pixel_values(img) for img in images]
+        by_shape: dict[tuple[int, int], list[int]] = {}
+        for i, pv in enumerate(pixels):
+            by_shape.setdefault(tuple(pv.shape[-2:]), []).append(i)
+        maps: list[Any] = [None] * len(images)
+        for idx in by_shape.values():
+            batch = torch.cat([pixels[i] for i in idx]).to(self.device)
+            with torch.inference_mode():
+                outputs = self.model(pixel_values=batch)
+                self.forward_calls += 1
+                for j, i in enumerate(idx):
+                    maps[i] = self._post_process(outputs, j, label_map_size(*images[i].size))
+        return maps

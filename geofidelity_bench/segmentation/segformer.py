@@ -1,0 +1,83 @@
+"""A second-opinion segmenter: SegFormer-B5 fine-tuned on Cityscapes (19 classes)."""
+
+from __future__ import annotations
+
+import os
+import types
+from typing import Any
+
+from geofidelity_bench.encoders.base import resolve_device
+from geofidelity_bench.segmentation._transformers import _processor_class, _TransformersSegmenter
+from geofidelity_bench.segmentation.labels import (
+    CITYSCAPES_CLASS_TO_GROUP,
+    CITYSCAPES_CLASSES,
+    CITYSCAPES_GROUPS,
+    CITYSCAPES_UNSUPPORTED,
+)
+
+class SegformerCityscapesSegmenter(_TransformersSegmenter):
+    """SegFormer-B5 fine-tuned on Cityscapes (19 classes), mapped by :data:`CITYSCAPES_GROUPS`.
+
+    A second opinion, not the SPEC's segmenter: water, snow and other are always 0 (see
+    :data:`CITYSCAPES_UNSUPPORTED`), so its GAAS is not comparable with the Vistas one.
+    Input: bilinear resize to ``input_size`` x ``input_size`` (1024, the checkpoint's training
+    crop; the aspect ratio is not kept, as in its processor config), rescale 1/255, ImageNet
+    mean/std. Post-processing: ``post_process_semantic_segmentation`` (logits resized bilinearly
+    to the image's own size, argmax).
+    """
+
+    default_id = "nvidia/segformer-b5-finetuned-cityscapes-1024-1024"
+    model_class = "SegformerForSemanticSegmentation"
+    model_type = "segformer"
+    label_set = "Cityscapes (19 train classes, ids 0-18)"
+
+    def __init__(
+        self,
+        name: str = "segformer-cityscapes",
+        *,
+        weights: str | os.PathLike | None = None,
+        revision: str | None = None,
+        device: Any | None = None,
+        input_size: int = 1024,
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.device = resolve_device(device)
+        if not (isinstance(input_size, int) and input_size > 0):
+            raise ValueError(f"input_size must be a positive int, got {input_size!r}")
+        model, labels, record = self._load(weights, revision, [(c,) for c in CITYSCAPES_CLASSES])
+        self.model = model.to(self.device).eval()
+        self.class_names = tuple(labels)
+        self.class_to_group = CITYSCAPES_CLASS_TO_GROUP
+        self.unsupported_groups = CITYSCAPES_UNSUPPORTED
+        cls = _processor_class("SegformerImageProcessorPil", "SegformerImageProcessor")
+        mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+        self.processor = cls(
+            size={"height": input_size, "width": input_size}, resample=2, do_resize=True, do_rescale=True,
+            rescale_factor=1 / 255, do_normalize=True, image_mean=mean, image_std=std, do_reduce_labels=False,
+        )
+        self._config = {
+            "kind": "semantic-segmenter",
+            "segmenter": name,
+            "backend": f"transformers.{self.model_class}",
+            **record,
+            "model_type": self.model_type,
+            "input": {
+                "processor": f"transformers.{cls.__name__}",
+                "resize": "exact input_size x input_size (aspect ratio not kept)",
+                "input_size": input_size,
+                "interpolation": "bilinear",
+                "rescale": "1/255",
+                "mean": list(mean),
+                "std": list(std),
+            },
+            "post_processing": "SegformerImageProcessor.post_process_semantic_segmentation per image: logits "
+            "resized bilinearly (align_corners=False) to the label map size, argmax over the 19 classes",
+            "mapping_notes": "wall, fence -> building; terrain -> vegetation; traffic light, traffic sign -> sign; "
+            "rider -> person; train -> vehicle; water, snow, other cannot be expressed (always 0)",
+            **self._mapping_config(CITYSCAPES_GROUPS),
+        }
+
+    def _post_process(self, outputs, index: int, size: tuple[int, int]):
+        one = types.SimpleNamespace(logits=outputs.logits[index : index + 1])
+        return self.processor.post_process_semantic_segmentation(one, target_sizes=[size])[0]
