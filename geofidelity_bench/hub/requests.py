@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .errors import GeoFidelityError
+from ..errors import GeoFidelityError
 
 TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
 CONFLICT_STATUS = (409, 412)
