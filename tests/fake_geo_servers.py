@@ -47,6 +47,7 @@ class _FakeServer:
         self.token_in_url = 0
         self._faults: list[_Fault] = []
         self._lock = threading.RLock()
+        self._in_flight = 0
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -60,10 +61,10 @@ class _FakeServer:
                 pass
 
             def do_GET(self):
-                outer._dispatch(self, "GET")
+                outer._tracked(self, "GET")
 
             def do_POST(self):
-                outer._dispatch(self, "POST")
+                outer._tracked(self, "POST")
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -103,6 +104,26 @@ class _FakeServer:
         with self._lock:
             return sum(1 for m, p, s in self.requests
                        if rx.search(p) and (status is None or s == status) and (method is None or m == method))
+
+    def wait_idle(self, timeout_s: float = 10.0) -> None:
+        """Waits until no request is being handled: a delayed response that the client already gave
+        up on is recorded only when the server sends it, which can be after the client has moved on."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._in_flight == 0:
+                    return
+            time.sleep(0.02)
+        raise AssertionError(f"{self.name}: requests still in flight after {timeout_s} s")
+
+    def _tracked(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        with self._lock:
+            self._in_flight += 1
+        try:
+            self._dispatch(h, method)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
     def _take_fault(self, path: str) -> _Fault | None:
         with self._lock:

@@ -115,7 +115,7 @@ def test_every_library_error_is_a_geofidelity_error_and_keeps_its_historical_bas
     from geofidelity_bench.hub import DatasetBuildError, HubPushError
     from geofidelity_bench.images import ImageDecodeError
     from geofidelity_bench.prompts import PromptError
-    from geofidelity_bench.release import ReleaseImportError
+    from geofidelity_bench.release_import import ReleaseImportError
     from geofidelity_bench.report import ReportError
     from geofidelity_bench.segmentation import LabelMismatchError, SegmenterUnavailableError, UnknownSegmenterError
 

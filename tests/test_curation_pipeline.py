@@ -177,7 +177,9 @@ def test_curate_end_to_end_with_faults(world, servers, no_sleep, tmp_path, monke
     res = evaluate_panels(bench, {("copy", "L0", block_id): panel}, encoder, progress=False)
     assert len(res) == 1 and np.isfinite(res["cos_sim"].iloc[0])
 
-    # running again changes nothing and redoes no network work
+    # running again changes nothing and redoes no network work (abandoned slow responses counted first)
+    mapillary.wait_idle()
+    overpass.wait_idle()
     n_requests = mapillary.count() + overpass.count()
     assert main(_argv(tmp_path, out, overpass, mapillary, "--skip-tier3", "--skip-tier4")) == 0
     assert mapillary.count() + overpass.count() == n_requests
