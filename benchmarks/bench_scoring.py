@@ -1,8 +1,8 @@
-"""Times scoring from cached embeddings at paper scale (``score_embeddings``, SPEC sections 5-7).
+"""Times scoring from cached embeddings at paper scale (``score_embeddings``, docs/benchmark.md sections 5-7).
 
 A seeded synthetic setup the size of the published benchmark (v3.1.0): 112 blocks in 25
 cities, galleries of 25-100 raw 768-d float32 embeddings, the four retrieval negatives
-assigned by their SPEC roles (some missing where a city has too few blocks or neighborhoods),
+assigned by their roles (docs/benchmark.md section 1) (some missing where a city has too few blocks or neighborhoods),
 and 6 methods x 6 conditions x 4 images plus the 3 real-image anchors per block (4,368 panels).
 No encoder, no images: this measures the metric layer only.
 

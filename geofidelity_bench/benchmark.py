@@ -2,7 +2,7 @@
 
 A benchmark is a folder (or a Hub dataset repo) of Parquet files, one config each:
 
-* ``blocks``: one row per street block (SPEC section 1 fields),
+* ``blocks``: one row per street block (docs/benchmark.md section 1, Domain and split fields),
 * ``references``: one row per block-image assignment, the image embedded as
   ``datasets.Image()`` (``{"bytes", "path"}`` struct),
 * ``cities``: one row per city (key, name, country, center, driving side),
@@ -11,7 +11,7 @@ A benchmark is a folder (or a Hub dataset repo) of Parquet files, one config eac
 The folder's ``README.md`` declares the configs in its YAML header, so plain
 ``datasets.load_dataset(folder, "blocks")`` reads it too.
 
-Held-out split (SPEC section 1): a block's references are ordered by ``reference_id``
+Held-out split (docs/benchmark.md section 1, Domain and split): a block's references are ordered by ``reference_id``
 (ascending string order), shuffled with ``random.Random(seed)`` where ``seed`` is the first
 8 bytes, big-endian, of ``sha256(f"0|{block_id}")``, and the first
 ``k = max(1, min(4, n // 2))`` of the shuffled order are held out as real queries; the rest
@@ -53,7 +53,7 @@ class BenchmarkError(GeoFidelityError, ValueError):
 
 
 def display_name(city_key: str) -> str:
-    """``new_york`` -> ``New York`` (SPEC section 1)."""
+    """``new_york`` -> ``New York`` (docs/benchmark.md section 1, Domain and split)."""
     return city_key.replace("_", " ").title()
 
 

@@ -1,4 +1,4 @@
-"""CLIP text alignment versus geographic fidelity (SPEC section 7, paper Tables 8-9).
+"""CLIP text alignment versus geographic fidelity (docs/benchmark.md section 7, Statistics and analyses, paper Tables 8-9).
 
 Two steps, kept apart so that the statistics can be rerun without a model:
 
@@ -330,7 +330,7 @@ def alignment_analysis(
 
     Args:
         clip_scores: output of :func:`score_panels` (or a ``clip_alignment.csv``).
-        results: evaluation rows (SPEC section 7 columns) of the same panels.
+        results: evaluation rows (docs/benchmark.md section 7, Statistics and analyses columns) of the same panels.
         condition: the condition analysed (paper: L1); ``None`` pools every scored condition.
         n_resamples, seed, confidence: the block bootstrap (blocks = ``block_id``; all methods
             of a block stay together).

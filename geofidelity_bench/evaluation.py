@@ -1,11 +1,11 @@
-"""Scores generated panels against their target blocks (SPEC sections 5-7).
+"""Scores generated panels against their target blocks (docs/benchmark.md sections 5-7).
 
 The flow is: collect every image that needs an embedding (target galleries, negatives'
 galleries, the panels), embed each distinct image once through the embedding cache, then
 score every (method, condition, block) panel from the embeddings. Scoring is pure numpy
 (:func:`score_embeddings`), so a caller holding precomputed embeddings skips the encoder.
 
-Result rows have exactly the columns of SPEC section 7 (:data:`RESULT_COLUMNS`). Where a
+Result rows have exactly the columns of docs/benchmark.md section 7, Statistics and analyses (:data:`RESULT_COLUMNS`). Where a
 score is NaN, the reason is recorded in ``df.attrs["nan_reasons"]`` (and in ``run.json`` by
 the CLI), e.g. GAAS without a segmenter.
 """
@@ -73,7 +73,7 @@ def _sample(pool: Sequence, n: int, seed: str) -> list:
 
 
 def anchor_panels(benchmark: Benchmark, n: int = ANCHOR_PANEL_SIZE) -> dict[PanelKey, list[ReferenceImage]]:
-    """The three real-image anchors of SPEC section 6, keyed ``(method, "anchor", block_id)``.
+    """The three real-image anchors of docs/benchmark.md section 6, Real-image anchors, keyed ``(method, "anchor", block_id)``.
 
     * ``heldout_real``: the block's held-out queries, cycled to fill ``n``.
     * ``random_same_country``: ``n`` images from the galleries of OTHER blocks in the same
@@ -456,7 +456,7 @@ def summarize(results: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 
 
 def summaries(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The four summaries of SPEC section 7."""
+    """The four summaries of docs/benchmark.md section 7, Statistics and analyses."""
     return {name: summarize(results, by) for name, by in SUMMARY_GROUPS.items()}
 
 

@@ -9,7 +9,7 @@ EARTH_RADIUS_M = 6_371_000.0
 
 
 def haversine_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
-    """Great-circle distance in metres on a sphere of radius 6,371,000 m (SPEC section 8)."""
+    """Great-circle distance in metres on a sphere of radius 6,371,000 m (docs/benchmark.md section 8, Curation)."""
     p1, p2 = math.radians(lat1), math.radians(lat2)
     dp = p2 - p1
     dl = math.radians(lon2 - lon1)

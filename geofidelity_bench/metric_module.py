@@ -36,7 +36,7 @@ import numpy as np
 METRIC_NAME = "geofidelity"
 #: Config used when ``evaluate.load`` gets no ``config_name``.
 DEFAULT_CONFIG = "default"
-#: Encoder used when ``encoder`` is not given: the benchmark's reference encoder (SPEC section 4).
+#: Encoder used when ``encoder`` is not given: the benchmark's reference encoder (docs/benchmark.md section 4, Embeddings).
 DEFAULT_ENCODER = "dinov2-base"
 #: What a padded row of the ``sets`` config holds (its two sets may differ in length).
 EMPTY_ITEM: dict[str, Any] = {"image": None, "embedding": None}
@@ -406,7 +406,7 @@ def compute_default(
     batch_size: int = 32,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Scores of generated panels against their target blocks (SPEC section 5), averaged over blocks.
+    """Scores of generated panels against their target blocks (docs/benchmark.md section 5, Metrics), averaged over blocks.
 
     Predictions are grouped by target block into panels and scored with
     :func:`~geofidelity_bench.evaluation.evaluate_panels`; every score is the NaN-skipping
@@ -542,7 +542,7 @@ def compute_mfp(
     spatial_weight: float = 1.0,
     pixel_metrics: bool = True,
 ) -> dict[str, Any]:
-    """MFP global and spatial terms, loss, SSIM and PSNR (SPEC section 10) of paired map images.
+    """MFP global and spatial terms, loss, SSIM and PSNR (docs/benchmark.md section 10, Map Feature Perception (MFP)) of paired map images.
 
     A thin wrapper over :func:`geofidelity_bench.mfp.mfp_compute` (``model``: Hub id or
     local folder of a DINO ViT, default ``facebook/dino-vitb8``).
@@ -600,7 +600,7 @@ def compute_geodiv(
     return_answers: bool = False,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """GeoDiv tables (SPEC section 9) of images grouped by their labels.
+    """GeoDiv tables (docs/benchmark.md section 9, GeoDiv) of images grouped by their labels.
 
     A thin wrapper over :func:`geofidelity_bench.geodiv.answer_questions` and
     :func:`geofidelity_bench.geodiv.diversity_tables` (``group_by = group_name``).

@@ -1,4 +1,4 @@
-"""Map Feature Perception of image files (SPEC section 10): pairing, scoring a table of pairs, summaries.
+"""Map Feature Perception of image files (docs/benchmark.md section 10, Map Feature Perception (MFP)): pairing, scoring a table of pairs, summaries.
 
 The MFP family's runner, under the ``geofidelity-bench mfp`` command and the evaluate module's
 ``mfp`` config:

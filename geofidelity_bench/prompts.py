@@ -1,4 +1,4 @@
-"""Prompt conditions and same-city controls (SPEC section 2), byte for byte.
+"""Prompt conditions and same-city controls (docs/benchmark.md section 2, Prompts), byte for byte.
 
 Donor selection for the controls: candidates exclude the block itself and blocks whose
 street (or neighborhood) is unknown or equal to the target's. Candidates are ranked
@@ -79,7 +79,7 @@ def text_gps_only(lat: float, lon: float) -> str:
 
 
 def location_text(street: str, neighborhood: str, city: str, country: str) -> str:
-    """The location-only text of the CLIP alignment analysis (SPEC section 7)."""
+    """The location-only text of the CLIP alignment analysis (docs/benchmark.md section 7, Statistics and analyses)."""
     return f"A photo of {street} in the {neighborhood} district of {city}, {country}."
 
 

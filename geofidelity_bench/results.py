@@ -1,6 +1,6 @@
 """The results folder: the one writer and the one reader of its files.
 
-A results folder is what ``geofidelity-bench evaluate`` and ``demo`` write (SPEC section 7)::
+A results folder is what ``geofidelity-bench evaluate`` and ``demo`` write (docs/benchmark.md section 7, Statistics and analyses)::
 
     results.csv                  one row per (method, condition, block_id), the columns of
                                  :data:`geofidelity_bench.evaluation.RESULT_COLUMNS`, in that order

@@ -1,4 +1,4 @@
-"""Statistics of GeoFidelity-Bench (SPEC section 7): paired bootstrap, city-balanced estimates,
+"""Statistics of GeoFidelity-Bench (docs/benchmark.md section 7, Statistics and analyses): paired bootstrap, city-balanced estimates,
 leave-one-city-out, rank stability, control benefits, Spearman/AUROC with block-bootstrap CIs.
 
 Conventions shared by every function here:
@@ -216,7 +216,7 @@ def bootstrap_means(values: np.ndarray, n_resamples: int, seed: int) -> np.ndarr
 def paired_bootstrap(
     x: Any, y: Any, n_resamples: int = 5000, seed: int = 42, confidence: float = 0.95
 ) -> BootstrapResult:
-    """Paired bootstrap of the mean difference ``x - y`` (SPEC section 7).
+    """Paired bootstrap of the mean difference ``x - y`` (docs/benchmark.md section 7, Statistics and analyses).
 
     Pairs are resampled with replacement ``n_resamples`` times; the interval is the
     percentile interval of the resampled mean differences.

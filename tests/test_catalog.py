@@ -94,7 +94,7 @@ def test_stats_directions_come_from_the_catalog():
 
     assert dict(stats.HIGHER_IS_BETTER) == {m.column: m.higher_is_better for m in RESULT_METRICS
                                             if m.higher_is_better is not None}
-    assert stats.LOWER_IS_BETTER == {"mmd", "dcsf", "gaas"}  # SPEC section 7
+    assert stats.LOWER_IS_BETTER == {"mmd", "dcsf", "gaas"}  # docs/benchmark.md section 7, Statistics and analyses
     assert not {"diversity_gap", *SIMILARITY_COLUMNS[1:]} & set(stats.HIGHER_IS_BETTER)
 
 

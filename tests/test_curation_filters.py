@@ -1,4 +1,4 @@
-"""Curation filters (SPEC section 8): NOAA sun elevation against published values, the spatial
+"""Curation filters (docs/benchmark.md section 8, Curation): NOAA sun elevation against published values, the spatial
 filter against hand-checked points, tier 1 flags, tier-5 statistics against independent
 computations, and tiers 3 and 4 through the real model code paths with tiny random models."""
 

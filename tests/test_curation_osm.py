@@ -1,4 +1,4 @@
-"""OSM input and block carving (SPEC section 8) on the real extracts in tests/data/osm, and the
+"""OSM input and block carving (docs/benchmark.md section 8, Curation) on the real extracts in tests/data/osm, and the
 Overpass client against a loopback fake (retries, endpoint fallback, on-disk cache)."""
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ HELSINKI = CitySpec("helsinki", "FI", 60.1699, 24.9384, "R")
 
 @pytest.fixture(scope="module")
 def world():
-    """OSM records, carved blocks (SPEC defaults) and Mapillary-like records along them."""
+    """OSM records, carved blocks (default carving rules) and Mapillary-like records along them."""
     oakland = read_osm_file(OSM / "west_oakland.osm.bz2")
     helsinki = read_osm_file(OSM / "helsinki.osm.pbf")
     blocks = carve_blocks(oakland, OAKLAND) + carve_blocks(helsinki, HELSINKI)

@@ -189,7 +189,7 @@ def test_half_precision_is_gpu_only(tiny_dinov2_dir):
 
 
 def _reference_dinov2_input(path: Path) -> np.ndarray:
-    """SPEC section 4, written out independently: shorter side 256 bicubic, center 224, ImageNet."""
+    """docs/benchmark.md section 4, Embeddings, written out independently: shorter side 256 bicubic, center 224, ImageNet."""
     img = Image.open(path).convert("RGB")
     w, h = img.size
     new = (256, int(256 * h / w)) if w <= h else (int(256 * w / h), 256)

@@ -41,7 +41,7 @@ N = 2
 
 
 def spec_seed(model: str, block_id: str, condition: str, k: int) -> int:
-    """The SPEC section 3 formula, written out independently of the library."""
+    """The docs/benchmark.md section 3, Generation formula, written out independently of the library."""
     digest = hashlib.sha256(f"{model}/{block_id}/{condition}/{k}".encode()).digest()
     return int.from_bytes(digest[:8], "big") & (2**63 - 1)
 

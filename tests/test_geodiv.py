@@ -1,4 +1,4 @@
-"""GeoDiv pieces without a model: the Hill score, the SPEC section 9 rules, the parser, the bank, the cache."""
+"""GeoDiv pieces without a model: the Hill score, the docs/benchmark.md section 9, GeoDiv rules, the parser, the bank, the cache."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_invalid_inputs_raise(counts, n, match):
         normalized_hill(counts, n)
 
 
-# -- per-question rules (SPEC section 9) ------------------------------------------------------------------
+# -- per-question rules (docs/benchmark.md section 9, GeoDiv) ------------------------------------------------------------------
 
 
 def _q(n_options=4, kind="entity"):

@@ -65,7 +65,7 @@ class ScriptedVQA(VQABackend):
 
 
 def expected_cell(codes_and_blue: list[tuple[int, float]], question) -> dict:
-    """An independent implementation of the SPEC section 9 rules for one (group, question)."""
+    """An independent implementation of the docs/benchmark.md section 9, GeoDiv rules for one (group, question)."""
     n_images = len(codes_and_blue)
     chosen = []
     for code, blue in codes_and_blue:

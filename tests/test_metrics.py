@@ -463,7 +463,7 @@ def test_semantic_groups_match_spec():
     assert set(SEMANTIC_GROUPS["other"]) == {0, 1, 4, 26, 33, 34, *range(36, 44), 51}
     all_ids = [i for ids in SEMANTIC_GROUPS.values() for i in ids]
     assert len(all_ids) == len(set(all_ids))  # disjoint
-    # SPEC section 5 leaves Vistas ids 7, 10 and 12 out of every group
+    # docs/benchmark.md section 5, Metrics leaves Vistas ids 7, 10 and 12 out of every group
     assert set(range(65)) - set(all_ids) == {7, 10, 12}
     assert GAAS_GROUPS == (
         "road", "sidewalk", "building", "vehicle", "vegetation", "sky", "pole", "sign"

@@ -1,4 +1,4 @@
-"""Map Feature Perception (SPEC section 10): extractor, terms, loss, SSIM/PSNR and the ``mfp`` command.
+"""Map Feature Perception (docs/benchmark.md section 10, Map Feature Perception (MFP)): extractor, terms, loss, SSIM/PSNR and the ``mfp`` command.
 
 Everything runs offline on a tiny random ViT saved with save_pretrained (no Hub access).
 """

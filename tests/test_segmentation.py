@@ -42,7 +42,7 @@ from geofidelity_bench.curation.filters import tier4_gate
 HERE = Path(__file__).parent
 PHOTOS = sorted((HERE / "data" / "photos").glob("lund_*.jpg"))
 
-# SPEC section 5, written out again here (independently of metrics.composition).
+# docs/benchmark.md section 5, Metrics, written out again here (independently of metrics.composition).
 SPEC_GROUPS = {
     "road": {13, 14, 23, 24},
     "sidewalk": {15, 11, 2, 8, 9},

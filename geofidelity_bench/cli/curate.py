@@ -1,5 +1,5 @@
 """``geofidelity-bench carve`` and ``geofidelity-bench curate``: building a benchmark from
-OpenStreetMap and Mapillary (SPEC section 8). The logic lives in :mod:`geofidelity_bench.curation`."""
+OpenStreetMap and Mapillary (docs/benchmark.md section 8, Curation). The logic lives in :mod:`geofidelity_bench.curation`."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def _cmd_curate(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("carve", help="carve street blocks of one city from OSM (an extract or Overpass) into a table",
-                       description="Carve the blocks of one city (SPEC section 8) and write the blocks table.")
+                       description="Carve the blocks of one city (docs/benchmark.md section 8, Curation) and write the blocks table.")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--osm-file", help="OSM extract: .osm, .osm.bz2 (OSM XML) or .osm.pbf")
     src.add_argument("--overpass", action="store_true", help="query the Overpass API instead")

@@ -122,7 +122,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(f"\nGAAS: n/a - {gaas_reason}")
     else:
         print(f"\nGAAS computed with segmenter {segmenter.name}.")
-    print("Blocks with a single held-out photo repeat it to fill the 4-image anchor panel (SPEC), which raises "
+    print("Blocks with a single held-out photo repeat it to fill the 4-image anchor panel (docs/benchmark.md section 6), which raises "
           "heldout_real's MMD/DCSF on this tiny demo.")
     print("This demo benchmark has 7 blocks: it checks the pipeline end to end, it cannot rank generators.")
     print(f"\nwrote {out}/results.csv, summary_*.csv, run.json and the report ({out}/report/report.md, plots/) "

@@ -173,7 +173,7 @@ def register(sub) -> None:
         description=(
             "Asks a vision-language model a versioned bank of multiple-choice questions about every image and "
             "reports, per group, the SEVI mean ratings and the normalized Hill diversity of every answer "
-            "distribution (SPEC section 9): D = (exp(H) - 1) / (|A| - 1)."
+            "distribution (docs/benchmark.md section 9, GeoDiv): D = (exp(H) - 1) / (|A| - 1)."
         ),
     )
     p.add_argument("--images", default=None,

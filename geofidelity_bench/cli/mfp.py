@@ -103,7 +103,7 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {
-        "metric": "Map Feature Perception (MFP), SPEC section 10",
+        "metric": "Map Feature Perception (MFP), docs/benchmark.md section 10, Map Feature Perception (MFP)",
         "command": command_line(args),
         "created_at": utc_timestamp(),
         **summarize_scores(df),
@@ -146,7 +146,7 @@ def register(sub) -> None:
         "mfp",
         help="Map Feature Perception (DINO-ViT global + spatial terms, SSIM, PSNR) of generated map tiles vs targets",
         description=(
-            "Scores generated map tiles against their targets with MFP (SPEC section 10): global score "
+            "Scores generated map tiles against their targets with MFP (docs/benchmark.md section 10, Map Feature Perception (MFP)): global score "
             "G = 1 - MSE(CLS_gen, CLS_tgt) (higher better), spatial distance ||S_gen - S_tgt||_F and spatial MSE of the "
             "last layer's key self-similarity (lower better), loss = 10 (1 - G) + spatial_mse, plus SSIM and PSNR. "
             "Pairs files by relative path (extension ignored) unless --pairs is given."

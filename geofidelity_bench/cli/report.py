@@ -57,7 +57,7 @@ def register(sub) -> None:
         "clip-alignment",
         help="CLIP image-text scores of a results folder's generated panels (input of the report's CLIP tables)",
         description="Scores each generated panel with CLIP ViT-B/32 against its exact prompt and the location-only "
-        "text, and against texts with wrong names (SPEC section 7); writes clip_alignment.csv into the results folder.",
+        "text, and against texts with wrong names (docs/benchmark.md section 7, Statistics and analyses); writes clip_alignment.csv into the results folder.",
     )
     c.add_argument("--results", required=True, metavar="DIR", help="results folder (results.csv from `evaluate`)")
     c.add_argument("--generated", required=True, metavar="DIR",

@@ -1,5 +1,5 @@
 """``geofidelity-bench segment``: precompute (and cache) the semantic group shares of a benchmark's
-reference images, optionally writing them as a table with the tier-4 gate of SPEC section 8."""
+reference images, optionally writing them as a table with the tier-4 gate of docs/benchmark.md section 8, Curation."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def _cmd_segment(args: argparse.Namespace) -> int:
             "segment_stats": stats.as_dict(),
             "cache": str(cache.root) if cache is not None else None,
             "table": out.name,
-            "tier4": "SPEC section 8, bounds inclusive: sky 0.01-0.55, building 0.03-0.70, road 0.01-0.55, "
+            "tier4": "docs/benchmark.md section 8, Curation, bounds inclusive: sky 0.01-0.55, building 0.03-0.70, road 0.01-0.55, "
             "vehicle <= 0.40, vegetation <= 0.80, urbanness >= 0.05",
         }
         meta_path = out.with_suffix(".json")

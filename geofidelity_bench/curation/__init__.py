@@ -1,4 +1,4 @@
-"""Building a benchmark from OpenStreetMap and Mapillary (SPEC section 8).
+"""Building a benchmark from OpenStreetMap and Mapillary (docs/benchmark.md section 8, Curation).
 
 Modules, one concern each:
 

@@ -1,10 +1,10 @@
-"""Block carving (SPEC section 8): from named OSM highway ways to up to 10 spaced street blocks.
+"""Block carving (docs/benchmark.md section 8, Curation): from named OSM highway ways to up to 10 spaced street blocks.
 
 Given a city's ways (:class:`~geofidelity_bench.curation.osm.WayRecord`) and place nodes:
 
 1. keep ways with a vertex or segment within ``radius_m`` (6,000 m) of the city center;
 2. keep the longest way per exact ``name`` (ties: smaller way id) - over all highway values, as
-   the SPEC orders it, so a name whose longest way is, say, ``service`` yields no block;
+   the benchmark definition orders it (docs/benchmark.md section 8), so a name whose longest way is, say, ``service`` yields no block;
 3. stratum by ``highway``: major = primary(_link), secondary(_link); residential = residential,
    living_street, unclassified; pedestrian = pedestrian, footway, cycleway; tertiary =
    tertiary(_link); other values are dropped;
@@ -46,7 +46,7 @@ from .cities import CitySpec
 from .errors import CurationError
 from .osm import OsmData, PlaceNode, WayRecord, filter_within
 
-#: highway tag -> stratum (SPEC section 8).
+#: highway tag -> stratum (docs/benchmark.md section 8, Curation).
 STRATUM_OF_HIGHWAY: Mapping[str, str] = MappingProxyType(
     {
         "primary": "major",
@@ -63,14 +63,14 @@ STRATUM_OF_HIGHWAY: Mapping[str, str] = MappingProxyType(
         "tertiary_link": "tertiary",
     }
 )
-#: Blocks per stratum and city (SPEC section 8), in the order strata are filled.
+#: Blocks per stratum and city (docs/benchmark.md section 8, Curation), in the order strata are filled.
 STRATUM_QUOTAS: Mapping[str, int] = MappingProxyType({"major": 3, "residential": 3, "pedestrian": 2, "tertiary": 2})
 DOWNTOWN = "downtown"
 
 
 @dataclass(frozen=True)
 class CarveParams:
-    """Carving settings; the defaults are SPEC section 8."""
+    """Carving settings; the defaults are docs/benchmark.md section 8, Curation."""
 
     radius_m: float = 6000.0
     min_length_m: float = 500.0
@@ -257,7 +257,7 @@ BLOCK_TABLE_COLUMNS = (
 
 
 def blocks_to_frame(blocks: Sequence[Block]):
-    """One row per block: the SPEC block fields, the centroid as ``centroid_lat``/``centroid_lon``."""
+    """One row per block: the block fields of docs/benchmark.md section 1, the centroid as ``centroid_lat``/``centroid_lon``."""
     import pandas as pd
 
     rows = []

@@ -1,4 +1,4 @@
-"""The 25 cities of the release (SPEC section 8) and user cities from a CSV or JSON file."""
+"""The 25 cities of the release (docs/benchmark.md section 8, Curation) and user cities from a CSV or JSON file."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def _spec(key: str, country: str, lat: float, lon: float, side: str) -> CitySpec
     return CitySpec(key, country, lat, lon, side)
 
 
-#: SPEC section 8: key, ISO-2, center, driving side, in the order of the release.
+#: docs/benchmark.md section 8, Curation: key, ISO-2, center, driving side, in the order of the release.
 BUILTIN_CITIES: dict[str, CitySpec] = {
     c.key: c
     for c in (

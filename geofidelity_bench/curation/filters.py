@@ -1,4 +1,4 @@
-"""The curation filters of SPEC section 8, as pure functions that return measurement tables.
+"""The curation filters of docs/benchmark.md section 8, Curation, as pure functions that return measurement tables.
 
 Every function returns a DataFrame with the measurements *and* the pass flags, so thresholds
 can be re-tuned on the tables without downloading or re-running models:
@@ -35,7 +35,7 @@ from .solar import sun_elevation_deg
 
 @dataclass(frozen=True)
 class FilterThresholds:
-    """Every threshold of the filters; the defaults are SPEC section 8."""
+    """Every threshold of the filters; the defaults are docs/benchmark.md section 8, Curation."""
 
     max_distance_m: float = 30.0
     camera_types: tuple[str, ...] = ("", "perspective", "flat")
@@ -152,7 +152,7 @@ def tier1_filter(table, thresholds: FilterThresholds = FilterThresholds()):
 
 # -- tier 3 ---------------------------------------------------------------------------------------
 
-#: SPEC section 8, tier 3: the target description first, then the 8 distractors (key, text).
+#: docs/benchmark.md section 8, Curation, tier 3: the target description first, then the 8 distractors (key, text).
 TIER3_TEXTS: tuple[tuple[str, str], ...] = (
     ("target", "a daytime urban street scene with buildings and sidewalks"),
     ("highway", "a highway with only cars on it and no buildings or sidewalks"),
@@ -205,7 +205,7 @@ def tier3_filter(encoder, image_ids: Sequence[str], images: Sequence[ImageSource
 
 # -- tier 4 ---------------------------------------------------------------------------------------
 
-#: SPEC section 8, tier 4: inclusive (low, high) bounds; None means unbounded on that side.
+#: docs/benchmark.md section 8, Curation, tier 4: inclusive (low, high) bounds; None means unbounded on that side.
 TIER4_BOUNDS: Mapping[str, tuple[float | None, float | None]] = MappingProxyType(
     {
         "sky": (0.01, 0.55),
@@ -223,7 +223,7 @@ URBANNESS_ROUNDING = 1e-12
 
 
 def urbanness(building: float, sidewalk: float, vehicle: float, road: float) -> float:
-    """``building + 0.3 sidewalk - max(0, vehicle - 0.10) - max(0, road - 0.30)`` (SPEC section 8)."""
+    """``building + 0.3 sidewalk - max(0, vehicle - 0.10) - max(0, road - 0.30)`` (docs/benchmark.md section 8, Curation)."""
     return float(building + 0.3 * sidewalk - max(0.0, vehicle - 0.10) - max(0.0, road - 0.30))
 
 
@@ -248,7 +248,7 @@ def _gate_inputs(shares: Mapping[str, float] | Sequence[float] | np.ndarray) -> 
 
 
 def tier4_gate(shares: Mapping[str, float] | Sequence[float] | np.ndarray) -> tuple[bool, dict[str, Any]]:
-    """The tier-4 curation filter of SPEC section 8, on one image's group shares.
+    """The tier-4 curation filter of docs/benchmark.md section 8, Curation, on one image's group shares.
 
     Passes when, with every bound inclusive: sky in [0.01, 0.55], building in [0.03, 0.70],
     road in [0.01, 0.55], vehicle <= 0.40, vegetation <= 0.80 and

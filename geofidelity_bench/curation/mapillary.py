@@ -1,6 +1,6 @@
 """Mapillary Graph API v4: image metadata around a block, and resumable thumbnail downloads.
 
-Search (SPEC section 8): points every ``step_m`` (200 m) of arc length along the block polyline,
+Search (docs/benchmark.md section 8, Curation): points every ``step_m`` (200 m) of arc length along the block polyline,
 both ends included; around each a box of +-``half_deg`` (0.0045 degree) in latitude and longitude;
 ``GET {base_url}/images?bbox=minLon,minLat,maxLon,maxLat&fields=...&limit=100``, following
 ``paging.next`` links. Requests of a run go through one ThreadPoolExecutor (``max_workers``).
@@ -38,7 +38,7 @@ from .http import HTTPClient, HTTPFailure, RetryPolicy, redact, strip_query_para
 
 MAPILLARY_URL = "https://graph.mapillary.com"
 TOKEN_ENV = "MAPILLARY_TOKEN"
-#: Fields asked for (SPEC section 8, plus ``computed_geometry``, preferred when present).
+#: Fields asked for (docs/benchmark.md section 8, Curation, plus ``computed_geometry``, preferred when present).
 SEARCH_FIELDS = (
     "id", "geometry", "computed_geometry", "captured_at", "is_pano", "camera_type", "compass_angle",
     "thumb_1024_url", "quality_score",

@@ -1,4 +1,4 @@
-"""Retrieval negatives of every block (SPEC section 8).
+"""Retrieval negatives of every block (docs/benchmark.md section 8, Curation).
 
 ``near`` = other same-city blocks whose centroid is within 1,000 m (haversine);
 ``far`` = the other same-city blocks.

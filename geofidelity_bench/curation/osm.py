@@ -35,7 +35,7 @@ from .errors import CurationError
 from ..atomic import atomic_write_bytes
 from .http import HTTPClient, HTTPFailure, RetryPolicy
 
-#: ``place`` values used for neighborhood labels (SPEC section 8).
+#: ``place`` values used for neighborhood labels (docs/benchmark.md section 8, Curation).
 PLACE_KINDS = ("suburb", "neighbourhood", "quarter", "district", "town")
 
 #: Public Overpass instances tried in order (the first that answers wins).

@@ -77,7 +77,7 @@ SIGLIP_ID = "google/siglip-so400m-patch14-384"
 
 @dataclass
 class CurationConfig:
-    """Everything that changes what curation produces; defaults are SPEC section 8."""
+    """Everything that changes what curation produces; defaults are docs/benchmark.md section 8, Curation."""
 
     carve: CarveParams = field(default_factory=CarveParams)
     thresholds: FilterThresholds = field(default_factory=FilterThresholds)
@@ -684,7 +684,7 @@ def _card(bench: Benchmark, summary, skipped: Mapping[str, str]) -> str:
     return (
         f"# {bench.name}\n\n"
         "A GeoFidelity-Bench benchmark curated with `geofidelity-bench curate` from OpenStreetMap street\n"
-        "geometry and Mapillary street-level images (SPEC section 8): "
+        "geometry and Mapillary street-level images (docs/benchmark.md section 8, Curation): "
         f"{len(bench.cities)} cities, {len(bench.blocks)} blocks, {len(bench.references)} reference assignments "
         f"({len({r.image_id for r in bench.references})} distinct images).\n\n"
         "## Curation summary\n\n" + _markdown_table(summary) + "\n\n"

@@ -1,5 +1,5 @@
 """Solar position with NOAA's formulas (the NOAA Solar Calculator spreadsheet, after Meeus,
-*Astronomical Algorithms*), without atmospheric refraction (SPEC section 8, tier 1).
+*Astronomical Algorithms*), without atmospheric refraction (docs/benchmark.md section 8, Curation, tier 1).
 
 Step by step, for a UTC instant and an observer at (lat, lon) (degrees, east positive):
 

@@ -1,4 +1,4 @@
-"""The leaderboard: result rows (SPEC section 7) -> a sortable, filterable table and the report's plots."""
+"""The leaderboard: result rows (docs/benchmark.md section 7, Statistics and analyses) -> a sortable, filterable table and the report's plots."""
 
 from __future__ import annotations
 

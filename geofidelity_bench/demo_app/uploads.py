@@ -140,7 +140,7 @@ def read_uploaded_images(
 def read_uploaded_results(
     item, *, upload_root: str | os.PathLike | None = None, max_bytes: int = MAX_RESULTS_BYTES
 ):
-    """Reads an uploaded ``results.csv`` (SPEC section 7 columns) into a DataFrame.
+    """Reads an uploaded ``results.csv`` (docs/benchmark.md section 7, Statistics and analyses columns) into a DataFrame.
 
     Raises:
         UploadError: no file, over ``max_bytes``, not a CSV, or without the columns

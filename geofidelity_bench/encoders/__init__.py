@@ -20,7 +20,7 @@ from geofidelity_bench.encoders.cache import EmbeddingCache, default_cache_dir
 from geofidelity_bench.encoders.registry import get_encoder, list_encoders
 from geofidelity_bench.encoders.runner import EmbedStats, embed_distributed, embed_images, embed_named_images
 
-#: The benchmark's reference encoder (SPEC section 4).
+#: The benchmark's reference encoder (docs/benchmark.md section 4, Embeddings).
 DEFAULT_ENCODER = "dinov2-base"
 #: The encoder that works with no network: its weights ship in a pip package.
 OFFLINE_ENCODER = "efficientnet-lite0"

@@ -1,4 +1,4 @@
-r"""The DINO-ViT key extractor of Map Feature Perception (SPEC section 10): CLS token and last-layer keys.
+r"""The DINO-ViT key extractor of Map Feature Perception (docs/benchmark.md section 10, Map Feature Perception (MFP)): CLS token and last-layer keys.
 
 A self-supervised DINO ViT (``facebook/dino-vitb8`` by default) gives two descriptors per image,
 the inputs of the MFP terms in :mod:`geofidelity_bench.metrics.mfp`:

@@ -1,7 +1,7 @@
 """DINOv2 ViT encoders (the benchmark's reference is ViT-B/14, ``facebook/dinov2-base``).
 
 Output: the CLS token after the final layer norm, i.e. ``Dinov2Model(...).last_hidden_state[:, 0]``
-(768-d for ViT-B/14). Preprocessing (SPEC section 4): shorter side to 256 (bicubic), center crop 224,
+(768-d for ViT-B/14). Preprocessing (docs/benchmark.md section 4, Embeddings): shorter side to 256 (bicubic), center crop 224,
 ImageNet mean/std, float32. It is done here with PIL + numpy rather than through an
 ``AutoImageProcessor``, whose defaults may change between releases.
 """

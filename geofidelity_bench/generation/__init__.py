@@ -2,7 +2,7 @@
 
 Importing this package is cheap (torch, diffusers and accelerate load when a run starts).
 
-Models (SPEC section 3; details, GPU memory and gating in :mod:`.registry`): ``sdxl``,
+Models (docs/benchmark.md section 3, Generation; details, GPU memory and gating in :mod:`.registry`): ``sdxl``,
 ``sd35_large``, ``flux_dev``, ``flux_schnell``, ``pixart_sigma``, ``hunyuan_dit``, plus ``tiny``,
 a random-weight Stable Diffusion pipeline built offline for tests and CPU smoke runs.
 

@@ -1,6 +1,6 @@
 """The output folder of a generation run: panel files and their manifest.
 
-Layout (SPEC section 3), directly readable by the evaluation step::
+Layout (docs/benchmark.md section 3, Generation), directly readable by the evaluation step::
 
     OUT/
       {model}/{condition}/{block_id}/{k:02d}.jpg    512x512, Lanczos, JPEG quality 95

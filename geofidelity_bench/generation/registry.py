@@ -1,4 +1,4 @@
-"""The generators of SPEC section 3, the offline ``tiny`` pipeline, and user generators.
+"""The generators of docs/benchmark.md section 3, Generation, the offline ``tiny`` pipeline, and user generators.
 
 A :class:`GeneratorSpec` says everything needed to reproduce a model's images: the weights id
 (and revision), the pipeline class, steps, guidance, dtype, resolution, whether it takes a
@@ -267,7 +267,7 @@ BUILTIN_GENERATORS: Mapping[str, GeneratorSpec] = MappingProxyType(
     }
 )
 
-#: The six generators of the paper (SPEC section 3), in table order.
+#: The six generators of the paper (docs/benchmark.md section 3, Generation), in table order.
 PAPER_GENERATORS = ("sdxl", "sd35_large", "flux_dev", "flux_schnell", "pixart_sigma", "hunyuan_dit")
 
 

@@ -7,7 +7,7 @@ process 0 of 1). Only the owner of a unit ever checks or writes its file, so pro
 coordination until the end, when the main process merges the manifest after
 ``wait_for_everyone``.
 
-Reproducibility. Every image has its own seed (SPEC formula, :func:`image_seed`) and its own
+Reproducibility. Every image has its own seed (docs/benchmark.md section 3, :func:`image_seed`) and its own
 ``torch.Generator``, so the noise of an image does not depend on the batch it is in, on the
 number of processes, or on whether the run was interrupted. With ``--batch-size 1`` (the
 default) every image is computed alone, so the files are bit-identical whatever the number of
@@ -21,7 +21,7 @@ manifest or any journal, including those of killed runs) and that row's generati
 (seed, prompt, negative prompt, steps, guidance, dtype, size, weights) equal the current ones;
 otherwise it is (re)generated. A killed run loses at most the images being computed.
 
-Blocks without a known street or neighborhood cannot have L1, L2 or control prompts (SPEC
+Blocks without a known street or neighborhood cannot have L1, L2 or control prompts (docs/benchmark.md
 section 2). By default those units are skipped and listed (``refused``) before anything is
 generated; with ``strict=True`` (``--strict``) the run stops with an error instead.
 """

@@ -1,4 +1,4 @@
-"""Per-image seeds (SPEC section 3).
+"""Per-image seeds (docs/benchmark.md section 3, Generation).
 
 Every image has its own seed, derived from what the image *is* (model, block, condition, index),
 never from where or when it was computed. With one ``torch.Generator`` per image, the starting

@@ -18,7 +18,7 @@ import os
 import tempfile
 
 TINY_SIZE = 64
-# One token per byte: 512 positions hold every SPEC prompt whole (no truncation warnings).
+# One token per byte: 512 positions hold every benchmark prompt whole (no truncation warnings).
 TINY_MAX_TOKENS = 512
 
 

@@ -1,4 +1,4 @@
-"""GeoDiv: geographic diversity of image sets through VQA (SPEC section 9).
+"""GeoDiv: geographic diversity of image sets through VQA (docs/benchmark.md section 9, GeoDiv).
 
 A vision-language model answers a versioned bank of multiple-choice questions about every
 image (SEVI affluence and maintenance ratings; VDI questions on the street's built form and

@@ -1,4 +1,4 @@
-"""GeoDiv diversity tables from parsed VQA answers, exactly as SPEC section 9 states.
+"""GeoDiv diversity tables from parsed VQA answers, exactly as docs/benchmark.md section 9, GeoDiv states.
 
 Per (group, question), from the answers of the group's images:
 

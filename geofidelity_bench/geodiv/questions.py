@@ -1,4 +1,4 @@
-"""The GeoDiv question bank: a versioned data file of multiple-choice questions (SPEC section 9).
+"""The GeoDiv question bank: a versioned data file of multiple-choice questions (docs/benchmark.md section 9, GeoDiv).
 
 The bank shipped with the package (``data/geodiv_questions_v1.json``) is written for street
 scenes: two SEVI rating questions (affluence, maintenance; 5 labelled levels each) and VDI

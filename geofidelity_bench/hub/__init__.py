@@ -4,7 +4,7 @@ Built folder (what ``geofidelity-bench build-dataset`` writes and ``push-dataset
 
     README.md                                       dataset card: YAML configs + dataset_info, counts
     LICENSE.md                                      the license mixture (images, OSM data, code)
-    blocks/train-00000-of-00001.parquet             one config per folder (SPEC section 1 fields)
+    blocks/train-00000-of-00001.parquet             one config per folder (docs/benchmark.md section 1, Domain and split fields)
     references/train-0000i-of-0000N.parquet         images embedded as datasets.Image() bytes
     cities/train-00000-of-00001.parquet
     world/train-0000i-of-0000N.parquet              only when the benchmark has a world pool

@@ -1,6 +1,6 @@
 """The configs of the dataset repo: their names, ``datasets`` features and rows.
 
-Benchmark configs (``blocks``, ``references``, ``cities``, ``world``; SPEC section 1 fields)
+Benchmark configs (``blocks``, ``references``, ``cities``, ``world``; docs/benchmark.md section 1, Domain and split fields)
 come from a :class:`~geofidelity_bench.benchmark.Benchmark`; the ``generations`` config has one
 row per verified generated image: ``image`` (``{"bytes", "path"}``, path = the panel's relative
 path ``{model}/{condition}/{block_id}/{k:02d}.jpg``) plus every manifest column (model,

@@ -1,4 +1,4 @@
-"""Metrics of GeoFidelity-Bench (SPEC section 5): pure numpy/scipy functions on arrays.
+"""Metrics of GeoFidelity-Bench (docs/benchmark.md section 5, Metrics): pure numpy/scipy functions on arrays.
 
 Panel similarity (:func:`cos_sim`), set fidelity (:func:`mmd2`, :func:`diversity`,
 :func:`diversity_gap`, :func:`dcsf`), scene composition (:func:`gaas`) and block retrieval

@@ -1,4 +1,4 @@
-"""The metric catalog: one record per score the benchmark reports (SPEC sections 6-10).
+"""The metric catalog: one record per score the benchmark reports (docs/benchmark.md sections 6-10).
 
 Every place that names, orders or orients a score reads it from here: the result columns of
 :mod:`geofidelity_bench.evaluation` (:data:`RESULT_METRICS`, in ``results.csv`` order), the
@@ -57,7 +57,7 @@ class MetricInfo:
         return self.column
 
 
-#: The negative (look-alike) blocks of a target, by role, and their one label (SPEC section 4).
+#: The negative (look-alike) blocks of a target, by role, and their one label (docs/benchmark.md section 4, Embeddings).
 NEGATIVE_LABELS: Mapping[str, str] = {
     "same_neighborhood": "same neighborhood",
     "same_city": "same city",
@@ -114,7 +114,7 @@ RESULT_METRICS: tuple[MetricInfo, ...] = (
                "Similarity to the target minus the similarity to its most similar alternative block."),
 )
 
-#: Per-pair scores of the MFP command (``mfp.csv``; SPEC section 10).
+#: Per-pair scores of the MFP command (``mfp.csv``; docs/benchmark.md section 10, Map Feature Perception (MFP)).
 MFP_METRICS: tuple[MetricInfo, ...] = (
     MetricInfo("global_score", "MFP global score", "MFP G", True, 1.0, "(-inf, 1]", _HIGHER,
                "1 minus the mean squared difference of the DINO-ViT CLS tokens (1 = identical).", "mfp"),
@@ -130,7 +130,7 @@ MFP_METRICS: tuple[MetricInfo, ...] = (
                "Peak signal-to-noise ratio of the pixels in dB (inf = identical).", "mfp"),
 )
 
-#: Per-group scores of the GeoDiv command (``geodiv_scores.csv``; SPEC section 9).
+#: Per-group scores of the GeoDiv command (``geodiv_scores.csv``; docs/benchmark.md section 9, GeoDiv).
 GEODIV_METRICS: tuple[MetricInfo, ...] = (
     MetricInfo("affluence_mean", "Affluence (mean rating)", "affl mean", None, None, "[1, 5]",
                "descriptive (1 = impoverished, 5 = luxurious)",

@@ -1,4 +1,4 @@
-"""Scene composition: the semantic groups of Mapillary Vistas classes and GAAS (SPEC section 5).
+"""Scene composition: the semantic groups of Mapillary Vistas classes and GAAS (docs/benchmark.md section 5, Metrics).
 
 GAAS compares, group by group, the distribution of per-image pixel shares in the generated
 panel with that in the reference gallery. The segmentation itself (Mask2Former on Mapillary
@@ -14,8 +14,8 @@ from numpy.typing import ArrayLike
 
 from ._validation import as_matrix
 
-#: Mapillary Vistas class ids (0-64) of each semantic group, in SPEC order. The groups are
-#: disjoint; ids 7, 10 and 12 belong to none of them, exactly as SPEC section 5 lists them.
+#: Mapillary Vistas class ids (0-64) of each semantic group, in the order of docs/benchmark.md section 5. The groups are
+#: disjoint; ids 7, 10 and 12 belong to none of them, exactly as docs/benchmark.md section 5, Metrics lists them.
 #: Read-only.
 SEMANTIC_GROUPS = MappingProxyType(
     {

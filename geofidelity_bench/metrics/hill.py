@@ -1,4 +1,4 @@
-"""GeoDiv diversity score (SPEC section 9): the normalized Hill number of order 1.
+"""GeoDiv diversity score (docs/benchmark.md section 9, GeoDiv): the normalized Hill number of order 1.
 
 Pure numpy. The answer bookkeeping (which answers count, "none of the above", coverage) lives
 in :mod:`geofidelity_bench.geodiv.diversity`; this module only turns answer counts into D.

@@ -1,4 +1,4 @@
-r"""Map Feature Perception (MFP): DINO-ViT global and spatial similarity of paired map tiles (SPEC section 10).
+r"""Map Feature Perception (MFP): DINO-ViT global and spatial similarity of paired map tiles (docs/benchmark.md section 10, Map Feature Perception (MFP)).
 
 For a generated map tile :math:`I_o` and its target :math:`I_t`, a feature extractor gives two
 descriptors per image (:class:`MFPFeatures`): a global **CLS token** and the **keys** of all
@@ -22,7 +22,7 @@ The per-pair terms are
 
     \mathcal{L} = \lambda_G (1 - G) + \lambda_S \, \text{spatial\_mse} \; [+ \lambda_{1} \lVert I_o - I_t \rVert_1]
 
-with :math:`\lambda_G = 10`, :math:`\lambda_S = 1` (SPEC; the paper's :math:`\lambda_1, \lambda_2`).
+with :math:`\lambda_G = 10`, :math:`\lambda_S = 1` (docs/benchmark.md section 10; the paper's :math:`\lambda_1, \lambda_2`).
 The paper's tables (e.g. C2GM 0.7351 vs TSIT 0.5910 on MLMG-US) are reference points only; they
 do not say how their single MFP number combines the two terms, so none is invented here.
 
@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 if TYPE_CHECKING:
     import torch
 
-#: SPEC section 10 (the paper's lambda_1, lambda_2).
+#: docs/benchmark.md section 10, Map Feature Perception (MFP) (the paper's lambda_1, lambda_2).
 GLOBAL_WEIGHT = 10.0
 SPATIAL_WEIGHT = 1.0
 
@@ -140,7 +140,7 @@ def _loss_class() -> type:
                 is built here.
             extractor_factory: builds the extractor when ``extractor`` is None; default the DINO-ViT
                 extractor, imported only then.
-            global_weight, spatial_weight: :math:`\lambda_G` (10) and :math:`\lambda_S` (1), SPEC section 10.
+            global_weight, spatial_weight: :math:`\lambda_G` (10) and :math:`\lambda_S` (1), docs/benchmark.md section 10, Map Feature Perception (MFP).
             l1_weight: weight of the optional L1 pixel term, the mean absolute difference of
                 ``generated`` and ``target`` *as given* (in ``input_range`` units, before resizing). 0 = off.
             input_range: how ``generated``/``target`` are scaled: ``"unit"`` [0, 1] (default),

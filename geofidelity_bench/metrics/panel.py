@@ -1,4 +1,4 @@
-"""Panel-level similarity (CosSim) and within-set diversity (Div), SPEC section 5.
+"""Panel-level similarity (CosSim) and within-set diversity (Div), docs/benchmark.md section 5, Metrics.
 
 Both work on raw embeddings of shape (images, dim); each says where it normalizes.
 """
@@ -11,7 +11,7 @@ from numpy.typing import ArrayLike
 from ._validation import as_matrix, check_same_dim, require_rows, unit_rows
 from .reference import PreparedReference, diversity_of_unit_rows
 
-#: Added to the CosSim denominator, exactly as SPEC section 5 states.
+#: Added to the CosSim denominator, exactly as docs/benchmark.md section 5, Metrics states.
 COS_EPS = 1e-8
 
 

@@ -1,5 +1,5 @@
 """Block retrieval: does each generated image pick its target block out of a line-up of
-negative blocks? Also the similarity margins (SPEC section 5).
+negative blocks? Also the similarity margins (docs/benchmark.md section 5, Metrics).
 
 Candidates are identified by NAME, never by position, so a missing negative leaves a NaN in
 its own column and shifts nothing.
@@ -61,7 +61,7 @@ class RetrievalResult:
 
     def as_row(self) -> dict[str, float]:
         """Flat scalars for a result table: accuracy, mrr, ``sim_<name>`` for every candidate
-        name (SPEC column names), local_margin, strongest_margin."""
+        name (the column names of docs/benchmark.md section 5), local_margin, strongest_margin."""
         row = {"accuracy": self.accuracy, "mrr": self.mrr}
         row.update({f"sim_{name}": self.sims[name] for name in CANDIDATE_NAMES})
         row["local_margin"] = self.local_margin

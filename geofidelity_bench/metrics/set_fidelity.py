@@ -1,5 +1,5 @@
 """Set-level fidelity: unbiased MMD^2 with a median-heuristic RBF kernel, the diversity gap,
-and DCSF (SPEC section 5).
+and DCSF (docs/benchmark.md section 5, Metrics).
 
 All three compare a generated panel ``gen`` (n, d) with a reference gallery ``ref`` (m, d) of
 RAW embeddings; :func:`set_fidelity` computes them (and both diversities) in one pass. The

@@ -67,7 +67,7 @@ Assumptions (the real files could not be inspected here; each is checked and rep
   seed is recomputed with the release's formula ``sha256(f"{model}/{block_id}/{level}/{k}")``
   (first 8 bytes, big-endian, 63 bits; the release's L2 images used the level name ``L3``) and
   kept only when it rounds to the recorded value; otherwise the seed is null and reported.
-* The held-out split is this package's (SPEC section 1), not the release evaluator's, so scores
+* The held-out split is this package's (docs/benchmark.md section 1, Domain and split), not the release evaluator's, so scores
   recomputed here can differ slightly from the archived ones (as the release README notes for any
   re-run).
 * A block keeps at least 3 references (2 gallery images after the held-out split) or is dropped;

@@ -1,6 +1,6 @@
 """The paper's tables and plots from evaluation results (paper Tables 4-10).
 
-Input: result rows (SPEC section 7), from one or more results folders written by
+Input: result rows (docs/benchmark.md section 7, Statistics and analyses), from one or more results folders written by
 ``geofidelity-bench evaluate`` / ``demo`` (``results.csv``, ``run.json`` and, optionally,
 ``clip_alignment.csv`` from :func:`geofidelity_bench.clip_alignment.run_clip_alignment`).
 

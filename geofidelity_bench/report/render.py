@@ -108,7 +108,7 @@ def build_report(
     """Writes ``report.md``, ``report.json``, ``tables/*.csv`` and ``plots/*.png`` to ``out_dir``.
 
     Args:
-        results_df: result rows (SPEC section 7 columns; a ``run`` column is optional).
+        results_df: result rows (docs/benchmark.md section 7, Statistics and analyses columns; a ``run`` column is optional).
         out_dir: output folder (created).
         run_info: the ``run.json`` of the results (a dict) or a list of them (as returned by
             :func:`geofidelity_bench.results.load_results`); used for the parameters section and n/a reasons.

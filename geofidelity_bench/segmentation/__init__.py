@@ -1,4 +1,4 @@
-"""Semantic group shares per image (SPEC section 5).
+"""Semantic group shares per image (docs/benchmark.md section 5, Metrics).
 
 A :class:`Segmenter` labels every pixel of an image with a class of its label set and reports,
 per image, the share of the pixels that fall in each of the 12 semantic groups of
@@ -6,11 +6,11 @@ per image, the share of the pixels that fall in each of the 12 semantic groups o
 vehicle, person, vegetation, sky, pole, sign, water, snow, other, in that order). Pixels of a
 class that belongs to no group are *unlabeled*: the 12 shares plus the unlabeled share sum to 1.
 With the reference segmenter (Mask2Former Swin-L on Mapillary Vistas v1.2) these are the classes
-7 "Bike Lane", 10 "Parking" and 12 "Rail Track", which SPEC section 5 puts in no group.
+7 "Bike Lane", 10 "Parking" and 12 "Rail Track", which docs/benchmark.md section 5, Metrics puts in no group.
 
 Backends (:func:`get_segmenter`):
 
-- ``mask2former-vistas`` (default, the SPEC's segmenter):
+- ``mask2former-vistas`` (default, the benchmark's segmenter):
   ``facebook/mask2former-swin-large-mapillary-vistas-semantic``, 65 classes, ids 0-64.
 - ``segformer-cityscapes``: ``nvidia/segformer-b5-finetuned-cityscapes-1024-1024``, the 19
   Cityscapes train classes, mapped to the groups as documented in :data:`CITYSCAPES_GROUPS`;
@@ -37,7 +37,7 @@ Modules, laid out like :mod:`geofidelity_bench.encoders`:
 * :mod:`.registry` - :func:`get_segmenter`, :func:`default_weights_id`;
 * :mod:`.runner` - running a segmenter through the cache.
 
-The tier-4 composition gate of SPEC section 8 that reads these shares is curation's:
+The tier-4 composition gate of docs/benchmark.md section 8, Curation that reads these shares is curation's:
 :func:`geofidelity_bench.curation.filters.tier4_gate` (``tier4_gate``, ``TIER4_BOUNDS`` and
 ``urbanness`` are still reachable here by name).
 

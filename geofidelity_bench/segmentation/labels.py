@@ -1,6 +1,6 @@
-"""Label sets of the segmenters and their mapping to the 12 semantic groups (SPEC section 5).
+"""Label sets of the segmenters and their mapping to the 12 semantic groups (docs/benchmark.md section 5, Metrics).
 
-The group table of Mapillary Vistas v1.2 is SPEC section 5 itself (it lives in
+The group table of Mapillary Vistas v1.2 is docs/benchmark.md section 5, Metrics itself (it lives in
 :data:`geofidelity_bench.metrics.composition.SEMANTIC_GROUPS`); the Cityscapes table follows it
 class by class. :func:`check_id2label` checks a checkpoint's labels against the label set a
 mapping was written for, by id and by name.
@@ -96,7 +96,7 @@ VISTAS_V12_CLASSES: tuple[tuple[str, str], ...] = (
     ("void--ego-vehicle", "Ego Vehicle"),  # 64
 )
 
-#: Vistas groups: exactly SPEC section 5 (the table lives in metrics.composition).
+#: Vistas groups: exactly docs/benchmark.md section 5, Metrics (the table lives in metrics.composition).
 VISTAS_GROUPS: Mapping[str, tuple[int, ...]] = SEMANTIC_GROUPS
 #: Vistas classes in no group (counted as unlabeled): 7 Bike Lane, 10 Parking, 12 Rail Track.
 VISTAS_UNGROUPED: tuple[int, ...] = tuple(

@@ -1,4 +1,4 @@
-"""The SPEC's segmenter: Mask2Former (Swin-L) trained on Mapillary Vistas v1.2 (65 classes)."""
+"""The benchmark's segmenter (docs/benchmark.md section 5): Mask2Former (Swin-L) trained on Mapillary Vistas v1.2 (65 classes)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from geofidelity_bench.segmentation._transformers import _processor_class, _Tran
 from geofidelity_bench.segmentation.labels import VISTAS_CLASS_TO_GROUP, VISTAS_GROUPS, VISTAS_V12_CLASSES
 
 class Mask2FormerVistasSegmenter(_TransformersSegmenter):
-    """Mask2Former (Swin-L) trained on Mapillary Vistas v1.2: SPEC section 5's segmenter.
+    """Mask2Former (Swin-L) trained on Mapillary Vistas v1.2: docs/benchmark.md section 5, Metrics's segmenter.
 
     Input: ``Mask2FormerImageProcessor`` settings given here, not read from the checkpoint:
     bilinear resize of the shorter side to ``input_size`` (384, as the Hub checkpoint's processor

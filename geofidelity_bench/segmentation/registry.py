@@ -10,7 +10,7 @@ from geofidelity_bench.segmentation.base import Segmenter
 from geofidelity_bench.segmentation.mask2former import Mask2FormerVistasSegmenter
 from geofidelity_bench.segmentation.segformer import SegformerCityscapesSegmenter
 
-#: Registry name of the SPEC's segmenter.
+#: Registry name of the benchmark's segmenter.
 DEFAULT_SEGMENTER = "mask2former-vistas"
 
 

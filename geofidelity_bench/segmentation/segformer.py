@@ -18,7 +18,7 @@ from geofidelity_bench.segmentation.labels import (
 class SegformerCityscapesSegmenter(_TransformersSegmenter):
     """SegFormer-B5 fine-tuned on Cityscapes (19 classes), mapped by :data:`CITYSCAPES_GROUPS`.
 
-    A second opinion, not the SPEC's segmenter: water, snow and other are always 0 (see
+    A second opinion, not the benchmark's segmenter: water, snow and other are always 0 (see
     :data:`CITYSCAPES_UNSUPPORTED`), so its GAAS is not comparable with the Vistas one.
     Input: bilinear resize to ``input_size`` x ``input_size`` (1024, the checkpoint's training
     crop; the aspect ratio is not kept, as in its processor config), rescale 1/255, ImageNet

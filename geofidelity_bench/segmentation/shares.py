@@ -2,7 +2,7 @@
 
 A share vector holds, per image, the fraction of its pixels in each of the 12 groups of
 :data:`~geofidelity_bench.segmentation.labels.GROUP_NAMES`; pixels of a class in no group are
-*unlabeled*, so the 12 shares plus the unlabeled share sum to 1 (SPEC section 5).
+*unlabeled*, so the 12 shares plus the unlabeled share sum to 1 (docs/benchmark.md section 5, Metrics).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def shares_from_label_map(label_map: Any, class_to_group: np.ndarray = VISTAS_CL
 
     Args:
         label_map: (H, W) integer class ids (numpy array or CPU tensor).
-        class_to_group: group index per class id (default: the Vistas table of SPEC section 5).
+        class_to_group: group index per class id (default: the Vistas table of docs/benchmark.md section 5, Metrics).
 
     Returns:
         float64 (12,) in :data:`GROUP_NAMES` order; 1 minus their sum is the unlabeled share.
