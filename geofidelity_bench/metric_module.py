@@ -371,7 +371,7 @@ def group_panels(
     if short:
         listed = ", ".join(f"{bid!r} ({n})" for bid, n in sorted(short.items()))
         raise ValueError(
-            f"every target block needs at least {MIN_PANEL_IMAGES} predictions (a panel; MMD^2 and the "
+            f"every target block needs at least {MIN_PANEL_IMAGES} predictions (a panel; MMD² and the "
             f"diversity terms need 2 images), but these blocks have fewer: {listed}"
         )
     if isinstance(images_or_embeddings, np.ndarray):
@@ -483,7 +483,7 @@ def compute_sets(
         sides[field] = _split(items, field)
         n = len(sides[field][1])
         if n < 2:
-            raise ValueError(f"{field} has {n} item; set fidelity (MMD^2, DCSF, diversity) needs at least 2 in each set")
+            raise ValueError(f"{field} has {n} item; set fidelity (MMD², DCSF, diversity) needs at least 2 in each set")
     enc = None
     if any(kind == "image" for kind, _ in sides.values()):
         from .encoders import embed_images

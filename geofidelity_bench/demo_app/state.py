@@ -26,6 +26,7 @@ from ..evaluation import (
     sanity_panels,
     score_embeddings,
 )
+from ..metrics.catalog import METRICS, SIMILARITY_COLUMNS
 from ..prompts import CONDITIONS, NEGATIVE_PROMPT, Prompt, PromptError, build_prompt
 from .texts import SCORES, best_candidate_phrase, reading
 
@@ -133,8 +134,10 @@ class PanelScore:
         }
 
 
-RANKING_HEADERS = ["#", "image", "best match", "target rank", "sim target", "sim same nbhd", "sim same city",
-                   "sim same side", "sim random city"]
+#: Per-image ranking columns; the similarity headers are the catalog's short labels.
+RANKING_HEADERS = ["#", "image", "best match", "target rank"] + [
+    f"sim {METRICS[column].short}" for column in SIMILARITY_COLUMNS
+]
 
 
 @dataclass

@@ -34,15 +34,15 @@ compared with the block's real reference gallery and with the galleries of negat
 (same neighborhood, same city, same driving side, random city):
 
 - CosSim (higher is better): cosine between the mean generated and mean gallery embeddings.
-- MMD^2 (lower): unbiased RBF-kernel MMD^2, median-heuristic bandwidth, clamped at 0.
-- DCSF (lower): MMD^2 + 0.5 * max(0, diversity gap); the diversity gap is Div(gallery) - Div(panel).
+- MMD² (lower): unbiased RBF-kernel MMD², median-heuristic bandwidth, clamped at 0.
+- DCSF (lower): MMD² + 0.5 * max(0, diversity gap); the diversity gap is Div(gallery) - Div(panel).
 - GAAS (lower): scene-composition distance from semantic segmentation (NaN without a segmenter).
 - Retrieval accuracy and MRR (higher): how often the target's gallery is the nearest candidate.
 - sim_* and the local / strongest-negative margins: similarity to each candidate and how far
   the target beats its nearest negatives.
 
 Config "default" scores panels against a benchmark (the embedded demo by default); config
-"sets" compares any two sets of images or embeddings (CosSim, MMD^2, DCSF, diversity gap);
+"sets" compares any two sets of images or embeddings (CosSim, MMD², DCSF, diversity gap);
 config "mfp" scores generated map tiles against target tiles (Map Feature Perception);
 config "geodiv" reports GeoDiv diversity (SEVI ratings, VDI entity/background) per image group.
 """
