@@ -10,7 +10,9 @@ The MFP family's runner, under the ``geofidelity-bench mfp`` command and the eva
   :mod:`geofidelity_bench.metrics.mfp` (features from
   :class:`~geofidelity_bench.encoders.dino_vit_keys.DinoViTFeatureExtractor`) and SSIM/PSNR of
   :mod:`geofidelity_bench.metrics.image_quality`;
-* :func:`summarize_scores` (dataset means) and :func:`mfp_compute` (plain dict, for the evaluate module).
+* :func:`summarize_scores` (dataset means) and :func:`mfp_compute` (plain dict, for the evaluate module);
+* :func:`write_mfp_folder`: ``mfp.csv``, ``summary.json`` (means, model config, parameters,
+  versions) and ``mfp.png`` (:func:`plot_mfp`), what the command writes.
 
 Importing this module loads neither torch nor transformers (scoring does, when called).
 """
@@ -333,12 +335,122 @@ def mfp_compute(
     return out
 
 
+#: The directions of the per-pair columns (recorded in summary.json).
+DIRECTIONS = {"global_score": "higher is better (1 = identical CLS)", "spatial_distance": "lower is better",
+              "spatial_mse": "lower is better", "loss": "lower is better", "ssim": "higher is better",
+              "psnr": "higher is better"}
+
+
+def write_mfp_folder(
+    df,
+    pairs: Sequence[tuple[str, Path, Path]],
+    out_dir: str | os.PathLike,
+    *,
+    extractor: DinoViTFeatureExtractor,
+    pairing: str,
+    generated: str | None = None,
+    targets: str | None = None,
+    pairs_csv: str | None = None,
+    command: str | None = None,
+    started: float | None = None,
+) -> dict[str, Any]:
+    """Writes ``mfp.csv``, ``summary.json`` and ``mfp.png`` for the scores of ``pairs``; returns the summary.
+
+    Args:
+        df: :func:`mfp_scores` of ``pairs`` (in their order); the ``generated`` and ``target``
+            paths are inserted as its 2nd and 3rd columns.
+        pairs: ``(name, generated path, target path)`` (:func:`pair_folders`, :func:`read_pairs_csv`).
+        out_dir: the output folder (created).
+        extractor: the extractor that scored them (its config and device are recorded).
+        pairing, generated, targets, pairs_csv: how the pairs were found (recorded).
+        command: the command line to record; started: ``time.time()`` at the start (for ``elapsed_s``).
+    """
+    import json
+    import time
+
+    from .atomic import atomic_write
+    from .provenance import library_versions, utc_timestamp
+
+    started = time.time() if started is None else started
+    df.insert(1, "generated", [str(g) for _, g, _ in pairs])
+    df.insert(2, "target", [str(t) for _, _, t in pairs])
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {
+        "metric": "Map Feature Perception (MFP), docs/benchmark.md section 10, Map Feature Perception (MFP)",
+        "command": command,
+        "created_at": utc_timestamp(),
+        **summarize_scores(df),
+        "directions": dict(DIRECTIONS),
+        "image_size": extractor.image_size,
+        "model": extractor.config,
+        "parameters": {
+            **df.attrs["parameters"],
+            "pairing": pairing,
+            "generated": generated,
+            "targets": targets,
+            "pairs_csv": pairs_csv,
+            "device": extractor.device,
+        },
+        "ssim": df.attrs["ssim"],
+        "psnr": df.attrs["psnr"],
+        "n_pixel_resized": df.attrs["n_pixel_resized"],
+        "versions": library_versions(),
+        "elapsed_s": round(time.time() - started, 2),
+        "files": ["mfp.csv", "summary.json", "mfp.png"],
+    }
+    atomic_write(out / "mfp.csv", lambda p: df.to_csv(p, index=False))
+    atomic_write(out / "mfp.png", lambda p: plot_mfp(p, df))
+    atomic_write(out / "summary.json",
+                 lambda p: p.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8"))
+    return summary
+
+
+def plot_mfp(path: str | os.PathLike, df) -> None:
+    """Histograms of the per-pair terms (matplotlib, Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    panels = [
+        ("global_score", "global score G (higher better)"),
+        ("spatial_distance", "spatial distance ||dS||_F (lower better)"),
+        ("spatial_mse", "spatial MSE (lower better)"),
+        ("loss", "MFP loss (lower better)"),
+        ("ssim", "SSIM (higher better)"),
+        ("psnr", "PSNR dB, finite pairs (higher better)"),
+    ]
+    panels = [p for p in panels if p[0] in df.columns]
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
+    for ax, (col, title) in zip(axes.flat, panels):
+        values = np.asarray(df[col], dtype=np.float64)
+        values = values[np.isfinite(values)]
+        if values.size:
+            ax.hist(values, bins=min(30, max(5, values.size)), color="#4C72B0", edgecolor="white")
+            ax.axvline(float(values.mean()), color="#C44E52", linestyle="--", label=f"mean {values.mean():.6g}")
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "no finite values", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel("pairs", fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(f"Map Feature Perception, {len(df)} pair(s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, format="png")  # explicit: the temporary name ends in .tmp
+    plt.close(fig)
+
+
 __all__ = [
     "IMAGE_SUFFIXES",
     "PairingError",
     "mfp_compute",
     "mfp_scores",
     "pair_folders",
+    "plot_mfp",
     "read_pairs_csv",
     "summarize_scores",
+    "write_mfp_folder",
 ]

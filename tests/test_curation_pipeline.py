@@ -50,15 +50,6 @@ def servers(world):
         yield overpass, mapillary
 
 
-@pytest.fixture()
-def no_sleep(monkeypatch):
-    """Real retry schedules, no real sleeping (the CLI builds its policies through _retry_policy)."""
-    sleeps: list[float] = []
-    monkeypatch.setattr("geofidelity_bench.cli.curate._retry_policy",
-                        lambda: RetryPolicy(sleep=sleeps.append))
-    return sleeps
-
-
 def _city_file(tmp_path: Path) -> Path:
     path = tmp_path / "cities.csv"
     path.write_text("key,country,lat,lon,driving_side\nwest_oakland,US,37.8076,-122.3004,R\n"
@@ -71,7 +62,7 @@ def _argv(tmp_path, out, overpass, mapillary, *extra):
             "--osm-file", f"west_oakland={OSM / 'west_oakland.osm.bz2'}",
             "--overpass-endpoint", f"{overpass.url}/api/interpreter",
             "--mapillary-url", mapillary.url, "--min-images", "5", "--max-images", "8", "--max-workers", "4",
-            "--timeout", "2", "--no-progress", *extra]
+            "--timeout", "2", "--no-progress", "--retry-delay-scale", "0", *extra]  # retries without waiting
 
 
 def _files_containing(root: Path, needle: str) -> list[Path]:
@@ -82,7 +73,7 @@ def _files_containing(root: Path, needle: str) -> list[Path]:
     return hits
 
 
-def test_curate_end_to_end_with_faults(world, servers, no_sleep, tmp_path, monkeypatch, capsys, caplog):
+def test_curate_end_to_end_with_faults(world, servers, tmp_path, monkeypatch, capsys, caplog):
     from geofidelity_bench.cli import main
 
     overpass, mapillary = servers
@@ -102,8 +93,7 @@ def test_curate_end_to_end_with_faults(world, servers, no_sleep, tmp_path, monke
     assert main(_argv(tmp_path, out, overpass, mapillary, "--skip-tier3", "--skip-tier4")) == 0
     captured = capsys.readouterr()
 
-    # the retries happened, with the real schedule (429: 2 s first; 5xx/timeouts: 1 s first)
-    assert 2.0 in no_sleep and 1.0 in no_sleep
+    # the retries happened (their schedule: test_retries_follow_the_real_schedule)
     assert mapillary.count("/images", 429) == 3 and mapillary.count("/thumbs/", 503) == 1
     assert overpass.count("interpreter", 429) == 1 and overpass.count("interpreter", 200) == 1
 
@@ -152,6 +142,8 @@ def test_curate_end_to_end_with_faults(world, servers, no_sleep, tmp_path, monke
     assert int(summary["references_kept"].sum()) == len(bench.references)
     info = json.loads((out / "curation_summary.json").read_text())
     assert info["skipped"] == {"tier3": "skipped (--skip-tier3)", "tier4": "skipped (--skip-tier4)"}
+    assert info["retry"] == {"max_rate_retries": 6, "rate_base_s": 2.0, "max_server_retries": 3,
+                             "server_base_s": 1.0, "max_sleep_s": 120.0, "scale": 0.0}
     assert "blocks_carved" in captured.out and "skipped" in captured.out
     readme = (out / "README.md").read_text()
     assert "Mapillary contributors, CC BY-SA 4.0" in readme and "OpenStreetMap contributors" in readme
@@ -185,6 +177,30 @@ def test_curate_end_to_end_with_faults(world, servers, no_sleep, tmp_path, monke
     assert mapillary.count() + overpass.count() == n_requests
     assert load_benchmark(out).fingerprint == bench.fingerprint
     assert "resumed from checkpoint" in capsys.readouterr().err
+
+
+def test_retries_follow_the_real_schedule(world, servers, tmp_path, monkeypatch):
+    """The library call with a recording sleep: 429 sleeps 2 s first, 5xx 1 s first; the policy is recorded."""
+    from geofidelity_bench.curation import run_curation
+
+    overpass, mapillary = servers
+    monkeypatch.setenv("MAPILLARY_TOKEN", TOKEN)
+    overpass.fail_next("interpreter", 429, count=1)
+    overpass.fail_next("interpreter", 504, count=1)
+    mapillary.fail_next("/images", 429, count=2)
+    mapillary.fail_next("/thumbs/", 503, count=1)
+    sleeps: list[float] = []
+    retry = RetryPolicy(max_server_retries=2, sleep=sleeps.append)
+    out = tmp_path / "bench"
+    config = CurationConfig(min_images=5, max_images_per_block=8, skip_tier3=True, skip_tier4=True, progress=False)
+    result = run_curation([HELSINKI], out, config, overpass_endpoints=[f"{overpass.url}/api/interpreter"],
+                          mapillary_url=mapillary.url, timeout_s=5, max_workers=1, retry=retry, log=lambda m: None)
+    assert result.benchmark is not None
+    # Overpass: 429 -> 2 s, then 504 -> 1 s; Mapillary search: 429 -> 2 s, 429 -> 4 s; a thumbnail: 503 -> 1 s
+    assert sorted(sleeps) == [1.0, 1.0, 2.0, 2.0, 4.0]
+    assert overpass.count("interpreter", 429) == 1 and mapillary.count("/images", 429) == 2
+    info = json.loads((out / "curation_summary.json").read_text())
+    assert info["retry"] == {**RetryPolicy().as_dict(), "max_server_retries": 2}
 
 
 def _curator(world, overpass, mapillary, out, cities=(OAKLAND, HELSINKI), **config_kw) -> Curator:
@@ -359,7 +375,7 @@ def test_missing_token_fails_before_any_request(servers, tmp_path, monkeypatch, 
 
 
 def test_a_service_that_stays_down_stops_the_run_with_a_redacted_error_and_resumes_later(
-        world, servers, no_sleep, tmp_path, monkeypatch, capsys):
+        world, servers, tmp_path, monkeypatch, capsys):
     from geofidelity_bench.cli import main
 
     overpass, mapillary = servers
@@ -391,5 +407,7 @@ def test_curate_argument_errors(tmp_path, capsys, monkeypatch):
     assert "min_images must be >= 3" in capsys.readouterr().err
     assert main(["curate", "--cities", "paris", "--out", str(tmp_path / "x"), "--skip-tier3", "--segmenter", "nope"]) == 2
     assert "unknown segmenter 'nope'" in capsys.readouterr().err
+    assert main(["curate", "--cities", "paris", "--out", str(tmp_path / "x"), "--retry-delay-scale", "-1"]) == 2
+    assert "--retry-delay-scale must be >= 0, got -1.0" in capsys.readouterr().err
     with pytest.raises(CurationError, match="not curated"):
         Curator([OAKLAND], tmp_path / "y", osm_files={"paris": OSM / "west_oakland.osm.bz2"})

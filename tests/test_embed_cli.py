@@ -25,6 +25,18 @@ def test_embed_demo_then_served_from_cache(tmp_path, capsys):
     table = pq.read_table(tmp_path / "e.parquet")
     assert table.num_rows == 41 and table.schema.field("embedding").type.list_size == 1280
     assert b"efficientnet-lite0" in table.schema.metadata[b"encoder"]
+    from geofidelity_bench.benchmark import load_benchmark
+
+    assert table.column("kind").to_pylist() == ["reference"] * 41
+    assert table.column("id").to_pylist() == [r.reference_id for r in load_benchmark("demo").references]
+
+
+def test_a_wrong_out_suffix_fails_before_any_embedding(tmp_path, capsys):
+    cache = tmp_path / "c"
+    assert main(["embed", "--encoder", "efficientnet-lite0", "--cache-dir", str(cache), "--no-progress",
+                 "--out", str(tmp_path / "e.csv")]) == 2
+    assert "--out must be a .parquet file" in capsys.readouterr().err
+    assert not cache.exists()  # nothing was embedded
 
 
 def test_bad_encoder_options_are_clean_errors(capsys):

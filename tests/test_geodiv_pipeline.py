@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,6 @@ import pytest
 from PIL import Image
 
 from geofidelity_bench.benchmark import load_benchmark
-from geofidelity_bench.cli import geodiv as geodiv_commands
 from geofidelity_bench.cli import main
 from geofidelity_bench.geodiv import (
     AnswerCache,
@@ -30,38 +30,15 @@ from geofidelity_bench.geodiv import (
 NOTA = "None of the above"
 
 
-# -- a scripted stand-in for the VQA model: replies from the image's mean colour ----------------------------
+# -- a scripted stand-in for the VQA model (replies from the image's mean colour), plugged in as a user's -----
+# -- model is: ``--vqa-model vqa_plugin:scripted`` with tests/scripts on the import path ----------------------
 
+SCRIPTS = Path(__file__).parent / "scripts"
+sys.path.insert(0, str(SCRIPTS))  # as PYTHONPATH=tests/scripts would
+import vqa_plugin  # noqa: E402
+from vqa_plugin import ScriptedVQA, mean_code  # noqa: E402
 
-def mean_code(image: Image.Image) -> tuple[int, float, float]:
-    """(answer code, mean green, mean blue); the code is round(mean red / 36)."""
-    arr = np.asarray(image.convert("RGB"), dtype=float)
-    r, g, b = arr[..., 0].mean(), arr[..., 1].mean(), arr[..., 2].mean()
-    return int(round(r / 36)), g, b
-
-
-def scripted_reply(image: Image.Image, question) -> str:
-    code, g, b = mean_code(image)
-    if question.kind == "background" and b > 200:
-        return "I am not sure, maybe A"
-    letter = question.letters[code % len(question.choices)]
-    return f"Answer: {letter}" if g >= 100 else letter
-
-
-class ScriptedVQA(VQABackend):
-    """Only the model is scripted: cache, parser, tables and CLI are the real ones."""
-
-    name = "scripted"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._config = {"backend": "test:scripted", "model": "scripted-mean-colour", "rule": 1}
-        self.batch_size = 4
-        self.asked = 0
-
-    def ask(self, images, questions):
-        self.asked += len(images)
-        return [scripted_reply(im, q) for im, q in zip(images, questions)]
+PLUGIN = "vqa_plugin:scripted"
 
 
 def expected_cell(codes_and_blue: list[tuple[int, float]], question) -> dict:
@@ -112,25 +89,21 @@ def demo():
     return load_benchmark("demo")
 
 
-def _run_cli(monkeypatch, backend, *argv):
-    calls = []
-
-    def fake_get_vqa_backend(model, **kwargs):
-        calls.append((model, kwargs))
-        return backend
-
-    monkeypatch.setattr(geodiv_commands, "get_vqa_backend", fake_get_vqa_backend)
-    return main(["geodiv", "--no-progress", *argv]), calls
+def _run_cli(*argv, plugin: str = PLUGIN):
+    """Runs ``geodiv`` with the scripted model plugged in; returns (exit status, the backend it built or None)."""
+    n_built = len(vqa_plugin.BUILT)
+    rc = main(["geodiv", "--no-progress", "--vqa-model", plugin, *argv])
+    return rc, (vqa_plugin.BUILT[-1] if len(vqa_plugin.BUILT) > n_built else None)
 
 
-def test_cli_on_generated_panels_gives_the_expected_tables(generated, demo, tmp_path, monkeypatch, capsys):
+def test_cli_on_generated_panels_gives_the_expected_tables(generated, demo, tmp_path, capsys):
     bank = load_question_bank()
-    backend = ScriptedVQA()
     out = tmp_path / "out"
-    rc, calls = _run_cli(monkeypatch, backend, "--images", str(generated), "--group-by", "model", "country",
-                         "--vqa-model", "some/model", "--cache-dir", str(tmp_path / "cache"), "--out", str(out))
+    rc, backend = _run_cli("--images", str(generated), "--group-by", "model", "country",
+                           "--cache-dir", str(tmp_path / "cache"), "--out", str(out))
     assert rc == 0, capsys.readouterr().err
-    assert calls[0][0] == "some/model" and calls[0][1]["batch_size"] == 8
+    # the factory got the command's model options (those given; no revision)
+    assert vqa_plugin.CALLS[-1] == {"batch_size": 8, "max_new_tokens": 8, "max_image_side": 768}
     n_images = sum(len(c) for c in PANELS.values())
     assert backend.asked == 9 * len(bank)  # 11 images, 9 distinct colours: each distinct image asked once
 
@@ -199,14 +172,13 @@ def test_cli_on_generated_panels_gives_the_expected_tables(generated, demo, tmp_
     assert "affluence_mean" in printed and "entity_diversity" in printed
 
     # Second run: every reply comes from the answer cache, the model is not asked again.
-    again = ScriptedVQA()
-    rc, _ = _run_cli(monkeypatch, again, "--images", str(generated), "--group-by", "model", "country",
-                     "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out2"))
+    rc, again = _run_cli("--images", str(generated), "--group-by", "model", "country",
+                         "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out2"))
     assert rc == 0 and again.asked == 0
     assert (tmp_path / "out2" / "geodiv_groups.csv").read_text() == (out / "geodiv_groups.csv").read_text()
 
 
-def test_cli_real_baseline_groups_references_and_world_by_country(demo, tmp_path, monkeypatch, capsys):
+def test_cli_real_baseline_groups_references_and_world_by_country(demo, tmp_path, capsys):
     bank_file = tmp_path / "bank.json"
     bank_file.write_text(json.dumps({
         "name": "mini", "version": "0.1", "none_option": NOTA,
@@ -216,8 +188,9 @@ def test_cli_real_baseline_groups_references_and_world_by_country(demo, tmp_path
             {"id": "sky", "kind": "background", "question": "Sky?", "options": ["Clear", "Cloudy", "Rain"]},
         ],
     }))
-    rc, _ = _run_cli(monkeypatch, ScriptedVQA(), "--real", "--group-by", "country", "--questions", str(bank_file),
-                     "--no-cache", "--out", str(tmp_path / "real"))
+    # the plugin as a file (FILE.py:FACTORY), loaded without any import path
+    rc, _ = _run_cli("--real", "--group-by", "country", "--questions", str(bank_file),
+                     "--no-cache", "--out", str(tmp_path / "real"), plugin=f"{SCRIPTS / 'vqa_plugin.py'}:scripted")
     assert rc == 0, capsys.readouterr().err
     groups = pd.read_csv(tmp_path / "real" / "geodiv_groups.csv", keep_default_na=False, na_values=[""])
     answers = pd.read_csv(tmp_path / "real" / "geodiv_answers.csv", keep_default_na=False, na_values=[""])
@@ -232,14 +205,24 @@ def test_cli_real_baseline_groups_references_and_world_by_country(demo, tmp_path
     assert report["question_bank"]["label"] == "mini@0.1" and report["answer_cache"] is None
 
 
-def test_cli_errors_are_clear(tmp_path, monkeypatch, capsys):
-    rc, _ = _run_cli(monkeypatch, ScriptedVQA(), "--out", str(tmp_path / "x"))
+def test_cli_errors_are_clear(tmp_path, capsys):
+    rc, _ = _run_cli("--out", str(tmp_path / "x"))
     assert rc == 2 and "--images" in capsys.readouterr().err
-    rc, _ = _run_cli(monkeypatch, ScriptedVQA(), "--real", "--group-by", "planet", "--out", str(tmp_path / "x"))
+    rc, _ = _run_cli("--real", "--group-by", "planet", "--out", str(tmp_path / "x"))
     assert rc == 2 and "planet" in capsys.readouterr().err
     missing = tmp_path / "nope"
-    rc, _ = _run_cli(monkeypatch, ScriptedVQA(), "--images", str(missing), "--out", str(tmp_path / "x"))
+    rc, _ = _run_cli("--images", str(missing), "--out", str(tmp_path / "x"))
     assert rc == 2 and str(missing) in capsys.readouterr().err
+    # a plugin that cannot be imported, or whose factory builds something else: one line, no traceback
+    rc, _ = _run_cli("--real", "--out", str(tmp_path / "x"), plugin="no_such_vqa_module:build")
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot import 'no_such_vqa_module'" in err and "Traceback" not in err
+    rc, _ = _run_cli("--real", "--out", str(tmp_path / "x"), plugin="vqa_plugin:not_a_backend")
+    err = capsys.readouterr().err
+    assert rc == 2 and "'vqa_plugin:not_a_backend' returned str, not a VQABackend" in err
+    rc, _ = _run_cli("--real", "--out", str(tmp_path / "x"), plugin="vqa_plugin:no_such_factory")
+    assert rc == 2 and "has no attribute 'no_such_factory'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 def test_offline_without_weights_names_the_model_and_the_fix(tmp_path, monkeypatch, capsys):

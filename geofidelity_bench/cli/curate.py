@@ -23,12 +23,6 @@ def _city_spec(args):
     return CitySpec(args.city, country.upper(), float(lat), float(lon), side.upper())
 
 
-def _retry_policy():
-    from ..curation.http import RetryPolicy
-
-    return RetryPolicy()
-
-
 def _cmd_carve(args: argparse.Namespace) -> int:
     from ..curation.carving import CarveParams, carve_blocks, stratum_counts, write_blocks_table
     from ..curation.osm import OverpassClient, read_osm_file
@@ -64,45 +58,44 @@ def _parse_osm_files(values) -> dict[str, str]:
     return out
 
 
+def _retry_policy(args):
+    """The RetryPolicy the retry options ask for (the policy's own defaults where not given)."""
+    from ..curation.http import RetryPolicy
+
+    given = {"max_rate_retries": (args.max_rate_retries, "--max-rate-retries"),
+             "max_server_retries": (args.max_server_retries, "--max-server-retries"),
+             "scale": (args.retry_delay_scale, "--retry-delay-scale")}
+    for value, flag in given.values():
+        if value is not None and value < 0:
+            raise CLIError(f"{flag} must be >= 0, got {value}")
+    return RetryPolicy(**{k: value for k, (value, _) in given.items() if value is not None})
+
+
 def _cmd_curate(args: argparse.Namespace) -> int:
-    from ..curation import CurationError
     from ..curation.carving import CarveParams
     from ..curation.cities import resolve_cities
-    from ..curation.http import redact
-    from ..curation.mapillary import MAPILLARY_URL, MapillaryClient
-    from ..curation.osm import DEFAULT_OVERPASS_ENDPOINTS, OverpassClient
-    from ..curation.pipeline import CurationConfig, Curator, format_summary_table
+    from ..curation.pipeline import CurationConfig, format_summary_table
+    from ..curation.runner import run_curation
 
     out = Path(args.out)
-    try:
-        cities = resolve_cities(args.cities, args.city_file)
-        config = CurationConfig(
-            carve=CarveParams(radius_m=args.radius_m, min_length_m=args.min_length_m,
-                              min_spacing_m=args.min_spacing_m),
-            max_images_per_block=args.max_images,
-            min_images=args.min_images,
-            skip_tier3=args.skip_tier3,
-            skip_tier4=args.skip_tier4,
-            siglip_weights=args.siglip_weights,
-            segmenter=args.segmenter,
-            segmenter_weights=args.segmenter_weights,
-            device=args.device,
-            progress=not args.no_progress,
-        )
-        overpass = OverpassClient(args.overpass_endpoint or DEFAULT_OVERPASS_ENDPOINTS,
-                                  cache_dir=Path(args.cache_dir) if args.cache_dir else out / "_work" / "overpass_cache",
-                                  timeout_s=args.timeout, retry=_retry_policy())
-        mapillary_url = args.mapillary_url or MAPILLARY_URL
-
-        def make_client() -> MapillaryClient:
-            return MapillaryClient(base_url=mapillary_url, max_workers=args.max_workers, timeout_s=args.timeout,
-                                   retry=_retry_policy())
-
-        curator = Curator(cities, out, config, osm_files=_parse_osm_files(args.osm_file), overpass=overpass,
-                          mapillary=make_client)
-        result = curator.run()
-    except CurationError as err:
-        raise CLIError(redact(err, [__import__("os").environ.get("MAPILLARY_TOKEN")])) from err
+    cities = resolve_cities(args.cities, args.city_file)
+    config = CurationConfig(
+        carve=CarveParams(radius_m=args.radius_m, min_length_m=args.min_length_m, min_spacing_m=args.min_spacing_m),
+        max_images_per_block=args.max_images,
+        min_images=args.min_images,
+        skip_tier3=args.skip_tier3,
+        skip_tier4=args.skip_tier4,
+        siglip_weights=args.siglip_weights,
+        segmenter=args.segmenter,
+        segmenter_weights=args.segmenter_weights,
+        device=args.device,
+        progress=not args.no_progress,
+    )
+    osm_files = _parse_osm_files(args.osm_file)
+    retry = _retry_policy(args)
+    result = run_curation(cities, out, config, osm_files=osm_files, overpass_endpoints=args.overpass_endpoint,
+                          mapillary_url=args.mapillary_url, cache_dir=args.cache_dir, timeout_s=args.timeout,
+                          max_workers=args.max_workers, retry=retry)
     print(format_summary_table(result.summary))
     for tier, why in result.skipped.items():
         print(f"{tier}: {why}")
@@ -159,6 +152,14 @@ def register(sub) -> None:
     p.add_argument("--min-spacing-m", type=float, default=400.0, help="least block spacing (default 400)")
     p.add_argument("--max-workers", type=int, default=8, help="parallel HTTP requests (default 8)")
     p.add_argument("--timeout", type=float, default=60.0, help="HTTP timeout in seconds (default 60)")
+    retry = p.add_argument_group("HTTP retries (recorded in curation_summary.json)")
+    retry.add_argument("--max-rate-retries", type=int, default=None, metavar="N",
+                       help="retries of a rate-limited request (HTTP 429), sleeping 2 s, 4 s, 8 s, ... (default 6)")
+    retry.add_argument("--max-server-retries", type=int, default=None, metavar="N",
+                       help="retries after HTTP 5xx, a timeout or a broken answer, sleeping 1 s, 2 s, 3 s, ... "
+                            "(default 3)")
+    retry.add_argument("--retry-delay-scale", type=float, default=None, metavar="FACTOR",
+                       help="multiplies every retry sleep (default 1; 0 retries without waiting)")
     p.add_argument("--cache-dir", default=None, help="Overpass response cache (default OUT/_work/overpass_cache)")
     p.add_argument("--device", default=None, help="torch device for tiers 3 and 4")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")

@@ -1,14 +1,12 @@
-"""``geofidelity-bench embed``: embed a benchmark's reference images into the cache."""
+"""``geofidelity-bench embed``: embed a benchmark's reference images into the cache (and, with
+``--out``, a Parquet file: :func:`geofidelity_bench.encoders.export.write_embeddings_parquet`)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-from pathlib import Path
 
-from ..atomic import atomic_write
-from ._common import BENCHMARK_HELP, CLIError, add_encoder_args, encoder_and_cache
+from ._common import BENCHMARK_HELP, add_encoder_args, encoder_and_cache
 
 
 def _cmd_embed(args: argparse.Namespace) -> int:
@@ -19,12 +17,15 @@ def _cmd_embed(args: argparse.Namespace) -> int:
         return 0
     from ..benchmark import load_benchmark
     from ..encoders import embed_distributed, embed_named_images
+    from ..encoders.export import check_parquet_path, write_embeddings_parquet
 
+    out = check_parquet_path(args.out) if args.out else None  # before the work, not after it
     bench = load_benchmark(args.benchmark, revision=args.revision)
     encoder, cache = encoder_and_cache(args)
-    items = [(f"reference {r.reference_id}", r.image_bytes) for r in bench.references]
+    rows = [("reference", r.reference_id, r.image_bytes) for r in bench.references]
     if args.include_world:
-        items += [(f"world image {w.image_id}", w.image_bytes) for w in bench.world]
+        rows += [("world", w.image_id, w.image_bytes) for w in bench.world]
+    items = [(f"reference {i}" if kind == "reference" else f"world image {i}", src) for kind, i, src in rows]
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size > 1:
         # Under `accelerate launch` / `torchrun`: split across processes, gather in order.
@@ -41,28 +42,10 @@ def _cmd_embed(args: argparse.Namespace) -> int:
         summary = f"{stats.total} images: {stats}"
     print(f"{bench.name}: {summary} with {encoder.name} ({encoder.dim}-d); cache: "
           f"{cache.root if cache is not None else 'disabled'}")
-    if args.out:
-        _write_embeddings(Path(args.out), [n for n, _ in items], emb, encoder, bench)
+    if out is not None:
+        write_embeddings_parquet(out, [k for k, _, _ in rows], [i for _, i, _ in rows], emb, encoder, bench)
         print(f"wrote {args.out}")
     return 0
-
-
-def _write_embeddings(path: Path, names, emb, encoder, bench) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if path.suffix != ".parquet":
-        raise CLIError(f"--out must be a .parquet file, got {str(path)!r}")
-    kinds, ids = zip(*(n.split(" ", 1) if n.startswith("reference ") else ("world", n.split(" ", 2)[2]) for n in names))
-    table = pa.table({
-        "kind": list(kinds),
-        "id": list(ids),
-        "embedding": pa.array(list(emb.astype("float32")), type=pa.list_(pa.float32(), emb.shape[1])),
-    })
-    meta = {"encoder": json.dumps(encoder.config), "encoder_config_hash": encoder.config_hash,
-            "benchmark_fingerprint": bench.fingerprint}
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **{k: v.encode() for k, v in meta.items()}})
-    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def register(sub) -> None:

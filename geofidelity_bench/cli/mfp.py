@@ -3,7 +3,8 @@
 Pairs are found by relative path: ``--generated gen/ --targets gt/`` pairs ``gen/r1/t03.png`` with
 ``gt/r1/t03.png`` (the extension may differ: ``t03.jpg`` pairs with ``t03.png``). An explicit
 ``--pairs`` CSV with columns ``generated,target`` overrides that. Writes ``mfp.csv`` (one row per
-pair), ``summary.json`` (means, model config, parameters, versions) and ``mfp.png``.
+pair), ``summary.json`` (means, model config, parameters, versions) and ``mfp.png``
+(:func:`geofidelity_bench.mfp.write_mfp_folder`).
 
 Importing this module loads neither torch nor transformers (the command does, when run).
 """
@@ -11,53 +12,14 @@ Importing this module loads neither torch nor transformers (the command does, wh
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from ..provenance import command_line, library_versions, utc_timestamp
-from ..atomic import atomic_write
+from ..provenance import command_line
 from ._common import CLIError
 from ..mfp import PairingError, pair_folders, read_pairs_csv
-
-def write_plot(path: Path, df) -> None:
-    """Histograms of the per-pair terms (matplotlib, Agg backend)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    panels = [
-        ("global_score", "global score G (higher better)"),
-        ("spatial_distance", "spatial distance ||dS||_F (lower better)"),
-        ("spatial_mse", "spatial MSE (lower better)"),
-        ("loss", "MFP loss (lower better)"),
-        ("ssim", "SSIM (higher better)"),
-        ("psnr", "PSNR dB, finite pairs (higher better)"),
-    ]
-    panels = [p for p in panels if p[0] in df.columns]
-    fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
-    for ax, (col, title) in zip(axes.flat, panels):
-        values = np.asarray(df[col], dtype=np.float64)
-        values = values[np.isfinite(values)]
-        if values.size:
-            ax.hist(values, bins=min(30, max(5, values.size)), color="#4C72B0", edgecolor="white")
-            ax.axvline(float(values.mean()), color="#C44E52", linestyle="--", label=f"mean {values.mean():.6g}")
-            ax.legend(fontsize=8)
-        else:
-            ax.text(0.5, 0.5, "no finite values", ha="center", va="center", transform=ax.transAxes)
-        ax.set_title(title, fontsize=9)
-        ax.set_ylabel("pairs", fontsize=8)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.axis("off")
-    fig.suptitle(f"Map Feature Perception, {len(df)} pair(s)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, format="png")  # explicit: the temporary name ends in .tmp
-    plt.close(fig)
 
 
 def _cmd_mfp(args: argparse.Namespace) -> int:
@@ -79,7 +41,7 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
         raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
 
     from ..encoders.dino_vit_keys import DinoViTFeatureExtractor
-    from ..mfp import mfp_scores, summarize_scores
+    from ..mfp import mfp_scores, write_mfp_folder
 
     try:
         extractor = DinoViTFeatureExtractor(args.model, revision=args.revision, image_size=args.image_size,
@@ -97,40 +59,9 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
         )
     except ValueError as err:
         raise CLIError(str(err)) from None
-    df.insert(1, "generated", [str(g) for _, g, _ in pairs])
-    df.insert(2, "target", [str(t) for _, _, t in pairs])
-
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {
-        "metric": "Map Feature Perception (MFP), docs/benchmark.md section 10, Map Feature Perception (MFP)",
-        "command": command_line(args),
-        "created_at": utc_timestamp(),
-        **summarize_scores(df),
-        "directions": {"global_score": "higher is better (1 = identical CLS)", "spatial_distance": "lower is better",
-                       "spatial_mse": "lower is better", "loss": "lower is better", "ssim": "higher is better",
-                       "psnr": "higher is better"},
-        "image_size": extractor.image_size,
-        "model": extractor.config,
-        "parameters": {
-            **df.attrs["parameters"],
-            "pairing": pairing,
-            "generated": args.generated,
-            "targets": args.targets,
-            "pairs_csv": args.pairs,
-            "device": extractor.device,
-        },
-        "ssim": df.attrs["ssim"],
-        "psnr": df.attrs["psnr"],
-        "n_pixel_resized": df.attrs["n_pixel_resized"],
-        "versions": library_versions(),
-        "elapsed_s": round(time.time() - started, 2),
-        "files": ["mfp.csv", "summary.json", "mfp.png"],
-    }
-    atomic_write(out / "mfp.csv", lambda p: df.to_csv(p, index=False))
-    atomic_write(out / "mfp.png", lambda p: write_plot(p, df))
-    atomic_write(out / "summary.json",
-                  lambda p: p.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8"))
+    summary = write_mfp_folder(df, pairs, out, extractor=extractor, pairing=pairing, generated=args.generated,
+                               targets=args.targets, pairs_csv=args.pairs, command=command_line(args), started=started)
 
     means = summary["means"]
     print(f"pairs            {summary['n_pairs']}")

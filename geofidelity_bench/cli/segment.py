@@ -4,12 +4,10 @@ reference images, optionally writing them as a table with the tier-4 gate of doc
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from ..provenance import command_line, utc_timestamp
-from ..atomic import atomic_write
+from ..provenance import command_line
 from ._common import BENCHMARK_HELP, CLIError
 
 _TABLE_SUFFIXES = (".parquet", ".csv")
@@ -31,6 +29,7 @@ def _cmd_segment(args: argparse.Namespace) -> int:
         list_segmenters,
         segment_named_images,
         shares_table,
+        write_shares_table,
     )
 
     if args.list:
@@ -62,24 +61,9 @@ def _cmd_segment(args: argparse.Namespace) -> int:
         print(f"cache: {cache.dir_for(segmenter)}")
     if out is not None:
         table = shares_table(bench, segmenter, shares, [content_sha256(src) for _, src in items])
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if out.suffix.lower() == ".parquet":
-            atomic_write(out, lambda p: table.to_parquet(p, index=False))
-        else:
-            atomic_write(out, lambda p: table.to_csv(p, index=False))
-        meta = {
-            "command": command_line(args),
-            "created_at": utc_timestamp(),
-            "benchmark": {"name": bench.name, "source": bench.source, "fingerprint": bench.fingerprint},
-            "segmenter": {"name": segmenter.name, "config": segmenter.config, "config_hash": segmenter.config_hash},
-            "segment_stats": stats.as_dict(),
-            "cache": str(cache.root) if cache is not None else None,
-            "table": out.name,
-            "tier4": "docs/benchmark.md section 8, Curation, bounds inclusive: sky 0.01-0.55, building 0.03-0.70, road 0.01-0.55, "
-            "vehicle <= 0.40, vegetation <= 0.80, urbanness >= 0.05",
-        }
-        meta_path = out.with_suffix(".json")
-        atomic_write(meta_path, lambda p: p.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8"))
+        meta_path = write_shares_table(table, out, bench=bench, segmenter=segmenter, stats=stats,
+                                       cache_root=cache.root if cache is not None else None,
+                                       command=command_line(args))
         print(f"wrote {out} ({len(table)} rows, {int(table['tier4_pass'].sum())} pass tier 4) and {meta_path}")
     return 0
 

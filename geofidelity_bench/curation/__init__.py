@@ -9,6 +9,7 @@ Modules, one concern each:
 * :mod:`.filters` - spatial filter and tiers 1, 3, 4, 5 as measurement tables;
 * :mod:`.negatives` - retrieval negatives;
 * :mod:`.pipeline` - the checkpointed run that writes a benchmark folder;
+* :mod:`.runner` - :func:`run_curation`: the clients and the run from options (the ``curate`` command);
 * :mod:`.cities` - the 25 release cities and user city files.
 
 Importing this package loads no model and touches no network.
@@ -23,6 +24,7 @@ from .mapillary import MapillaryClient, search_boxes
 from .negatives import assign_negatives
 from .osm import OsmData, OverpassClient, PlaceNode, WayRecord, read_osm_file
 from .pipeline import CurationConfig, CurationResult, Curator
+from .runner import run_curation
 from .solar import solar_position, sun_elevation_deg
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "read_osm_file",
     "redact",
     "resolve_cities",
+    "run_curation",
     "search_boxes",
     "solar_position",
     "sun_elevation_deg",

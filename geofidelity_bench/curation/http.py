@@ -100,6 +100,12 @@ class RetryPolicy:
     scale: float = 1.0
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The numbers of the policy (what a run records; ``sleep`` is left out)."""
+        return {"max_rate_retries": self.max_rate_retries, "rate_base_s": self.rate_base_s,
+                "max_server_retries": self.max_server_retries, "server_base_s": self.server_base_s,
+                "max_sleep_s": self.max_sleep_s, "scale": self.scale}
+
     def rate_delay(self, attempt: int, retry_after: float | None = None) -> float:
         delay = self.rate_base_s * (2**attempt)
         if retry_after is not None:

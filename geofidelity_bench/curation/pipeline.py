@@ -62,7 +62,7 @@ from .filters import (
     tier4_from_shares,
     tier5_filter,
 )
-from .http import redact
+from .http import RetryPolicy, redact
 from .mapillary import CANDIDATE_COLUMNS, MapillaryClient
 from .negatives import assign_negatives
 from .osm import OverpassClient, overpass_query, parse_overpass_json, read_osm_file
@@ -142,6 +142,8 @@ class Curator:
         mapillary: a :class:`~.mapillary.MapillaryClient`, or a zero-argument factory (called
             only when the metadata or download stage runs; default reads ``MAPILLARY_TOKEN``).
         log: where progress messages go (default: stderr); every message is redacted.
+        retry: the HTTP retry policy of the default clients, recorded in
+            ``curation_summary.json`` (give clients built with the same policy).
     """
 
     def __init__(
@@ -154,6 +156,7 @@ class Curator:
         overpass: OverpassClient | None = None,
         mapillary: MapillaryClient | Callable[[], MapillaryClient] | None = None,
         log: Callable[[str], None] | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if not cities:
             raise CurationError("no cities to curate")
@@ -175,6 +178,7 @@ class Curator:
         self._mapillary_arg = mapillary
         self._mapillary: MapillaryClient | None = mapillary if isinstance(mapillary, MapillaryClient) else None
         self._log = log or _stderr
+        self.retry = retry or RetryPolicy()
         self.resumed: list[str] = []
         self.computed: list[str] = []
         self.skipped: dict[str, str] = {}
@@ -188,14 +192,16 @@ class Curator:
     @property
     def overpass(self) -> OverpassClient:
         if self._overpass is None:
-            self._overpass = OverpassClient(cache_dir=self.work / "overpass_cache")
+            self._overpass = OverpassClient(cache_dir=self.work / "overpass_cache", retry=self.retry)
         return self._overpass
 
     @property
     def mapillary(self) -> MapillaryClient:
         if self._mapillary is None:
-            factory = self._mapillary_arg if callable(self._mapillary_arg) else MapillaryClient
-            self._mapillary = factory()
+            if callable(self._mapillary_arg):
+                self._mapillary = self._mapillary_arg()
+            else:
+                self._mapillary = MapillaryClient(retry=self.retry)
         return self._mapillary
 
     def _stage_dir(self, name: str) -> Path:
@@ -571,6 +577,7 @@ class Curator:
         info = {
             "cities": [c.key for c in self.cities],
             "config": _config_record(self.config),
+            "retry": self.retry.as_dict(),
             "skipped": self.skipped,
             "summary": summary.to_dict("records"),
         }

@@ -41,9 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import importlib.util
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -350,32 +348,9 @@ def list_generators(registry: GeneratorRegistry | None = None) -> list[str]:
 
 def _load_object(target: str) -> Any:
     """``pkg.module:attr`` or ``path/to/file.py:attr`` -> the object."""
-    module_part, _, attr = target.rpartition(":")
-    if not module_part or not attr:
-        raise GeneratorError(f"{target!r} is not of the form 'module:attribute' or 'file.py:attribute'")
-    if module_part.endswith(".py"):
-        path = Path(module_part).expanduser().resolve()
-        if not path.is_file():
-            raise GeneratorError(f"generator file {module_part!r} does not exist")
-        name = f"_geofidelity_user_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}"
-        module = sys.modules.get(name)
-        if module is None or getattr(module, "__file__", None) != str(path):
-            loader_spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(loader_spec)  # type: ignore[arg-type]
-            sys.modules[name] = module
-            loader_spec.loader.exec_module(module)  # type: ignore[union-attr]
-    else:
-        try:
-            module = importlib.import_module(module_part)
-        except ImportError as err:
-            raise GeneratorError(f"cannot import {module_part!r} for generator {target!r}: {err}") from err
-    obj = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise GeneratorError(f"{module_part!r} has no attribute {attr!r}") from None
-    return obj
+    from ..plugins import load_object
+
+    return load_object(target, what="generator", error=GeneratorError)
 
 
 def load_plugin(target: str) -> None:

@@ -36,6 +36,8 @@ _LAZY = {
     "UNPARSEABLE": "parser",
     "ParsedAnswer": "parser",
     "parse_answer": "parser",
+    "GeoDivRun": "outputs",
+    "run_geodiv_to_folder": "outputs",
     "GeoDivImage": "pipeline",
     "answer_questions": "pipeline",
     "run_geodiv": "pipeline",
@@ -53,8 +55,11 @@ _LAZY = {
     "DEFAULT_VQA_MODEL": "vqa",
     "TransformersVQA": "vqa",
     "VQABackend": "vqa",
+    "VQAPluginError": "vqa",
     "VQAUnavailableError": "vqa",
     "get_vqa_backend": "vqa",
+    "is_vqa_plugin": "vqa",
+    "load_vqa_plugin": "vqa",
 }
 
 __all__ = sorted(_LAZY)

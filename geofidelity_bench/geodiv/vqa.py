@@ -13,6 +13,10 @@ reply is decoded greedily. The default model is :data:`DEFAULT_VQA_MODEL`; its i
 commit (or, for a local folder, a hash of its files), dtype, image size cap and decoding are
 recorded in the config.
 
+Any other model plugs in as a factory (:func:`load_vqa_plugin`, ``--vqa-model module:factory``
+on the command line): a callable that takes the model options as keywords and returns a
+:class:`VQABackend`.
+
 Importing this module loads neither torch nor transformers.
 """
 
@@ -22,13 +26,14 @@ import abc
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
 from PIL import Image
 
 from ..encoders._hf import looks_like_path
-from ..errors import ModelUnavailableError, offline_hint
+from ..errors import GeoFidelityError, ModelUnavailableError, offline_hint
 from ..encoders.base import canonical_json, file_sha256, resolve_device
 from .questions import PROMPT_FORMAT, Question
 
@@ -43,6 +48,10 @@ _HASHED_SUFFIXES = (".safetensors", ".bin", ".json", ".jinja", ".model", ".txt",
 
 class VQAUnavailableError(ModelUnavailableError):
     """A VQA model (weights or processor) cannot be loaded; the message names it and says how to run offline."""
+
+
+class VQAPluginError(GeoFidelityError, ValueError):
+    """A VQA plugin (``module:factory``) cannot be imported, or its factory does not build a :class:`VQABackend`."""
 
 
 #: How to run a VQA model without the Hub (the one wording of :func:`geofidelity_bench.errors.offline_hint`).
@@ -263,17 +272,55 @@ class TransformersVQA(VQABackend):
         return replies
 
 
+#: ``pkg.module:factory`` or ``path/to/file.py:factory`` (a Hub id never holds a colon).
+_PLUGIN_FORM = re.compile(r"(?:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*|.+\.py):[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def is_vqa_plugin(model: Any) -> bool:
+    """Whether ``model`` names a plugin factory (``module:factory`` or ``file.py:factory``), not a
+    Hub id or an existing local folder."""
+    if not isinstance(model, str) or _PLUGIN_FORM.fullmatch(model) is None:
+        return False
+    return not Path(model).expanduser().exists()
+
+
+def load_vqa_plugin(target: str, **options: Any) -> VQABackend:
+    """The backend built by a user's factory: ``target`` is ``pkg.module:factory`` or
+    ``path/to/file.py:factory``; ``factory(**options)`` must return a :class:`VQABackend`.
+
+    Raises:
+        VQAPluginError: the module, file or attribute is missing, or the factory returns
+            something else than a :class:`VQABackend`.
+    """
+    from ..plugins import load_object
+
+    factory = load_object(target, what="VQA model", error=VQAPluginError)
+    if not callable(factory):
+        raise VQAPluginError(f"VQA model plugin {target!r} is not callable; name a factory that returns a VQABackend")
+    backend = factory(**options)
+    if not isinstance(backend, VQABackend):
+        raise VQAPluginError(
+            f"VQA model plugin {target!r} returned {type(backend).__name__}, not a VQABackend "
+            "(subclass geofidelity_bench.geodiv.VQABackend and implement ask(images, questions))"
+        )
+    return backend
+
+
 def get_vqa_backend(
     model: str | os.PathLike | VQABackend | None = None, **kwargs: Any
 ) -> VQABackend:
-    """A backend: an existing :class:`VQABackend` is returned as it is; else a :class:`TransformersVQA`.
+    """A backend: an existing :class:`VQABackend` is returned as it is; ``module:factory`` (or
+    ``file.py:factory``) is built by :func:`load_vqa_plugin`; else a :class:`TransformersVQA`.
 
-    ``model=None`` is :data:`DEFAULT_VQA_MODEL`; ``kwargs`` go to :class:`TransformersVQA`.
+    ``model=None`` is :data:`DEFAULT_VQA_MODEL`; the ``kwargs`` that are not None go to
+    :class:`TransformersVQA` or to the plugin's factory.
     """
     if isinstance(model, VQABackend):
         if any(v is not None for v in kwargs.values()):
             given = sorted(k for k, v in kwargs.items() if v is not None)
             raise ValueError(f"{', '.join(given)} cannot be applied to an already built VQA backend")
         return model
-    return TransformersVQA(DEFAULT_VQA_MODEL if model is None else model,
-                           **{k: v for k, v in kwargs.items() if v is not None})
+    options = {k: v for k, v in kwargs.items() if v is not None}
+    if is_vqa_plugin(model):
+        return load_vqa_plugin(model, **options)
+    return TransformersVQA(DEFAULT_VQA_MODEL if model is None else model, **options)

@@ -88,6 +88,7 @@ from geofidelity_bench.segmentation.shares import (
     shares_from_label_map,
     shares_table,
     unlabeled_share,
+    write_shares_table,
 )
 
 #: Names of the tier-4 gate, which moved to :mod:`geofidelity_bench.curation.filters`; still
@@ -141,4 +142,5 @@ __all__ = [
     "tier4_gate",
     "unlabeled_share",
     "urbanness",
+    "write_shares_table",
 ]

@@ -134,6 +134,51 @@ def shares_table(bench, segmenter, shares, keys):
     return pd.DataFrame(rows)
 
 
+#: The tier-4 bounds as recorded next to a shares table.
+TIER4_RECORD = ("docs/benchmark.md section 8, Curation, bounds inclusive: sky 0.01-0.55, building 0.03-0.70, "
+                "road 0.01-0.55, vehicle <= 0.40, vegetation <= 0.80, urbanness >= 0.05")
+
+
+def write_shares_table(table, path, *, bench, segmenter, stats, cache_root=None, command=None):
+    """Writes :func:`shares_table`'s ``table`` (``.parquet``, else CSV) and its record beside it
+    (``.json``: command, time, benchmark, segmenter config, segment stats, cache, tier-4 bounds).
+
+    Args:
+        table: the shares table; path: where it goes (``.parquet`` or ``.csv``).
+        bench, segmenter: the benchmark and the segmenter it came from.
+        stats: the :class:`~geofidelity_bench.segmentation.SegmentStats` of the run.
+        cache_root: the cache folder used (None: no cache); command: the command line to record.
+
+    Returns:
+        The record's path (``path`` with the suffix ``.json``).
+    """
+    import json
+    from pathlib import Path
+
+    from geofidelity_bench.atomic import atomic_write
+    from geofidelity_bench.provenance import utc_timestamp
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix.lower() == ".parquet":
+        atomic_write(out, lambda p: table.to_parquet(p, index=False))
+    else:
+        atomic_write(out, lambda p: table.to_csv(p, index=False))
+    meta = {
+        "command": command,
+        "created_at": utc_timestamp(),
+        "benchmark": {"name": bench.name, "source": bench.source, "fingerprint": bench.fingerprint},
+        "segmenter": {"name": segmenter.name, "config": segmenter.config, "config_hash": segmenter.config_hash},
+        "segment_stats": stats.as_dict(),
+        "cache": None if cache_root is None else str(cache_root),
+        "table": out.name,
+        "tier4": TIER4_RECORD,
+    }
+    meta_path = out.with_suffix(".json")
+    atomic_write(meta_path, lambda p: p.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8"))
+    return meta_path
+
+
 __all__ = [
     "SHARE_TOLERANCE",
     "gaas_shares",
@@ -141,4 +186,5 @@ __all__ = [
     "shares_from_label_map",
     "shares_table",
     "unlabeled_share",
+    "write_shares_table",
 ]
