@@ -23,21 +23,11 @@ from geofidelity_bench.results import RUN_FILE, read_results_csv
 ROOT = Path(__file__).resolve().parents[1]
 #: Modules that ``import geofidelity_bench`` must not load (they cost seconds).
 HEAVY = ("torch", "pandas", "datasets", "evaluate", "transformers", "matplotlib", "scipy", "gradio")
-#: The scoring entry points a Python user reaches from the package root, and where they live.
-ENTRY_POINTS = {
-    "load_benchmark": "geofidelity_bench.benchmark",
-    "get_encoder": "geofidelity_bench.encoders",
-    "read_generated_folder": "geofidelity_bench.evaluation",
-    "evaluate_panels": "geofidelity_bench.evaluation",
-    "write_results": "geofidelity_bench.results",
-    "run_record": "geofidelity_bench.results",
-    "load_results": "geofidelity_bench.results",
-    "read_results_csv": "geofidelity_bench.results",
-    "build_report": "geofidelity_bench.report.render",
-    "report_from_dirs": "geofidelity_bench.report.render",
-    "load_metric": "geofidelity_bench.metric_module",
-    "GeoFidelityError": "geofidelity_bench.errors",
-}
+#: The scoring entry points a Python user reaches from the package root (issue 15, section 7).
+ENTRY_POINTS = (
+    "load_benchmark", "get_encoder", "read_generated_folder", "evaluate_panels", "write_results", "run_record",
+    "load_results", "read_results_csv", "build_report", "report_from_dirs", "load_metric", "GeoFidelityError",
+)
 SCORES = ("cos_sim", "mmd", "dcsf", "diversity_gap", "retrieval_acc", "mrr", "sim_target", "strongest_margin")
 
 
@@ -78,9 +68,10 @@ def test_import_loads_no_heavy_module():
 def test_entry_points_are_exported_from_their_modules():
     import importlib
 
-    for name, module in ENTRY_POINTS.items():
+    for name in ENTRY_POINTS:
         assert name in geofidelity_bench.__all__ and name in dir(geofidelity_bench), name
-        assert getattr(geofidelity_bench, name) is getattr(importlib.import_module(module), name), name
+        obj = getattr(geofidelity_bench, name)
+        assert obj is getattr(importlib.import_module(obj.__module__), name), name  # the library's own object
     for name in geofidelity_bench.__all__:  # every advertised name resolves
         getattr(geofidelity_bench, name)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
