@@ -11,7 +11,8 @@ A results folder is what ``geofidelity-bench evaluate`` and ``demo`` write (docs
     clip_alignment.csv           optional: per-panel CLIP scores
                                  (``geofidelity-bench clip-alignment``)
 
-:func:`write_results` writes the first three (atomically, one file at a time);
+:func:`write_results` writes the first three (atomically, one file at a time), with the
+provenance that :func:`run_record` gathers;
 :func:`read_results_csv` and :func:`load_results` read one or more folders back, keeping ids as
 strings (a country ``NA`` stays ``NA``). :func:`leaderboard_text` and :func:`hierarchy_text` are
 the plain-text tables the commands print.
@@ -27,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .atomic import atomic_write
 from .errors import GeoFidelityError
+from .provenance import library_versions, utc_timestamp
 from .metrics.catalog import METRICS, RESULT_METRIC_COLUMNS, SIMILARITY_COLUMNS, ascii_heading
 
 RESULTS_FILE = "results.csv"
@@ -52,10 +54,34 @@ class ResultsFolderError(GeoFidelityError, ValueError):
 # -- writing --------------------------------------------------------------------------------
 
 
-def write_results(out_dir: Path, results, run_info: dict) -> dict[str, Path]:
-    """results.csv, the four summary CSVs and run.json (atomically, one file at a time)."""
+def write_results(
+    out_dir: str | os.PathLike, results, run_info: Mapping[str, Any] | None = None
+) -> dict[str, Path]:
+    """Writes ``results.csv``, the four summary CSVs and ``run.json`` (atomically, one file at a time).
+
+    Args:
+        out_dir: the results folder (created).
+        results: result rows from :func:`geofidelity_bench.evaluation.evaluate_panels`.
+        run_info: what ``run.json`` records; :func:`run_record` builds the library's part
+            (benchmark, encoder, GAAS, anchors, versions), the same as the command writes.
+            ``nan_reasons`` (from ``results.attrs``), ``files`` and, when absent,
+            ``created_at`` are added.
+
+    Returns:
+        ``{file name: path}`` of the CSV files written.
+
+    Raises:
+        ResultsFolderError: ``results`` is not a DataFrame with the columns
+            method, condition and block_id.
+    """
     from .evaluation import summaries
 
+    missing = [c for c in REQUIRED_COLUMNS if c not in getattr(results, "columns", ())]
+    if missing:
+        raise ResultsFolderError(
+            f"cannot write results to {out_dir}: expected a DataFrame of result rows "
+            f"(evaluate_panels' output), got {type(results).__name__} without column(s) {missing}"
+        )
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -66,11 +92,50 @@ def write_results(out_dir: Path, results, run_info: dict) -> dict[str, Path]:
     _atomic(out_dir / RESULTS_FILE, lambda p: results.to_csv(p, index=False))
     for name, table in summaries(results).items():
         _atomic(out_dir / f"summary_{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
-    info = dict(run_info)
+    info = dict(run_info or {})
+    info.setdefault("created_at", utc_timestamp())
     info["nan_reasons"] = _compact_reasons(results.attrs.get("nan_reasons", []))
     info["files"] = sorted(written) + [RUN_FILE]
     _atomic(out_dir / RUN_FILE, lambda p: p.write_text(json.dumps(info, indent=2, default=str), encoding="utf-8"))
     return written
+
+
+def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_reason: str | None = None) -> dict:
+    """The library's part of ``run.json``: what produced ``results``, as the command records it.
+
+    Keys, in order: ``benchmark`` (name, source, fingerprint, sizes), ``encoder`` (name, dim,
+    config, config hash), ``embedding_cache`` (its folder or None), ``embedding_stats``,
+    ``gaas`` (the segmenter's name, config and hash, or why GAAS is n/a), ``anchors`` (the
+    real-image anchor rule, docs/benchmark.md section 6, Real-image anchors) and ``versions``.
+    ``geofidelity-bench evaluate``/``demo`` put the command line, time and parameters before it.
+
+    Args:
+        benchmark, encoder, cache, segmenter: what was passed to ``evaluate_panels``.
+        results: its output (for the embedding and segmentation statistics).
+        gaas_reason: why there is no segmenter (default: none was given).
+    """
+    from .evaluation import ANCHOR_METHODS, ANCHOR_PANEL_SIZE
+
+    if segmenter is None:
+        gaas = {"segmenter": None, "reason": gaas_reason or "no segmenter was given (segmenter=None)"}
+    else:
+        gaas = {"segmenter": segmenter.name, "config": segmenter.config, "config_hash": segmenter.config_hash,
+                "segment_stats": results.attrs.get("segment_stats")}
+    return {
+        "benchmark": {"name": benchmark.name, "source": benchmark.source, "fingerprint": benchmark.fingerprint,
+                      "n_blocks": len(benchmark.blocks), "n_references": len(benchmark.references)},
+        "encoder": {"name": encoder.name, "dim": encoder.dim, "config": encoder.config,
+                    "config_hash": getattr(encoder, "config_hash", None)},
+        "embedding_cache": str(cache.root) if cache is not None else None,
+        "embedding_stats": results.attrs.get("embedding_stats"),
+        "gaas": gaas,
+        "anchors": {
+            "methods": list(ANCHOR_METHODS),
+            "panel_size": ANCHOR_PANEL_SIZE,
+            "seeds": "random.Random(f'0|{block_id}|{method}')",
+        },
+        "versions": library_versions(),
+    }
 
 
 def _compact_reasons(reasons: list[dict]) -> list[dict]:
@@ -291,5 +356,6 @@ __all__ = [
     "load_results",
     "nan_reasons_from_run_info",
     "read_results_csv",
+    "run_record",
     "write_results",
 ]

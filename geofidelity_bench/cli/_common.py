@@ -75,10 +75,3 @@ def segmenter_or_reason(args, *, local_only: bool = False):
         print(f"GAAS will be n/a: {err}", file=sys.stderr)
         return None, str(err)
 
-
-def gaas_info(segmenter, reason, results) -> dict:
-    """What run.json records about GAAS."""
-    if segmenter is None:
-        return {"segmenter": None, "reason": reason}
-    return {"segmenter": segmenter.name, "config": segmenter.config, "config_hash": segmenter.config_hash,
-            "segment_stats": results.attrs.get("segment_stats")}

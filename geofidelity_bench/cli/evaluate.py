@@ -12,32 +12,20 @@ from ._common import (
     add_encoder_args,
     add_segmenter_args,
     encoder_and_cache,
-    gaas_info,
     segmenter_or_reason,
 )
-from ..provenance import command_line, library_versions, utc_timestamp
-from ..results import hierarchy_text, leaderboard_text, write_results
+from ..provenance import command_line, utc_timestamp
+from ..results import hierarchy_text, leaderboard_text, run_record, write_results
 
 
-def _run_info(args, bench, encoder, cache, results, started: float, gaas: dict, extra: dict | None = None) -> dict:
+def _run_info(args, bench, encoder, cache, results, started: float, segmenter, gaas_reason,
+              extra: dict | None = None) -> dict:
     info = {
         "command": command_line(args),
         "created_at": utc_timestamp(),
         "elapsed_s": round(time.time() - started, 2),
         "parameters": {k: v for k, v in vars(args).items() if k not in ("func", "argv")},
-        "benchmark": {"name": bench.name, "source": bench.source, "fingerprint": bench.fingerprint,
-                      "n_blocks": len(bench.blocks), "n_references": len(bench.references)},
-        "encoder": {"name": encoder.name, "dim": encoder.dim, "config": encoder.config,
-                    "config_hash": getattr(encoder, "config_hash", None)},
-        "embedding_cache": str(cache.root) if cache is not None else None,
-        "embedding_stats": results.attrs.get("embedding_stats"),
-        "gaas": gaas,
-        "anchors": {
-            "methods": ["heldout_real", "random_same_country", "random_global"],
-            "panel_size": 4,
-            "seeds": "random.Random(f'0|{block_id}|{method}')",
-        },
-        "versions": library_versions(),
+        **run_record(bench, encoder, results, cache=cache, segmenter=segmenter, gaas_reason=gaas_reason),
     }
     if extra:
         info.update(extra)
@@ -61,7 +49,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     results = evaluate_panels(bench, panels, encoder, cache=cache, batch_size=args.batch_size,
                               progress=not args.no_progress, include_anchors=not args.no_anchors,
                               segmenter=segmenter)
-    info = _run_info(args, bench, encoder, cache, results, started, gaas_info(segmenter, gaas_reason, results))
+    info = _run_info(args, bench, encoder, cache, results, started, segmenter, gaas_reason)
     out = Path(args.out)
     write_results(out, results, info)
     print(leaderboard_text(results))
@@ -103,7 +91,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     results = evaluate_panels(bench, panels, encoder, cache=cache, batch_size=args.batch_size,
                               progress=not args.no_progress, segmenter=segmenter)
     info = _run_info(
-        args, bench, encoder, cache, results, started, gaas_info(segmenter, gaas_reason, results),
+        args, bench, encoder, cache, results, started, segmenter, gaas_reason,
         extra={"sanity_methods": {
             "sanity_augmented_heldout": "held-out photos, lightly cropped and jittered (expected near the top)",
             "sanity_world": "photos of the world pool, not of any block (expected near the bottom)",

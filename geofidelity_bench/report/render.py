@@ -312,14 +312,17 @@ def _build_mixed(results_df, out: Path, infos, encoders, params, clip_scores, ti
 
 
 def report_from_dirs(
-    dirs: Sequence[str | os.PathLike],
+    dirs: str | os.PathLike | Sequence[str | os.PathLike],
     out_dir: str | os.PathLike | None = None,
     *,
     allow_mixed_encoders: bool = False,
     **kwargs: Any,
 ) -> dict:
     """:func:`~geofidelity_bench.results.load_results` then :func:`build_report`; ``out_dir`` defaults
-    to ``<first dir>/report``. A folder that cannot be read raises :class:`ReportError` too."""
+    to ``<first dir>/report``. ``dirs`` is one results folder or several. A folder that cannot be
+    read raises :class:`ReportError` too."""
+    if isinstance(dirs, (str, os.PathLike)):
+        dirs = [dirs]
     try:
         df, infos = load_results(dirs, allow_mixed_encoders=allow_mixed_encoders)
     except ReportError:
