@@ -250,14 +250,17 @@ class Curator:
         if city.key in self.osm_files:
             path = self.osm_files[city.key]
             return {"osm_file": path.name, "sha256": _file_sha256(path)}
-        return {"overpass_query": overpass_query(city.lat, city.lon, self.config.carve.radius_m)}
+        return {"overpass_query": overpass_query(city.lat, city.lon, self.config.carve.radius_m,
+                                                 areas=self.config.carve.needs_areas)}
 
     def carve_city(self, city: CitySpec) -> list[Block]:
         """Blocks of one city from its OSM file or Overpass."""
+        areas = self.config.carve.needs_areas
         if city.key in self.osm_files:
-            data = read_osm_file(self.osm_files[city.key])
+            data = read_osm_file(self.osm_files[city.key], areas=areas)
         else:
-            data = parse_overpass_json(self.overpass.run(overpass_query(city.lat, city.lon, self.config.carve.radius_m)))
+            data = parse_overpass_json(self.overpass.run(overpass_query(city.lat, city.lon, self.config.carve.radius_m,
+                                                                        areas=areas)))
         return carve_blocks(data, city, self.config.carve)
 
     def stage_carve(self):
@@ -268,7 +271,7 @@ class Curator:
         for city in self.cities:
             key = _digest({"city": dataclasses.asdict(city), "carve": self.config.carve.as_dict(),
                            "source": self._carve_source(city)})
-            df, resumed = self._per_city("carve", city, key, lambda c=city: blocks_to_frame(self.carve_city(c)),
+            df, resumed = self._per_city("carve", city, key, lambda c=city: blocks_to_frame(self.carve_city(c), self.config.carve.rules),
                                          json_columns=("polyline", "bbox"))
             fresh += not resumed
             self.log(f"[carve] {city.key}: {len(df)} blocks" + (" (checkpoint)" if resumed else ""))
@@ -533,6 +536,7 @@ class Curator:
             kept = c_sel[c_sel["kept"]]
             rows.append({
                 "city": city.key,
+                "carving_rules": self.config.carve.rules,
                 "blocks_carved": int(len(c_blocks)),
                 "images_found": int(c_cands["image_id"].nunique()),
                 "pass_spatial": len(spatial),
