@@ -183,7 +183,7 @@ class _FakeServer:
 # -- Overpass ---------------------------------------------------------------------------------
 
 
-_AROUND = re.compile(r"(way|node|relation)(\[[^;(]*\])\(around:([0-9.]+),(-?[0-9.]+),(-?[0-9.]+)\)")
+_AROUND = re.compile(r"(way|node|relation)(\[[^;]*?\])\(around:([0-9.]+),(-?[0-9.]+),(-?[0-9.]+)\)")
 
 
 def _geom(ring) -> list[dict[str, float]]:

@@ -324,7 +324,8 @@ def read_osm_areas(path: str | os.PathLike) -> list[PlaceArea]:
             if area:
                 out.append(area)
     except (RuntimeError, OSError) as err:
-        raise CurationError(f"cannot read the areas of OSM file {str(path)!r} with pyosmium: {err}") from err
+        hint = " (the area handler needs a file sorted by type and id: osmium sort IN -o OUT)" if "order" in str(err) else ""
+        raise CurationError(f"cannot read the areas of OSM file {str(path)!r} with pyosmium: {err}{hint}") from err
     return out
 
 
