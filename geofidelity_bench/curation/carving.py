@@ -328,7 +328,7 @@ BLOCK_TABLE_COLUMNS = (
     "neg_same_neighborhood", "neg_same_city", "neg_same_driving_side", "neg_random_city", "notes",
     "way_ids", "neighborhood_source", "carving_rules",
 )
-_JSON_COLUMNS = ("polyline", "bbox", "way_ids")
+BLOCK_JSON_COLUMNS = ("polyline", "bbox", "way_ids")
 
 
 def blocks_to_frame(blocks: Sequence[Block], carving_rules: str | None = None):
@@ -376,13 +376,13 @@ def write_blocks_table(blocks: Sequence[Block], path: str | os.PathLike, carving
     from .tables import write_table
 
     df = blocks_to_frame(blocks, carving_rules)
-    return write_table(df, path, json_columns=_JSON_COLUMNS)
+    return write_table(df, path, json_columns=BLOCK_JSON_COLUMNS)
 
 
 def read_blocks_table(path: str | os.PathLike) -> list[Block]:
     from .tables import read_table
 
-    return blocks_from_frame(read_table(path, json_columns=_JSON_COLUMNS))
+    return blocks_from_frame(read_table(path, json_columns=BLOCK_JSON_COLUMNS))
 
 
 def stratum_counts(blocks: Iterable[Block]) -> dict[str, int]:

@@ -45,7 +45,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..provenance import utc_timestamp
 from ..benchmark import Benchmark, Block, ReferenceImage, save_benchmark
 from ..segmentation import GROUP_NAMES
-from .carving import CarveParams, blocks_from_frame, blocks_to_frame, carve_blocks
+from .carving import BLOCK_JSON_COLUMNS, CarveParams, blocks_from_frame, blocks_to_frame, carve_blocks
 from .cities import CitySpec
 from .errors import CurationError
 import numpy as np
@@ -272,14 +272,14 @@ class Curator:
             key = _digest({"city": dataclasses.asdict(city), "carve": self.config.carve.as_dict(),
                            "source": self._carve_source(city)})
             df, resumed = self._per_city("carve", city, key, lambda c=city: blocks_to_frame(self.carve_city(c), self.config.carve.rules),
-                                         json_columns=("polyline", "bbox"))
+                                         json_columns=BLOCK_JSON_COLUMNS)
             fresh += not resumed
             self.log(f"[carve] {city.key}: {len(df)} blocks" + (" (checkpoint)" if resumed else ""))
             keys.append(key)
             frames.append(df)
         (self.resumed if fresh == 0 else self.computed).append("carve")
         blocks_df = pd.concat(frames, ignore_index=True) if frames else blocks_to_frame([])
-        write_table(blocks_df, self._stage_dir("carve") / "blocks.parquet", json_columns=("polyline", "bbox"))
+        write_table(blocks_df, self._stage_dir("carve") / "blocks.parquet", json_columns=BLOCK_JSON_COLUMNS)
         return blocks_df, _digest(keys)
 
     # -- stage 2: metadata ------------------------------------------------------------------
