@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from geofidelity_bench.benchmark import Block
 from geofidelity_bench.curation.carving import CarveParams, carve, carve_blocks
 from geofidelity_bench.curation.cities import CitySpec
 from geofidelity_bench.curation.negatives import assign_negatives
 from geofidelity_bench.curation.neighborhoods import NeighborhoodLabeler
 from geofidelity_bench.curation.osm import OverpassClient, read_osm_file
-from geofidelity_bench.geo import haversine_m, polyline_length_m
+from geofidelity_bench.geo import haversine_m
 
 from fake_geo_servers import FakeOverpass
 
@@ -295,3 +294,17 @@ def test_canonical_format_carries_way_ids_and_keeps_old_fingerprints(tmp_path):
     again = load_benchmark(str(tmp_path / "b"))
     assert [(b.way_ids, b.neighborhood_source) for b in again.blocks] == [((5, 3), "area")] * len(blocks)
     assert again.fingerprint == bench.fingerprint != demo.fingerprint
+
+
+def test_carving_errors_are_clear(tmp_path):
+    from geofidelity_bench.curation import CurationError
+
+    with pytest.raises(CurationError, match=r"carving rules must be one of \['default', 'release'\], got 'v3'"):
+        CarveParams(rules="v3")
+    # the area handler needs a sorted file; the message names the file and the fix
+    body = _nodes([(1, 60.0, 25.0), (2, 60.001, 25.0), (3, 60.002, 25.0)])
+    body += _way(9, [2, 3], highway="residential", name="B") + _way(8, [1, 2], highway="residential", name="A")
+    unsorted = _write(tmp_path / "unsorted.osm", body)
+    with pytest.raises(CurationError, match=r"unsorted\.osm.*osmium sort"):
+        read_osm_file(unsorted)
+    assert [w.way_id for w in read_osm_file(unsorted, areas=False).ways] == [8, 9]  # release rules need no areas
