@@ -1,4 +1,5 @@
-"""Computes the release-rules carving of the two test extracts (run on base commit 5a1254f)."""
+"""Computes the release-rules carving of the two test extracts. Run on base commit 5a1254f, where
+CarveParams() was the release rules; on later code pass rules="release" to every CarveParams."""
 import csv, sys
 from geofidelity_bench.curation.carving import CarveParams, carve_blocks
 from geofidelity_bench.curation.cities import CitySpec
