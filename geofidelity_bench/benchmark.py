@@ -91,6 +91,11 @@ class Block:
     neg_same_driving_side: str | None = None
     neg_random_city: str | None = None
     notes: str = ""
+    #: every OSM way of the block, in the order its polyline walks them (``way_id`` is the first);
+    #: empty when unknown (the release, the demo)
+    way_ids: tuple[int, ...] = ()
+    #: where ``neighborhood`` came from: ``area``, ``node`` or ``none`` (docs/benchmark.md section 8); None when unknown
+    neighborhood_source: str | None = None
 
     @property
     def city_name(self) -> str:
@@ -295,7 +300,7 @@ class Benchmark:
         """sha256 over block records and reference ids with their image hashes."""
         h = hashlib.sha256()
         for block in self.blocks:
-            h.update(json.dumps(_block_record(block), sort_keys=True, default=str).encode())
+            h.update(json.dumps(_fingerprint_record(block), sort_keys=True, default=str).encode())
         for ref in self.references:
             h.update(f"{ref.reference_id}|{ref.block_id}|".encode())
             h.update(hashlib.sha256(ref.image_bytes).digest())
@@ -358,7 +363,33 @@ def _block_record(block: Block) -> dict[str, Any]:
     rec["polyline"] = [list(p) for p in block.polyline]
     rec["centroid"] = list(block.centroid)
     rec["bbox"] = list(block.bbox)
+    rec["way_ids"] = [int(v) for v in block.way_ids]
     return rec
+
+
+#: optional block fields added after the first format; left out of the fingerprint while unset,
+#: so that benchmarks without them (the release, the demo) keep their fingerprints
+_LATER_BLOCK_FIELDS = ("way_ids", "neighborhood_source")
+
+
+def _fingerprint_record(block: Block) -> dict[str, Any]:
+    rec = _block_record(block)
+    for key in _LATER_BLOCK_FIELDS:
+        if not rec[key]:
+            del rec[key]
+    return rec
+
+
+def _way_ids(value: Any) -> tuple[int, ...]:
+    """The optional ``way_ids``: a list or array of integers, or its JSON text; missing (None,
+    blank, NaN) is ``()``. Anything else raises ValueError/TypeError (a malformed field)."""
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else None
+    if value is None or (isinstance(value, float) and value != value):
+        return ()
+    if isinstance(value, (int, float)):
+        raise ValueError(f"way_ids must be a list of integers, got {value!r}")
+    return tuple(int(v) for v in value)
 
 
 def block_from_record(rec: Mapping[str, Any], where: str = "blocks") -> Block:
@@ -382,6 +413,8 @@ def block_from_record(rec: Mapping[str, Any], where: str = "blocks") -> Block:
             neg_same_driving_side=_opt_str(rec.get("neg_same_driving_side")),
             neg_random_city=_opt_str(rec.get("neg_random_city")),
             notes=_opt_str(rec.get("notes")) or "",
+            way_ids=_way_ids(rec.get("way_ids")),
+            neighborhood_source=_opt_str(rec.get("neighborhood_source")),
         )
     except KeyError as err:
         raise BenchmarkError(f"{where}: block {rec.get('block_id')!r} is missing field {err.args[0]!r}") from None
@@ -484,6 +517,8 @@ def features(config: str):
                 "neg_same_driving_side": Value("string"),
                 "neg_random_city": Value("string"),
                 "notes": Value("string"),
+                "way_ids": List(Value("int64")),
+                "neighborhood_source": Value("string"),
             }
         )
     if config == "references":

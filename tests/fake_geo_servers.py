@@ -6,7 +6,8 @@ with realistic payloads:
 * :class:`FakeOverpass` - ``POST /api/interpreter`` (form field ``data``): the ways of an
   :class:`~geofidelity_bench.curation.osm.OsmData` in Overpass ``out geom`` JSON
   (``{"type": "way", "id", "tags", "bounds", "geometry": [{"lat", "lon"}, ...]}``) that lie
-  within the query's ``around:`` radius, and its place nodes.
+  within the query's ``around:`` radius, its place nodes, and its neighborhood areas (closed
+  ways, or multipolygon relations with their rings as member ways) for the area statements.
 * :class:`FakeMapillary` - ``GET /images?bbox=...&fields=...&limit=...`` with the
   ``{"data": [...], "paging": {"next": ...}}`` envelope (the next link carries
   ``access_token=...`` as the real API does), and ``GET /thumbs/{id}.jpg`` serving JPEG bytes.
@@ -182,11 +183,34 @@ class _FakeServer:
 # -- Overpass ---------------------------------------------------------------------------------
 
 
-_AROUND = re.compile(r"(way|node)\[[^;]*?\(around:([0-9.]+),(-?[0-9.]+),(-?[0-9.]+)\)")
+_AROUND = re.compile(r"(way|node|relation)(\[[^;]*?\])\(around:([0-9.]+),(-?[0-9.]+),(-?[0-9.]+)\)")
+
+
+def _geom(ring) -> list[dict[str, float]]:
+    return [{"lat": p[0], "lon": p[1]} for p in ring]
+
+
+def _area_tags(area) -> dict[str, str]:
+    if area.kind.startswith("admin_level="):
+        tags = {"boundary": "administrative", "admin_level": area.kind.split("=", 1)[1]}
+    else:
+        tags = {"place": area.kind}
+    return {**tags, "name": area.name}
+
+
+def _area_element(area) -> dict[str, Any]:
+    """An area as Overpass ``out tags geom`` gives it: a closed way, or a multipolygon relation
+    whose member ways are its rings (outer / inner roles)."""
+    tags = _area_tags(area)
+    if area.osm_type == "way":
+        return {"type": "way", "id": area.osm_id, "tags": tags, "geometry": _geom(area.polygons[0][0])}
+    members = [{"type": "way", "ref": 10**12 + k, "role": "outer" if i == 0 else "inner", "geometry": _geom(ring)}
+               for k, (i, ring) in enumerate((i, r) for rings in area.polygons for i, r in enumerate(rings))]
+    return {"type": "relation", "id": area.osm_id, "tags": {**tags, "type": "multipolygon"}, "members": members}
 
 
 class FakeOverpass(_FakeServer):
-    """An Overpass interpreter over fixed OSM records."""
+    """An Overpass interpreter over fixed OSM records (ways, place nodes, neighborhood areas)."""
 
     name = "fake-overpass"
 
@@ -206,9 +230,10 @@ class FakeOverpass(_FakeServer):
         from geofidelity_bench.geo import haversine_m
 
         elements: list[dict[str, Any]] = []
-        for kind, radius, lat, lon in _AROUND.findall(q):
+        seen_areas: set = set()
+        for kind, filters, radius, lat, lon in _AROUND.findall(q):
             r, la, lo = float(radius), float(lat), float(lon)
-            if kind == "way":
+            if kind == "way" and '"highway"' in filters:
                 for w in self.data.ways:
                     if polyline_distance_m(w.geometry, la, lo) <= r:
                         lats = [p[0] for p in w.geometry]
@@ -219,11 +244,21 @@ class FakeOverpass(_FakeServer):
                             "geometry": [{"lat": p[0], "lon": p[1]} for p in w.geometry],
                             "tags": {"highway": w.highway, "name": w.name},
                         })
-            else:
+            elif kind == "node":
                 for p in self.data.places:
                     if haversine_m(p.lat, p.lon, la, lo) <= r:
                         elements.append({"type": "node", "id": p.node_id, "lat": p.lat, "lon": p.lon,
                                          "tags": {"place": p.place, "name": p.name}})
+            else:  # neighborhood areas: place=... or boundary=administrative statements
+                admin = '"boundary"' in filters
+                for a in getattr(self.data, "areas", ()):
+                    if (a.osm_type != kind or a.kind.startswith("admin_level=") != admin
+                            or (a.osm_type, a.osm_id) in seen_areas):
+                        continue
+                    rings = [ring for rings in a.polygons for ring in rings]
+                    if min(polyline_distance_m(ring, la, lo) for ring in rings) <= r:
+                        seen_areas.add((a.osm_type, a.osm_id))
+                        elements.append(_area_element(a))
         payload = {"version": 0.6, "generator": "fake-overpass", "osm3s": {"copyright": "(c) OpenStreetMap contributors, ODbL 1.0"},
                    "elements": elements}
         self._send(h, method, path, 200, json.dumps(payload).encode())

@@ -13,6 +13,8 @@ from geofidelity_bench.benchmark import is_safe_id
 from geofidelity_bench.curation import CurationError
 from geofidelity_bench.curation.carving import (
     STRATUM_OF_HIGHWAY,
+    carve,
+    format_carving_counts,
     STRATUM_QUOTAS,
     CarveParams,
     carve_blocks,
@@ -42,6 +44,7 @@ WEST_OAKLAND = OSM / "west_oakland.osm.bz2"
 HELSINKI = OSM / "helsinki.osm.pbf"
 OAKLAND = CitySpec("west_oakland", "US", 37.8076, -122.3004, "R")
 HELSINKI_CITY = CitySpec("helsinki", "FI", 60.1699, 24.9384, "R")
+RELEASE = CarveParams(rules="release")
 
 
 @pytest.fixture(scope="module")
@@ -218,16 +221,17 @@ def _check_blocks(blocks, params: CarveParams, city: CitySpec):
         assert b.length_m == pytest.approx(polyline_length_m(b.polyline))
         assert b.centroid == pytest.approx(arc_midpoint(b.polyline))
         assert b.bbox[0] <= b.centroid[0] <= b.bbox[2] and b.bbox[1] <= b.centroid[1] <= b.bbox[3]
-        assert b.neighborhood
+        assert b.neighborhood or params.rules == "default"  # only the default rule leaves a name unknown
+        assert b.way_ids[0] == b.way_id
     for a, b in itertools.combinations(blocks, 2):
         assert haversine_m(*a.centroid, *b.centroid) >= params.min_spacing_m
     names = [b.street_name for b in blocks]
     assert len(names) == len(set(names))
 
 
-def test_carving_west_oakland_with_spec_defaults(oakland):
-    blocks = carve_blocks(oakland, OAKLAND)
-    _check_blocks(blocks, CarveParams(), OAKLAND)
+def test_carving_west_oakland_with_release_rules(oakland):
+    blocks = carve_blocks(oakland, OAKLAND, RELEASE)
+    _check_blocks(blocks, RELEASE, OAKLAND)
     assert [b.block_id for b in blocks] == [
         "west_oakland_7th_street_202455451",
         "west_oakland_8th_street_6358365",
@@ -241,21 +245,37 @@ def test_carving_west_oakland_with_spec_defaults(oakland):
     assert wood.highway_tag == "unclassified" and wood.stratum == "residential"
     assert all(b.neighborhood == "downtown" for b in blocks)  # no place node in the extract
     assert all(b.length_m >= 500 for b in blocks)
-    assert carve_blocks(oakland, OAKLAND) == blocks  # deterministic
+    assert all(b.way_ids == (b.way_id,) and b.neighborhood_source == "none" for b in blocks)
+    assert carve_blocks(oakland, OAKLAND, RELEASE) == blocks  # deterministic
 
 
-def test_carving_is_independent_of_input_order(oakland):
+def test_carving_west_oakland_by_default_merges_streets_and_invents_no_name(oakland):
+    blocks = carve_blocks(oakland, OAKLAND)
+    _check_blocks(blocks, CarveParams(), OAKLAND)
+    assert all(b.neighborhood is None and b.neighborhood_source == "none" for b in blocks)  # never "downtown"
+    ways = {w.way_id: w for w in oakland.ways}
+    for b in blocks:
+        assert all(ways[i].name == b.street_name for i in b.way_ids)
+        # the block is its ways laid end to end (no cut: all are under 2,000 m)
+        assert b.length_m == pytest.approx(sum(ways[i].length_m for i in b.way_ids), rel=1e-9)
+    seventh = next(b for b in blocks if b.street_name == "7th Street")
+    assert len(seventh.way_ids) == 3 and seventh.length_m > 900  # 3 ways, vs. the release's 552 m single way
+    assert carve_blocks(oakland, OAKLAND) == blocks
+
+
+@pytest.mark.parametrize("rules", ["default", "release"])
+def test_carving_is_independent_of_input_order(oakland, rules):
     shuffled = OsmData(tuple(reversed(oakland.ways)), tuple(reversed(oakland.places)))
-    params = CarveParams(min_length_m=50, min_spacing_m=100)
+    params = CarveParams(min_length_m=50, min_spacing_m=100, rules=rules)
     assert carve_blocks(shuffled, OAKLAND, params) == carve_blocks(oakland, OAKLAND, params)
 
 
-def test_carving_helsinki_spec_defaults_and_smaller_minimum(helsinki):
-    blocks = carve_blocks(helsinki, HELSINKI_CITY)
+def test_carving_helsinki_release_rules_and_smaller_minimum(helsinki):
+    blocks = carve_blocks(helsinki, HELSINKI_CITY, RELEASE)
     # the extract is 1.6 x 1 km: a single named way reaches 500 m
     assert [(b.block_id, b.stratum, b.neighborhood) for b in blocks] == [
         ("helsinki_aleksanterinkatu_25361147", "pedestrian", "Kluuvi")]
-    params = CarveParams(min_length_m=100)
+    params = CarveParams(min_length_m=100, rules="release")
     small = carve_blocks(helsinki, HELSINKI_CITY, params)
     _check_blocks(small, params, HELSINKI_CITY)
     counts = {s: sum(b.stratum == s for b in small) for s in STRATUM_QUOTAS}
@@ -263,6 +283,33 @@ def test_carving_helsinki_spec_defaults_and_smaller_minimum(helsinki):
     assert all(counts[s] <= q for s, q in STRATUM_QUOTAS.items()) or len(small) <= 10
     assert {b.neighborhood for b in small} <= {p.name for p in helsinki.places}
     assert carve_blocks(helsinki, HELSINKI_CITY, params) == small
+
+
+def test_carving_helsinki_default_rule_keeps_every_spaced_street(helsinki):
+    """Merged streets: 7 names reach 500 m (the release's rule finds 1); their midpoints crowd the
+    1.6 x 1 km extract so that at most 3 are 400 m apart, and carving keeps such a largest set."""
+    from geofidelity_bench.curation.carving import carve
+
+    carving = carve(helsinki, HELSINKI_CITY)
+    blocks = carving.blocks
+    _check_blocks(blocks, CarveParams(), HELSINKI_CITY)
+    candidates = {}
+    for name in {w.name for w in helsinki.ways}:  # independent: total length of each name's ways
+        if sum(w.length_m for w in helsinki.ways if w.name == name) >= 500:
+            candidates[name] = True
+    long_streets = [b for b in blocks if b.length_m >= 500]
+    assert len(long_streets) == len(blocks) == 3 and {b.street_name for b in blocks} <= set(candidates)
+    assert sum(r["streets"] - r["same_name"] - r["too_short"] for r in carving.counts) == 7  # 7 streets >= 500 m
+    assert sum(r["not_spaced"] for r in carving.counts) == 4 and sum(r["kept"] for r in carving.counts) == 3
+    for r in carving.counts:
+        assert r["streets"] == r["same_name"] + r["too_short"] + r["not_spaced"] + r["city_full"] + r["kept"]
+    ways = {w.way_id: w for w in helsinki.ways}
+    for b in blocks:
+        assert len(b.way_ids) > 1 and all(ways[i].name == b.street_name for i in b.way_ids)
+        assert b.neighborhood in {p.name for p in helsinki.places} and b.neighborhood_source == "node"
+    assert carve_blocks(helsinki, HELSINKI_CITY) == blocks  # deterministic
+    shuffled = OsmData(tuple(reversed(helsinki.ways)), tuple(reversed(helsinki.places)), helsinki.areas)
+    assert carve_blocks(shuffled, HELSINKI_CITY) == blocks  # whatever the record order
 
 
 def test_greedy_quotas_top_up_and_spacing_on_synthetic_ways():
@@ -278,7 +325,7 @@ def test_greedy_quotas_top_up_and_spacing_on_synthetic_ways():
     mid = 20.0 + 0.0064 * 1.0154 / 2
     ways.append(WayRecord(999, "Too Close", "residential", ((10.0409, mid - 0.004), (10.0409, mid + 0.004))))
     city = CitySpec("grid", "XX", 10.05, 20.0, "L")
-    blocks = carve_blocks(OsmData(tuple(ways), ()), city, CarveParams(radius_m=50_000))
+    blocks = carve_blocks(OsmData(tuple(ways), ()), city, CarveParams(radius_m=50_000, rules="release"))
     strata = sorted(b.stratum for b in blocks)
     assert len(blocks) == 10
     assert "grid_too_close_999" not in {b.block_id for b in blocks}
@@ -288,7 +335,7 @@ def test_greedy_quotas_top_up_and_spacing_on_synthetic_ways():
     assert strata == sorted(["major"] * 3 + ["residential"] * 3 + ["pedestrian"] * 2 + ["tertiary"] * 2)
     # with no pedestrian or tertiary ways, the top-up fills from the pooled remainder
     only = OsmData(tuple(w for w in ways if w.highway in ("primary", "residential")), ())
-    topped = carve_blocks(only, city, CarveParams(radius_m=50_000))
+    topped = carve_blocks(only, city, CarveParams(radius_m=50_000, rules="release"))
     assert len(topped) == 10 and sorted({b.stratum for b in topped}) == ["major", "residential"]
     majors = sorted((b for b in topped if b.stratum == "major"), key=lambda b: -b.length_m)
     assert len(majors) == 5  # 3 by quota + 2 by top-up
@@ -296,16 +343,19 @@ def test_greedy_quotas_top_up_and_spacing_on_synthetic_ways():
 
 def test_blocks_table_roundtrip(oakland, tmp_path):
     blocks = carve_blocks(oakland, OAKLAND)
+    assert any(len(b.way_ids) > 1 for b in blocks) and all(b.neighborhood is None for b in blocks)
     for name in ("blocks.parquet", "blocks.csv"):
-        path = write_blocks_table(blocks, tmp_path / name)
+        path = write_blocks_table(blocks, tmp_path / name, carving_rules="default")
         assert read_blocks_table(path) == blocks
     import pandas as pd
 
     df = pd.read_parquet(tmp_path / "blocks.parquet")
     for col in ("block_id", "city", "country", "driving_side", "stratum", "way_id", "street_name", "neighborhood",
                 "highway_tag", "length_m", "polyline", "centroid_lat", "centroid_lon", "bbox",
-                "neg_same_neighborhood", "neg_same_city", "neg_same_driving_side", "neg_random_city"):
+                "neg_same_neighborhood", "neg_same_city", "neg_same_driving_side", "neg_random_city",
+                "way_ids", "neighborhood_source", "carving_rules"):
         assert col in df.columns
+    assert set(df["carving_rules"]) == {"default"} and set(df["neighborhood_source"]) == {"none"}
 
 
 # -- cities and the carve command -------------------------------------------------------------
@@ -342,8 +392,18 @@ def test_carve_command(tmp_path, capsys, oakland):
     argv = ["carve", "--osm-file", str(WEST_OAKLAND), "--city", "west_oakland", "--center", "37.8076", "-122.3004",
             "--country", "US", "--driving-side", "R", "--out", str(out)]
     assert main(argv) == 0
-    assert "4 blocks" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "3 blocks" in printed and "default carving rules" in printed
+    # the per-stratum counts, as carve() gives them
+    assert format_carving_counts(carve(oakland, OAKLAND).counts) in printed
     assert read_blocks_table(out) == carve_blocks(oakland, OAKLAND)
+    assert main(argv + ["--release-rules"]) == 0
+    printed = capsys.readouterr().out
+    assert "4 blocks" in printed and "release carving rules" in printed and "downtown" in printed
+    assert read_blocks_table(out) == carve_blocks(oakland, OAKLAND, RELEASE)
+    import pandas as pd
+
+    assert set(pd.read_parquet(out)["carving_rules"]) == {"release"}
     with FakeOverpass(oakland) as srv:
         out2 = tmp_path / "wo2.parquet"
         argv2 = ["carve", "--overpass", "--overpass-endpoint", f"{srv.url}/api/interpreter", "--city", "west_oakland",

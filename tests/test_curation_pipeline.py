@@ -136,7 +136,13 @@ def test_curate_end_to_end_with_faults(world, servers, tmp_path, monkeypatch, ca
     summary = pd.read_csv(out / "curation_summary.csv")
     assert list(summary["city"]) == ["west_oakland", "helsinki"]
     row = summary.set_index("city").loc["west_oakland"]
-    assert row["blocks_carved"] == 4 and row["download_failed"] == 0
+    # default carving rules: 7th Street, 8th Street (merged from 3 ways each) and Campbell Street
+    assert row["blocks_carved"] == 3 and row["download_failed"] == 0
+    assert set(summary["carving_rules"]) == {"default"}
+    for block in bench.blocks:  # way ids and the neighborhood's source travel into the benchmark folder
+        assert block.way_ids and block.way_ids[0] == block.way_id
+        assert block.neighborhood_source == ("none" if block.city == "west_oakland" else "node")
+        assert (block.neighborhood is None) == (block.city == "west_oakland")  # never "downtown"
     assert row["pass_tier3"] == "skipped" and row["pass_tier4"] == "skipped"
     assert int(row["pass_spatial"]) >= int(row["pass_tier1"]) >= int(row["pass_tier5"])
     assert int(summary["references_kept"].sum()) == len(bench.references)

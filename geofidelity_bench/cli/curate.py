@@ -24,27 +24,31 @@ def _city_spec(args):
 
 
 def _cmd_carve(args: argparse.Namespace) -> int:
-    from ..curation.carving import CarveParams, carve_blocks, stratum_counts, write_blocks_table
+    from ..curation.carving import CarveParams, carve, format_carving_counts, stratum_counts, write_blocks_table
     from ..curation.osm import OverpassClient, read_osm_file
 
     out = Path(args.out)
     if out.suffix.lower() not in (".parquet", ".csv"):
         raise CLIError(f"--out must end in .parquet or .csv, got {args.out!r}")
     city = _city_spec(args)
-    params = CarveParams(radius_m=args.radius_m, min_length_m=args.min_length_m, min_spacing_m=args.min_spacing_m)
+    params = CarveParams(radius_m=args.radius_m, min_length_m=args.min_length_m, min_spacing_m=args.min_spacing_m,
+                         rules="release" if args.release_rules else "default")
     if args.osm_file:
-        data = read_osm_file(args.osm_file)
+        data = read_osm_file(args.osm_file, areas=params.needs_areas)
     else:
         kw = {"endpoints": args.overpass_endpoint} if args.overpass_endpoint else {}
         client = OverpassClient(cache_dir=args.cache_dir, timeout_s=args.timeout, **kw)
-        data = client.fetch(city.lat, city.lon, params.radius_m)
-    blocks = carve_blocks(data, city, params)
-    write_blocks_table(blocks, out)
+        data = client.fetch(city.lat, city.lon, params.radius_m, areas=params.needs_areas)
+    carving = carve(data, city, params)
+    blocks = carving.blocks
+    write_blocks_table(blocks, out, carving_rules=params.rules)
     counts = ", ".join(f"{k} {v}" for k, v in stratum_counts(blocks).items())
-    print(f"{city.key}: {len(data.ways)} named highway ways, {len(data.places)} place nodes -> {len(blocks)} blocks "
-          f"({counts}) written to {out}")
+    print(f"{city.key}: {len(data.ways)} named highway ways, {len(data.places)} place nodes, {len(data.areas)} "
+          f"neighborhood areas -> {len(blocks)} blocks ({counts}) with the {params.rules} carving rules, written to {out}")
+    print(format_carving_counts(carving.counts))
     for b in blocks:
-        print(f"  {b.block_id:<50} {b.stratum:<12} {b.length_m:7.0f} m  {b.neighborhood}")
+        print(f"  {b.block_id:<50} {b.stratum:<12} {b.length_m:7.0f} m  {b.neighborhood or '(unknown)'} "
+              f"[{b.neighborhood_source}]")
     return 0
 
 
@@ -80,7 +84,8 @@ def _cmd_curate(args: argparse.Namespace) -> int:
     out = Path(args.out)
     cities = resolve_cities(args.cities, args.city_file)
     config = CurationConfig(
-        carve=CarveParams(radius_m=args.radius_m, min_length_m=args.min_length_m, min_spacing_m=args.min_spacing_m),
+        carve=CarveParams(radius_m=args.radius_m, min_length_m=args.min_length_m, min_spacing_m=args.min_spacing_m,
+                          rules="release" if args.release_rules else "default"),
         max_images_per_block=args.max_images,
         min_images=args.min_images,
         skip_tier3=args.skip_tier3,
@@ -122,6 +127,9 @@ def register(sub) -> None:
     p.add_argument("--radius-m", type=float, default=6000.0, help="search radius around the center (default 6000)")
     p.add_argument("--min-length-m", type=float, default=500.0, help="shortest way kept (default 500)")
     p.add_argument("--min-spacing-m", type=float, default=400.0, help="least distance between block midpoints (default 400)")
+    p.add_argument("--release-rules", action="store_true",
+                   help="carve as the v3.1.0 release did: longest single OSM way per name, nearest place node "
+                        "else 'downtown' (default: merged streets, neighborhoods from OSM areas, never invented)")
     p.add_argument("--overpass-endpoint", nargs="+", default=None, metavar="URL",
                    help="Overpass interpreter URLs, tried in order")
     p.add_argument("--cache-dir", default=None, help="Overpass response cache folder (default: none)")
@@ -150,6 +158,9 @@ def register(sub) -> None:
     p.add_argument("--radius-m", type=float, default=6000.0, help="carving radius (default 6000)")
     p.add_argument("--min-length-m", type=float, default=500.0, help="shortest way kept (default 500)")
     p.add_argument("--min-spacing-m", type=float, default=400.0, help="least block spacing (default 400)")
+    p.add_argument("--release-rules", action="store_true",
+                   help="carve as the v3.1.0 release did: longest single OSM way per name, nearest place node "
+                        "else 'downtown' (default: merged streets, neighborhoods from OSM areas, never invented)")
     p.add_argument("--max-workers", type=int, default=8, help="parallel HTTP requests (default 8)")
     p.add_argument("--timeout", type=float, default=60.0, help="HTTP timeout in seconds (default 60)")
     retry = p.add_argument_group("HTTP retries (recorded in curation_summary.json)")

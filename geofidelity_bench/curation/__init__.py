@@ -4,6 +4,8 @@ Modules, one concern each:
 
 * :mod:`.osm` - Overpass client and offline OSM readers (XML, bz2, PBF) -> named ways, place nodes;
 * :mod:`.carving` - block carving (strata, spacing, truncation, neighborhoods, block ids);
+* :mod:`.streets` - streets from OSM ways (merged chains by default, single ways under the release rules);
+* :mod:`.neighborhoods` - neighborhood labels (areas, place nodes; never invented by default);
 * :mod:`.mapillary` - Graph API v4 search boxes, pagination, retries, resumable downloads;
 * :mod:`.solar` - NOAA solar position (tier 1's sun elevation);
 * :mod:`.filters` - spatial filter and tiers 1, 3, 4, 5 as measurement tables;

@@ -1,6 +1,7 @@
-"""OpenStreetMap input for block carving: named highway ways and named place nodes.
+"""OpenStreetMap input for block carving: named highway ways, named place nodes and named
+neighborhood areas.
 
-Three sources give the same records (:class:`WayRecord`, :class:`PlaceNode`):
+Three sources give the same records (:class:`WayRecord`, :class:`PlaceNode`, :class:`PlaceArea`):
 
 * :class:`OverpassClient` queries an Overpass API (POST, endpoint fallback, retries, an on-disk
   response cache keyed by the query's sha256) and parses its ``out geom`` JSON;
@@ -15,6 +16,12 @@ Record conventions (identical for every source, so that they can be compared):
   points) keeps its longest contiguous run of located nodes (by length); a way left with fewer
   than two points is dropped;
 * place nodes are ``place`` in :data:`PLACE_KINDS` with a ``name``;
+* areas (only when asked for: ``areas=True``, the default) are named closed ways and multipolygon
+  (or boundary) relations tagged ``place`` in :data:`AREA_PLACE_KINDS` or
+  ``boundary=administrative`` with ``admin_level`` 9 or 10, assembled by pyosmium's area
+  handler for files and with shapely from Overpass ``out geom`` member geometries; rings are
+  rounded to 7 decimals and normalized (:func:`shapely.normalize`) so every source gives the
+  same polygons;
 * records are sorted by id.
 """
 
@@ -37,6 +44,10 @@ from .http import HTTPClient, HTTPFailure, RetryPolicy
 
 #: ``place`` values used for neighborhood labels (docs/benchmark.md section 8, Curation).
 PLACE_KINDS = ("suburb", "neighbourhood", "quarter", "district", "town")
+#: ``place`` values of the areas used for neighborhood labels (docs/benchmark.md section 8, Curation).
+AREA_PLACE_KINDS = ("suburb", "neighbourhood", "quarter")
+#: ``admin_level`` values of the ``boundary=administrative`` areas used for neighborhood labels.
+AREA_ADMIN_LEVELS = ("9", "10")
 
 #: Public Overpass instances tried in order (the first that answers wins).
 DEFAULT_OVERPASS_ENDPOINTS = (
@@ -73,10 +84,46 @@ class PlaceNode:
     lon: float
 
 
+Ring = tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class PlaceArea:
+    """A named neighborhood area: a closed way or a multipolygon relation.
+
+    ``kind`` is the ``place`` value, or ``admin_level=9`` / ``admin_level=10`` for administrative
+    boundaries; ``polygons`` are the area's polygons, each its outer ring then its holes, rings
+    as closed ``(lat, lon)`` sequences.
+    """
+
+    osm_type: str  # "way" or "relation"
+    osm_id: int
+    name: str
+    kind: str
+    polygons: tuple[tuple[Ring, ...], ...]
+
+    def shape(self):
+        """The area as a shapely (Multi)Polygon in (lon, lat)."""
+        from shapely.geometry import MultiPolygon, Polygon
+
+        polys = [Polygon([(lo, la) for la, lo in rings[0]], [[(lo, la) for la, lo in r] for r in rings[1:]])
+                 for rings in self.polygons]
+        return polys[0] if len(polys) == 1 else MultiPolygon(polys)
+
+    @property
+    def area_m2(self) -> float:
+        """Geodesic area on the WGS84 ellipsoid (pyproj)."""
+        from pyproj import Geod
+
+        area, _ = Geod(ellps="WGS84").geometry_area_perimeter(self.shape())
+        return abs(float(area))
+
+
 @dataclass(frozen=True)
 class OsmData:
     ways: tuple[WayRecord, ...]
     places: tuple[PlaceNode, ...]
+    areas: tuple[PlaceArea, ...] = ()
 
 
 def _pt(lat: float, lon: float) -> tuple[float, float]:
@@ -121,8 +168,62 @@ def _make_place(node_id: int, tags: Mapping[str, str], lat: float, lon: float) -
     return PlaceNode(int(node_id), str(name), str(place), la, lo)
 
 
-def _finish(ways: Iterable[WayRecord], places: Iterable[PlaceNode]) -> OsmData:
-    return OsmData(tuple(sorted(ways, key=lambda w: w.way_id)), tuple(sorted(places, key=lambda p: p.node_id)))
+def area_kind(tags: Mapping[str, str]) -> str | None:
+    """The neighborhood-area kind of an object's tags, or None (unnamed or another kind of area)."""
+    if not tags.get("name"):
+        return None
+    if tags.get("place") in AREA_PLACE_KINDS:
+        return str(tags["place"])
+    if tags.get("boundary") == "administrative" and tags.get("admin_level") in AREA_ADMIN_LEVELS:
+        return f"admin_level={tags['admin_level']}"
+    return None
+
+
+def make_area(osm_type: str, osm_id: int, tags: Mapping[str, str], geometry) -> PlaceArea | None:
+    """A :class:`PlaceArea` from a shapely (Multi)Polygon in (lon, lat) (rounded, made valid and
+    normalized), or None when the tags are not a neighborhood area or nothing polygonal is left."""
+    import shapely
+    from shapely.geometry import MultiPolygon, Polygon
+
+    kind = area_kind(tags)
+    if kind is None or geometry is None or geometry.is_empty:
+        return None
+    geometry = shapely.set_precision(geometry, 10.0 ** -_PRECISION)
+    if not geometry.is_valid:
+        geometry = shapely.make_valid(geometry)
+    parts = [g for g in getattr(geometry, "geoms", [geometry]) if isinstance(g, (Polygon, MultiPolygon))]
+    polys = [p for g in parts for p in getattr(g, "geoms", [g]) if not p.is_empty]
+    if not polys:
+        return None
+    norm = shapely.normalize(MultiPolygon(polys))
+
+    def ring(r) -> Ring:
+        return tuple(_pt(lat, lon) for lon, lat in r.coords)
+
+    polygons = tuple((ring(p.exterior), *(ring(h) for h in p.interiors)) for p in norm.geoms)
+    return PlaceArea(osm_type, int(osm_id), str(tags["name"]), kind, polygons)
+
+
+def polygons_from_lines(outer: Sequence[Sequence[tuple[float, float]]], inner: Sequence[Sequence[tuple[float, float]]]):
+    """A (Multi)Polygon in (lon, lat) from the member ways of a multipolygon relation, as
+    ``(lat, lon)`` point lists: the outer rings' polygons less the inner rings' (None if no ring
+    closes)."""
+    from shapely.geometry import LineString
+    from shapely.ops import polygonize, unary_union
+
+    def polys(lines):
+        ls = [LineString([(lo, la) for la, lo in line]) for line in lines if len(line) >= 2]
+        return unary_union(list(polygonize(ls))) if ls else None
+
+    shell, holes = polys(outer), polys(inner)
+    if shell is None or shell.is_empty:
+        return None
+    return shell if holes is None or holes.is_empty else shell.difference(holes)
+
+
+def _finish(ways: Iterable[WayRecord], places: Iterable[PlaceNode], areas: Iterable[PlaceArea] = ()) -> OsmData:
+    return OsmData(tuple(sorted(ways, key=lambda w: w.way_id)), tuple(sorted(places, key=lambda p: p.node_id)),
+                   tuple(sorted(areas, key=lambda a: (a.osm_type, a.osm_id))))
 
 
 # -- offline readers ------------------------------------------------------------------------------
@@ -137,8 +238,9 @@ def _open_xml(path: Path):
     return open(path, "rb")
 
 
-def read_osm_xml(path: str | os.PathLike) -> OsmData:
-    """Reads OSM XML (``.osm``, ``.osm.bz2``, ``.osm.gz``) with the standard library.
+def read_osm_xml(path: str | os.PathLike, *, areas: bool = True) -> OsmData:
+    """Reads OSM XML (``.osm``, ``.osm.bz2``, ``.osm.gz``) with the standard library; the
+    neighborhood areas (``areas=True``) with pyosmium's area handler (:func:`read_osm_areas`).
 
     Node coordinates are kept for every node (ways refer to them by id), so memory grows with
     the extract; city-sized extracts are fine, country-sized ones belong in PBF + pyosmium.
@@ -174,24 +276,77 @@ def read_osm_xml(path: str | os.PathLike) -> OsmData:
                     elem.clear()
     except (ET.ParseError, OSError, EOFError, ValueError) as err:
         raise CurationError(f"cannot read OSM XML file {str(path)!r}: {err}") from err
-    return _finish(ways, places)
+    return _finish(ways, places, read_osm_areas(path) if areas else ())
 
 
-def read_osm_pbf(path: str | os.PathLike) -> OsmData:
-    """Reads an OSM PBF (or any format libosmium knows) with pyosmium, node locations attached."""
+def _osmium():
     try:
         import osmium
     except ImportError as err:  # pragma: no cover - osmium is in the curate extra
         raise CurationError(
-            "reading .osm.pbf files needs pyosmium: pip install 'geofidelity-bench[curate]' (or osmium)"
+            "reading .osm.pbf files and the neighborhood areas of OSM files needs pyosmium: "
+            "pip install 'geofidelity-bench[curate]' (or osmium); carving with --release-rules needs no areas"
         ) from err
+    return osmium
+
+
+def _area_from_osmium(obj) -> PlaceArea | None:
+    """A :class:`PlaceArea` from a pyosmium area object (None when not a neighborhood area)."""
+    tags = dict(obj.tags)
+    if area_kind(tags) is None:
+        return None
+    from shapely.geometry import MultiPolygon, Polygon
+
+    def coords(ring):
+        return [(n.location.lon, n.location.lat) for n in ring]
+
+    polys = [Polygon(coords(outer), [coords(inner) for inner in obj.inner_rings(outer)]) for outer in obj.outer_rings()]
+    if not polys:
+        return None
+    return make_area("way" if obj.from_way() else "relation", obj.orig_id(), tags, MultiPolygon(polys))
+
+
+def _area_filter(osmium):
+    return osmium.filter.KeyFilter("place", "boundary")
+
+
+def read_osm_areas(path: str | os.PathLike) -> list[PlaceArea]:
+    """The neighborhood areas of an OSM file (any format libosmium reads), assembled by pyosmium's
+    area handler from closed ways and multipolygon / boundary relations; an area whose rings do
+    not close (a relation cut by the extract) is left out."""
+    osmium = _osmium()
+    out = []
+    try:
+        processor = (osmium.FileProcessor(str(path)).with_locations().with_areas(_area_filter(osmium))
+                     .with_filter(osmium.filter.EntityFilter(osmium.osm.AREA)))
+        for obj in processor:
+            area = _area_from_osmium(obj)
+            if area:
+                out.append(area)
+    except (RuntimeError, OSError) as err:
+        hint = " (the area handler needs a file sorted by type and id: osmium sort IN -o OUT)" if "order" in str(err) else ""
+        raise CurationError(f"cannot read the areas of OSM file {str(path)!r} with pyosmium: {err}{hint}") from err
+    return out
+
+
+def read_osm_pbf(path: str | os.PathLike, *, areas: bool = True) -> OsmData:
+    """Reads an OSM PBF (or any format libosmium knows) with pyosmium, node locations attached
+    (and the neighborhood areas from its area handler when ``areas``)."""
+    osmium = _osmium()
     path = Path(path)
     ways: list[WayRecord] = []
     places: list[PlaceNode] = []
+    found: list[PlaceArea] = []
     try:
         processor = osmium.FileProcessor(str(path)).with_locations()
+        if areas:
+            processor = processor.with_areas(_area_filter(osmium))
         for obj in processor:
-            if obj.is_node():
+            if obj.is_area():
+                area = _area_from_osmium(obj)
+                if area:
+                    found.append(area)
+            elif obj.is_node():
                 if "place" in obj.tags and obj.location.valid():
                     place = _make_place(obj.id, dict(obj.tags), obj.location.lat, obj.location.lon)
                     if place:
@@ -205,19 +360,20 @@ def read_osm_pbf(path: str | os.PathLike) -> OsmData:
                         ways.append(way)
     except (RuntimeError, OSError) as err:
         raise CurationError(f"cannot read OSM file {str(path)!r} with pyosmium: {err}") from err
-    return _finish(ways, places)
+    return _finish(ways, places, found)
 
 
-def read_osm_file(path: str | os.PathLike) -> OsmData:
-    """Named highway ways and place nodes of an OSM extract (format chosen by the file name)."""
+def read_osm_file(path: str | os.PathLike, *, areas: bool = True) -> OsmData:
+    """Named highway ways, place nodes and (when ``areas``) neighborhood areas of an OSM extract
+    (format chosen by the file name)."""
     path = Path(path)
     if not path.is_file():
         raise CurationError(f"OSM file not found: {str(path)!r}")
     name = path.name.lower()
     if name.endswith(".pbf"):
-        return read_osm_pbf(path)
+        return read_osm_pbf(path, areas=areas)
     if name.endswith((".osm", ".osm.bz2", ".osm.gz", ".xml", ".xml.bz2", ".xml.gz")):
-        return read_osm_xml(path)
+        return read_osm_xml(path, areas=areas)
     raise CurationError(
         f"unknown OSM file type {path.name!r}: expected .osm, .osm.bz2, .osm.gz (OSM XML) or .osm.pbf"
     )
@@ -227,43 +383,83 @@ def read_osm_file(path: str | os.PathLike) -> OsmData:
 
 
 def overpass_query(lat: float, lon: float, radius_m: float, *, place_radius_m: float | None = None,
-                   timeout_s: int = 180) -> str:
+                   timeout_s: int = 180, areas: bool = True) -> str:
     """The Overpass QL that carving needs around a city center.
 
-    Ways with ``highway`` and ``name`` within ``radius_m`` (with geometry), and named place nodes
+    Ways with ``highway`` and ``name`` within ``radius_m`` (with geometry), named place nodes
     within ``place_radius_m`` (default ``radius_m + 2000``: a block near the edge may take its
-    neighborhood label from a node up to 2,000 m further out).
+    neighborhood label from a node up to 2,000 m further out) and, when ``areas``, the named
+    neighborhood areas (closed ways and relations, with member geometry) reaching within
+    ``place_radius_m``. Without ``areas`` the query is the release's.
     """
     place_r = radius_m + 2000.0 if place_radius_m is None else place_radius_m
     kinds = "|".join(PLACE_KINDS)
-    return (
+    around = f"(around:{place_r:.0f},{lat:.7f},{lon:.7f})"
+    query = (
         f"[out:json][timeout:{int(timeout_s)}];\n"
         f'way["highway"]["name"](around:{radius_m:.0f},{lat:.7f},{lon:.7f});\n'
         "out tags geom;\n"
-        f'node["place"~"^({kinds})$"]["name"](around:{place_r:.0f},{lat:.7f},{lon:.7f});\n'
+        f'node["place"~"^({kinds})$"]["name"]{around};\n'
         "out body;\n"
     )
+    if areas:
+        place = f'["place"~"^({"|".join(AREA_PLACE_KINDS)})$"]["name"]'
+        admin = f'["boundary"="administrative"]["admin_level"~"^({"|".join(AREA_ADMIN_LEVELS)})$"]["name"]'
+        query += (
+            f"(way{place}{around};relation{place}{around};way{admin}{around};relation{admin}{around};);\n"
+            "out tags geom;\n"
+        )
+    return query
+
+
+def _geometry_points(geometry) -> list[tuple[float, float] | None]:
+    return [_pt(g["lat"], g["lon"]) if isinstance(g, Mapping) and g.get("lat") is not None else None
+            for g in geometry or []]
+
+
+def _overpass_area(el: Mapping[str, Any], tags: Mapping[str, str]) -> PlaceArea | None:
+    """A neighborhood area from an ``out geom`` way (a closed ring) or relation (member ways with
+    roles ``outer``/``""`` and ``inner``); incomplete rings are left out as in the file readers."""
+    if area_kind(tags) is None:
+        return None
+    if el.get("type") == "way":
+        ring = _geometry_points(el.get("geometry"))
+        if len(ring) < 4 or None in ring or ring[0] != ring[-1]:
+            return None
+        return make_area("way", el["id"], tags, polygons_from_lines([ring], []))
+    if tags.get("type") not in ("multipolygon", "boundary"):
+        return None
+    outer, inner = [], []
+    for m in el.get("members") or []:
+        if m.get("type") != "way":
+            continue
+        line = _geometry_points(m.get("geometry"))
+        if None in line:
+            continue
+        (inner if m.get("role") == "inner" else outer).append(line)
+    return make_area("relation", el["id"], tags, polygons_from_lines(outer, inner))
 
 
 def parse_overpass_json(payload: Mapping[str, Any]) -> OsmData:
-    """Records from an Overpass ``[out:json]`` answer (ways with ``geometry``, place nodes)."""
-    ways: list[WayRecord] = []
+    """Records from an Overpass ``[out:json]`` answer (ways with ``geometry``, place nodes, areas)."""
+    ways: dict[int, WayRecord] = {}
     places: list[PlaceNode] = []
+    areas: dict[tuple[str, int], PlaceArea] = {}
     for el in payload.get("elements", []) or []:
         tags = el.get("tags") or {}
+        if el.get("type") in ("way", "relation"):
+            area = _overpass_area(el, tags)
+            if area:
+                areas[(area.osm_type, area.osm_id)] = area
         if el.get("type") == "way":
-            points = [
-                _pt(g["lat"], g["lon"]) if isinstance(g, Mapping) and g.get("lat") is not None else None
-                for g in el.get("geometry") or []
-            ]
-            way = _make_way(el["id"], tags, points)
+            way = _make_way(el["id"], tags, _geometry_points(el.get("geometry")))
             if way:
-                ways.append(way)
+                ways[way.way_id] = way
         elif el.get("type") == "node" and el.get("lat") is not None:
             place = _make_place(el["id"], tags, el["lat"], el["lon"])
             if place:
                 places.append(place)
-    return _finish(ways, places)
+    return _finish(ways.values(), places, areas.values())
 
 
 class OverpassClient:
@@ -322,9 +518,9 @@ class OverpassClient:
             return payload
         raise CurationError("every Overpass endpoint failed:\n  " + "\n  ".join(errors))
 
-    def fetch(self, lat: float, lon: float, radius_m: float) -> OsmData:
-        """Ways and place nodes for carving around (lat, lon)."""
-        return parse_overpass_json(self.run(overpass_query(lat, lon, radius_m)))
+    def fetch(self, lat: float, lon: float, radius_m: float, *, areas: bool = True) -> OsmData:
+        """Ways, place nodes and (when ``areas``) neighborhood areas for carving around (lat, lon)."""
+        return parse_overpass_json(self.run(overpass_query(lat, lon, radius_m, areas=areas)))
 
 
 def _overpass_validate(body: bytes) -> str | None:
@@ -344,7 +540,7 @@ def _overpass_validate(body: bytes) -> str | None:
 def filter_within(data: OsmData, lat: float, lon: float, radius_m: float) -> OsmData:
     """Ways with a vertex or segment within ``radius_m`` of (lat, lon) (Overpass ``around``)."""
     ways = [w for w in data.ways if polyline_distance_m(w.geometry, lat, lon) <= radius_m]
-    return OsmData(tuple(ways), data.places)
+    return OsmData(tuple(ways), data.places, data.areas)
 
 
 def polyline_distance_m(points: Sequence[Sequence[float]], lat: float, lon: float) -> float:

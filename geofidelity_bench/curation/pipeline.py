@@ -45,7 +45,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..provenance import utc_timestamp
 from ..benchmark import Benchmark, Block, ReferenceImage, save_benchmark
 from ..segmentation import GROUP_NAMES
-from .carving import CarveParams, blocks_from_frame, blocks_to_frame, carve_blocks
+from .carving import BLOCK_JSON_COLUMNS, CarveParams, blocks_from_frame, blocks_to_frame, carve_blocks
 from .cities import CitySpec
 from .errors import CurationError
 import numpy as np
@@ -256,14 +256,17 @@ class Curator:
         if city.key in self.osm_files:
             path = self.osm_files[city.key]
             return {"osm_file": path.name, "sha256": _file_sha256(path)}
-        return {"overpass_query": overpass_query(city.lat, city.lon, self.config.carve.radius_m)}
+        return {"overpass_query": overpass_query(city.lat, city.lon, self.config.carve.radius_m,
+                                                 areas=self.config.carve.needs_areas)}
 
     def carve_city(self, city: CitySpec) -> list[Block]:
         """Blocks of one city from its OSM file or Overpass."""
+        areas = self.config.carve.needs_areas
         if city.key in self.osm_files:
-            data = read_osm_file(self.osm_files[city.key])
+            data = read_osm_file(self.osm_files[city.key], areas=areas)
         else:
-            data = parse_overpass_json(self.overpass.run(overpass_query(city.lat, city.lon, self.config.carve.radius_m)))
+            data = parse_overpass_json(self.overpass.run(overpass_query(city.lat, city.lon, self.config.carve.radius_m,
+                                                                        areas=areas)))
         return carve_blocks(data, city, self.config.carve)
 
     def stage_carve(self):
@@ -274,15 +277,15 @@ class Curator:
         for city in self.cities:
             key = _digest({"city": dataclasses.asdict(city), "carve": self.config.carve.as_dict(),
                            "source": self._carve_source(city)})
-            df, resumed = self._per_city("carve", city, key, lambda c=city: blocks_to_frame(self.carve_city(c)),
-                                         json_columns=("polyline", "bbox"))
+            df, resumed = self._per_city("carve", city, key, lambda c=city: blocks_to_frame(self.carve_city(c), self.config.carve.rules),
+                                         json_columns=BLOCK_JSON_COLUMNS)
             fresh += not resumed
             self.log(f"[carve] {city.key}: {len(df)} blocks" + (" (checkpoint)" if resumed else ""))
             keys.append(key)
             frames.append(df)
         (self.resumed if fresh == 0 else self.computed).append("carve")
         blocks_df = pd.concat(frames, ignore_index=True) if frames else blocks_to_frame([])
-        write_table(blocks_df, self._stage_dir("carve") / "blocks.parquet", json_columns=("polyline", "bbox"))
+        write_table(blocks_df, self._stage_dir("carve") / "blocks.parquet", json_columns=BLOCK_JSON_COLUMNS)
         return blocks_df, _digest(keys)
 
     # -- stage 2: metadata ------------------------------------------------------------------
@@ -539,6 +542,7 @@ class Curator:
             kept = c_sel[c_sel["kept"]]
             rows.append({
                 "city": city.key,
+                "carving_rules": self.config.carve.rules,
                 "blocks_carved": int(len(c_blocks)),
                 "images_found": int(c_cands["image_id"].nunique()),
                 "pass_spatial": len(spatial),

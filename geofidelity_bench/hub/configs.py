@@ -73,6 +73,7 @@ def benchmark_rows(benchmark: Benchmark, config: str) -> Iterator[dict[str, Any]
             rec["polyline"] = _jsonable_pairs(b.polyline)
             rec["centroid"] = list(b.centroid)
             rec["bbox"] = list(b.bbox)
+            rec["way_ids"] = list(b.way_ids)
             yield rec
     elif config == "references":
         for r in benchmark.references:
