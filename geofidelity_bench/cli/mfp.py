@@ -20,7 +20,7 @@ from typing import Any
 
 from ..provenance import command_line, library_versions, utc_timestamp
 from ..atomic import atomic_write
-from ._common import CLIError
+from ._common import CLIError, add_num_workers_arg, resolve_num_workers_arg
 from ..mfp import PairingError, pair_folders, read_pairs_csv
 
 def write_plot(path: Path, df) -> None:
@@ -77,6 +77,7 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
         raise CLIError(str(err)) from None
     if args.batch_size < 1:
         raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
+    resolve_num_workers_arg(args)
 
     from ..encoders.dino_vit_keys import DinoViTFeatureExtractor
     from ..mfp import mfp_scores, summarize_scores
@@ -93,7 +94,7 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
             [g for _, g, _ in pairs], [t for _, _, t in pairs], extractor,
             batch_size=args.batch_size, global_weight=args.global_weight, spatial_weight=args.spatial_weight,
             names=[name for name, _, _ in pairs], target_names=[str(t) for _, _, t in pairs],
-            progress=False if args.no_progress else None,
+            progress=False if args.no_progress else None, num_workers=args.num_workers,
         )
     except ValueError as err:
         raise CLIError(str(err)) from None
@@ -167,4 +168,5 @@ def register(sub) -> None:
     p.add_argument("--spatial-weight", type=float, default=1.0, help="weight of spatial_mse in the loss column (default: 1)")
     p.add_argument("--out", required=True, help="output folder (mfp.csv, summary.json, mfp.png)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_num_workers_arg(p)
     p.set_defaults(func=_cmd_mfp)
