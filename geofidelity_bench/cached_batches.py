@@ -4,18 +4,23 @@ Both the encoders (embeddings) and the segmenters (group shares) work the same w
 every image's content, serve hits from the :class:`~geofidelity_bench.encoders.cache.EmbeddingCache`,
 run the model on each distinct miss once, in batches, and write new rows to the cache as they
 come, so that a failing or interrupted run keeps what it computed. Bad images raise the
-ImageDecodeError that names them, after the rows computed before them are flushed.
+ImageDecodeError that names them, after the rows computed before them are flushed. Images are
+prepared (decoded, resized) by a pool of worker threads ahead of the model
+(:func:`~geofidelity_bench.prefetch.ordered_map`), in input order, so the rows, the cache writes
+and the errors are those of the serial loop.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .images import ImageDecodeError, ImageSource, content_sha256
+from .prefetch import ordered_map, prefetch_items, resolve_num_workers
 
 #: New rows are written to the cache at least this often (rows / seconds).
 FLUSH_ROWS = 512
@@ -29,6 +34,7 @@ class CachedRun:
     rows: np.ndarray
     from_cache: int  # images served by the cache
     forward_images: int  # distinct images run through the model
+    num_workers: int = 0  # threads that prepared the images (0: the calling thread)
 
 
 def content_keys(items: Sequence[ImageSource], labels: Sequence[str]) -> list[str]:
@@ -79,6 +85,7 @@ def run_cached(
     batch_size: int,
     progress: bool | None,
     desc: str,
+    num_workers: int | None = None,
 ) -> CachedRun:
     """Rows of ``compute`` for every item, each distinct uncached image computed once.
 
@@ -90,6 +97,9 @@ def run_cached(
         compute: a list of prepared inputs -> (len, width) rows (one batch).
         cache: an EmbeddingCache, or None.
         progress: tqdm bar over the images computed (None: only for more than 4 batches).
+        num_workers: threads running ``prepare`` ahead of ``compute`` (at most a few batches ahead);
+            None: :func:`~geofidelity_bench.prefetch.default_num_workers`; 0: the calling thread.
+            It changes no row: inputs reach ``compute`` in the serial order.
     """
     from tqdm.auto import tqdm
 
@@ -110,15 +120,19 @@ def run_cached(
             todo.append(i)
     if progress is None:
         progress = len(todo) > 4 * batch_size
+    workers = resolve_num_workers(num_workers)
     writer = _Writer(owner, cache)
+    prepared_iter = ordered_map(lambda i: prepare(items[i], labels[i]), todo, num_workers=workers,
+                                ahead=prefetch_items(workers, batch_size))
     try:
-        with tqdm(total=len(todo), desc=desc, unit="img", disable=not progress or not todo) as bar:
+        with closing(prepared_iter), \
+                tqdm(total=len(todo), desc=desc, unit="img", disable=not progress or not todo) as bar:
             for start in range(0, len(todo), batch_size):
                 batch = todo[start : start + batch_size]
                 prepared, error = [], None
-                for i in batch:
+                for _ in batch:
                     try:
-                        prepared.append(prepare(items[i], labels[i]))
+                        prepared.append(next(prepared_iter))
                     except ImageDecodeError as err:
                         error = err
                         break
@@ -137,4 +151,4 @@ def run_cached(
     out = np.zeros((len(items), width), dtype=np.float32)
     for i, k in enumerate(keys):
         out[i] = found[k]
-    return CachedRun(out, from_cache, len(todo))
+    return CachedRun(out, from_cache, len(todo), workers)

@@ -210,18 +210,21 @@ def embed_items(
     cache=None,
     batch_size: int = 32,
     progress: bool = True,
+    num_workers: int | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """Embeds every item of every labelled list (identical images are computed once).
 
     Returns a mapping label -> (n, d) float32 array, and counts: ``total``, ``from_cache``,
-    ``computed`` (per image) and ``forward_images`` (images run through the model).
+    ``computed`` (per image), ``forward_images`` (images run through the model) and ``num_workers``
+    (threads that decoded and preprocessed the images; it changes no number).
     """
     from .encoders import embed_named_images
 
     flat, spans = _flatten(items_by_label)
-    _, emb, stats = embed_named_images(encoder, flat, cache=cache, batch_size=batch_size, progress=progress)
+    _, emb, stats = embed_named_images(encoder, flat, cache=cache, batch_size=batch_size, progress=progress,
+                                       num_workers=num_workers)
     counts = {"total": stats.total, "from_cache": stats.from_cache, "computed": stats.computed,
-              "forward_images": stats.forward_images}
+              "forward_images": stats.forward_images, "num_workers": stats.num_workers}
     return {label: emb[a:b] for label, (a, b) in spans.items()}, counts
 
 
@@ -232,12 +235,14 @@ def segment_items(
     cache=None,
     batch_size: int = 8,
     progress: bool = True,
+    num_workers: int | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """GAAS-group shares (n, 8) of every item of every labelled list, through the cache."""
     from .segmentation import gaas_shares, segment_named_images
 
     flat, spans = _flatten(items_by_label)
-    _, shares12, stats = segment_named_images(segmenter, flat, cache=cache, batch_size=batch_size, progress=progress)
+    _, shares12, stats = segment_named_images(segmenter, flat, cache=cache, batch_size=batch_size, progress=progress,
+                                              num_workers=num_workers)
     shares8 = gaas_shares(shares12) if len(flat) else np.zeros((0, 8))
     return {label: shares8[a:b] for label, (a, b) in spans.items()}, stats.as_dict()
 
@@ -362,6 +367,7 @@ def evaluate_panels(
     include_anchors: bool = False,
     segmenter=None,
     segment_batch_size: int = 8,
+    num_workers: int | None = None,
 ) -> pd.DataFrame:
     """Scores panels of images (or precomputed embeddings) against their target blocks.
 
@@ -376,6 +382,9 @@ def evaluate_panels(
         segmenter: a Segmenter (``geofidelity_bench.segmentation.get_segmenter``) for GAAS;
             without one the gaas column is NaN with the reason recorded. Panels given as
             embeddings have no images to segment: their GAAS is NaN too.
+        num_workers: threads decoding and preprocessing images ahead of the encoder and the
+            segmenter (default: the cores this process may use; 0: in the calling thread); it
+            changes no number and is recorded in the stats.
 
     Returns:
         Result rows (:data:`RESULT_COLUMNS`); ``df.attrs`` holds ``nan_reasons``,
@@ -411,7 +420,8 @@ def evaluate_panels(
             if not items:
                 raise EvaluationError(f"panel {key}: no images")
             to_embed["panel:" + "/".join(key)] = items
-    embedded, stats = embed_items(to_embed, encoder, cache=cache, batch_size=batch_size, progress=progress)
+    embedded, stats = embed_items(to_embed, encoder, cache=cache, batch_size=batch_size, progress=progress,
+                                  num_workers=num_workers)
     galleries = {label.split(":", 1)[1]: emb for label, emb in embedded.items() if label.startswith("gallery:")}
     panel_emb = dict(precomputed)
     for key in panels:
@@ -423,7 +433,7 @@ def evaluate_panels(
         to_segment = {f"gallery:{bid}": benchmark.gallery(bid) for bid in sorted({k[2] for k in panels})}
         to_segment.update({label: items for label, items in to_embed.items() if label.startswith("panel:")})
         segmented, segment_stats = segment_items(to_segment, segmenter, cache=cache, batch_size=segment_batch_size,
-                                                 progress=progress)
+                                                 progress=progress, num_workers=num_workers)
         shares = (
             {key: segmented["panel:" + "/".join(key)] for key in panels if "panel:" + "/".join(key) in segmented},
             {label.split(":", 1)[1]: v for label, v in segmented.items() if label.startswith("gallery:")},

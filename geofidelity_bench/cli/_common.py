@@ -27,11 +27,32 @@ def add_encoder_args(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--cache-dir", default=None, help="embedding cache folder (default: $GEOFIDELITY_CACHE or under HF_HOME)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_num_workers_arg(p)
+
+
+def add_num_workers_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--num-workers", type=int, default=None, metavar="N",
+                   help="threads decoding and preprocessing images ahead of the model (default: the cores this "
+                   "process may use, divided among the processes of an accelerate launch; 0: no threads). "
+                   "It changes no number and is recorded in run.json")
+
+
+def resolve_num_workers_arg(args) -> None:
+    """Replaces ``args.num_workers`` by the number of threads actually used (so run.json's parameters
+    record it); a negative value is a usage error."""
+    from ..prefetch import WorkerOptionError, resolve_num_workers
+
+    try:
+        args.num_workers = resolve_num_workers(args.num_workers)
+    except WorkerOptionError as err:
+        raise CLIError(f"--num-workers: {err}") from None
 
 
 def encoder_and_cache(args):
     """The Encoder and EmbeddingCache (None with --no-cache) that the parsed arguments ask for."""
     from ..encoders import EmbeddingCache, get_encoder
+
+    resolve_num_workers_arg(args)
 
     encoder = get_encoder(args.encoder, weights=args.encoder_weights, device=args.device, dtype=args.dtype)
     cache = None if args.no_cache else EmbeddingCache(args.cache_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._common import BENCHMARK_HELP, CLIError, add_encoder_args
+from ._common import BENCHMARK_HELP, CLIError, add_encoder_args, resolve_num_workers_arg
 
 
 def _cmd_app(args: argparse.Namespace) -> int:
@@ -18,6 +18,7 @@ def _cmd_app(args: argparse.Namespace) -> int:
         raise CLIError('the app needs gradio: pip install "geofidelity-bench[app]"')
     from ..demo_app import build_app, launch, load_app_data
 
+    resolve_num_workers_arg(args)
     data = load_app_data(
         args.benchmark,
         args.encoder,
@@ -30,6 +31,7 @@ def _cmd_app(args: argparse.Namespace) -> int:
         results_csv=args.results,
         batch_size=args.batch_size,
         progress=not args.no_progress,
+        num_workers=args.num_workers,
     )
     demo = build_app(data)
     where = f"http://{args.host}:{args.port or 7860}"

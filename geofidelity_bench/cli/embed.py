@@ -32,13 +32,13 @@ def _cmd_embed(args: argparse.Namespace) -> int:
         from accelerate import PartialState
 
         emb = embed_distributed(encoder, [src for _, src in items], names=[n for n, _ in items], cache=cache,
-                                batch_size=args.batch_size)
+                                batch_size=args.batch_size, num_workers=args.num_workers)
         if not PartialState().is_main_process:
             return 0
         summary = f"{len(items)} images embedded on {world_size} processes"
     else:
         _, emb, stats = embed_named_images(encoder, items, cache=cache, batch_size=args.batch_size,
-                                           progress=not args.no_progress)
+                                           progress=not args.no_progress, num_workers=args.num_workers)
         summary = f"{stats.total} images: {stats}"
     print(f"{bench.name}: {summary} with {encoder.name} ({encoder.dim}-d); cache: "
           f"{cache.root if cache is not None else 'disabled'}")

@@ -47,6 +47,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     print(f"scoring {len(panels)} panel(s) from {args.generated} against {bench!r} with encoder {encoder.name}",
           file=sys.stderr)
     results = evaluate_panels(bench, panels, encoder, cache=cache, batch_size=args.batch_size,
+                              num_workers=args.num_workers,
                               progress=not args.no_progress, include_anchors=not args.no_anchors,
                               segmenter=segmenter)
     info = _run_info(args, bench, encoder, cache, results, started, segmenter, gaas_reason)
@@ -89,6 +90,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     results = evaluate_panels(bench, panels, encoder, cache=cache, batch_size=args.batch_size,
+                              num_workers=args.num_workers,
                               progress=not args.no_progress, segmenter=segmenter)
     info = _run_info(
         args, bench, encoder, cache, results, started, segmenter, gaas_reason,

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ..provenance import command_line
-from ._common import CLIError
+from ._common import CLIError, add_num_workers_arg, resolve_num_workers_arg
 from ..mfp import PairingError, pair_folders, read_pairs_csv
 
 
@@ -39,6 +39,7 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
         raise CLIError(str(err)) from None
     if args.batch_size < 1:
         raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
+    resolve_num_workers_arg(args)
 
     from ..encoders.dino_vit_keys import DinoViTFeatureExtractor
     from ..mfp import mfp_scores, write_mfp_folder
@@ -55,7 +56,7 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
             [g for _, g, _ in pairs], [t for _, _, t in pairs], extractor,
             batch_size=args.batch_size, global_weight=args.global_weight, spatial_weight=args.spatial_weight,
             names=[name for name, _, _ in pairs], target_names=[str(t) for _, _, t in pairs],
-            progress=False if args.no_progress else None,
+            progress=False if args.no_progress else None, num_workers=args.num_workers,
         )
     except ValueError as err:
         raise CLIError(str(err)) from None
@@ -98,4 +99,5 @@ def register(sub) -> None:
     p.add_argument("--spatial-weight", type=float, default=1.0, help="weight of spatial_mse in the loss column (default: 1)")
     p.add_argument("--out", required=True, help="output folder (mfp.csv, summary.json, mfp.png)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_num_workers_arg(p)
     p.set_defaults(func=_cmd_mfp)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..provenance import command_line
-from ._common import BENCHMARK_HELP, CLIError
+from ._common import BENCHMARK_HELP, CLIError, add_num_workers_arg, resolve_num_workers_arg
 
 _TABLE_SUFFIXES = (".parquet", ".csv")
 
@@ -39,6 +39,7 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     out = _table_path(args.out)
     if args.batch_size < 1:
         raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
+    resolve_num_workers_arg(args)
 
     from ..benchmark import load_benchmark
     from ..encoders import EmbeddingCache
@@ -54,7 +55,8 @@ def _cmd_segment(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     _, shares, stats = segment_named_images(
-        segmenter, items, cache=cache, batch_size=args.batch_size, progress=not args.no_progress
+        segmenter, items, cache=cache, batch_size=args.batch_size, progress=not args.no_progress,
+        num_workers=args.num_workers,
     )
     print(f"{stats.total} images: {stats}")
     if cache is not None:
@@ -85,6 +87,7 @@ def _add_segment(sub) -> None:
                    help="cache folder, shared with the embeddings (default: $GEOFIDELITY_CACHE or under HF_HOME)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_num_workers_arg(p)
     p.add_argument("--out", default=None, metavar="FILE",
                    help="write the shares table (.parquet or .csv) and its config beside it (.json)")
     p.add_argument("--list", action="store_true", help="list the segmenters and their default weights, then exit")

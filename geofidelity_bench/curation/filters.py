@@ -186,7 +186,7 @@ def tier3_from_probs(image_ids: Sequence[str], probs: np.ndarray,
 
 def tier3_filter(encoder, image_ids: Sequence[str], images: Sequence[ImageSource], *,
                  thresholds: FilterThresholds = FilterThresholds(), cache=None, batch_size: int = 16,
-                 progress: bool = True):
+                 progress: bool = True, num_workers: int | None = None):
     """Zero-shot SigLIP probabilities over :data:`TIER3_TEXTS` and the tier-3 flag per image.
 
     Image embeddings go through ``embed_images`` (and ``cache`` when given), so an interrupted
@@ -198,7 +198,7 @@ def tier3_filter(encoder, image_ids: Sequence[str], images: Sequence[ImageSource
     if len(images) == 0:
         return tier3_from_probs([], np.zeros((0, len(texts))), thresholds)
     emb = embed_images(encoder, list(images), names=[f"image {i}" for i in image_ids], cache=cache,
-                       batch_size=batch_size, progress=progress)
+                       batch_size=batch_size, progress=progress, num_workers=num_workers)
     probs = encoder.zero_shot_probs(None, texts, image_embeddings=emb)
     return tier3_from_probs(image_ids, probs, thresholds)
 
@@ -295,14 +295,14 @@ def tier4_from_shares(image_ids: Sequence[str], shares: np.ndarray):
 
 
 def tier4_filter(segmenter, image_ids: Sequence[str], images: Sequence[ImageSource], *, cache=None,
-                 batch_size: int = 4, progress: bool = True):
+                 batch_size: int = 4, progress: bool = True, num_workers: int | None = None):
     """Group shares of each image (``segment_images``) and the tier-4 gate."""
     from ..segmentation import segment_images
 
     if len(images) == 0:
         return tier4_from_shares([], np.zeros((0, len(GROUP_NAMES))))
     shares = segment_images(segmenter, list(images), names=[f"image {i}" for i in image_ids], cache=cache,
-                            batch_size=batch_size, progress=progress)
+                            batch_size=batch_size, progress=progress, num_workers=num_workers)
     return tier4_from_shares(image_ids, shares)
 
 
@@ -375,16 +375,26 @@ def tier5_checks(stats: Mapping[str, float], thresholds: FilterThresholds = Filt
 
 
 def tier5_filter(image_ids: Sequence[str], images: Sequence[ImageSource],
-                 thresholds: FilterThresholds = FilterThresholds(), progress: bool = False):
-    """The tier-5 table: statistics and flags per image."""
+                 thresholds: FilterThresholds = FilterThresholds(), progress: bool = False,
+                 num_workers: int | None = None):
+    """The tier-5 table: statistics and flags per image (computed by ``num_workers`` threads,
+    default the cores this process may use, 0 the calling thread; in input order either way)."""
+    from contextlib import closing
+
     import pandas as pd
     from tqdm.auto import tqdm
 
+    from ..prefetch import ordered_map, resolve_num_workers
+
+    pairs = list(zip(image_ids, images))
+    workers = resolve_num_workers(num_workers)
+    stats_iter = ordered_map(lambda p: image_statistics(p[1], name=f"image {p[0]}"), pairs,
+                             num_workers=workers, ahead=4 * max(1, workers))
     rows = []
-    for image_id, image in tqdm(list(zip(image_ids, images)), desc="tier 5 (image statistics)", unit="img",
-                                disable=not progress):
-        stats = image_statistics(image, name=f"image {image_id}")
-        rows.append({"image_id": image_id, **stats, **tier5_checks(stats, thresholds)})
+    with closing(stats_iter):
+        for (image_id, _), stats in tqdm(zip(pairs, stats_iter), total=len(pairs), desc="tier 5 (image statistics)",
+                                         unit="img", disable=not progress):
+            rows.append({"image_id": image_id, **stats, **tier5_checks(stats, thresholds)})
     cols = ["image_id", "width", "height", "aspect", "laplacian_var", "mean_gray", "colorfulness",
             "sharp_ok", "exposure_ok", "color_ok", "aspect_ok", "tier5_pass"]
     return pd.DataFrame(rows, columns=cols)

@@ -162,6 +162,7 @@ class AppData:
     results_source: str
     run_info: dict = field(default_factory=dict)
     batch_size: int = 16
+    num_workers: int | None = None  # image-preparing threads (None: the cores this process may use)
 
     # -- building -------------------------------------------------------------------------
     @classmethod
@@ -176,6 +177,7 @@ class AppData:
         batch_size: int = 16,
         progress: bool = False,
         log=None,
+        num_workers: int | None = None,
     ) -> "AppData":
         """Embeds every gallery and every anchor/sanity panel (through ``cache``) and scores them."""
         log = log or (lambda msg: print(msg, file=sys.stderr))
@@ -185,7 +187,8 @@ class AppData:
         to_embed.update({"panel:" + "/".join(k): v for k, v in panels.items()})
         log(f"geofidelity app: embedding the galleries and {len(panels)} anchor/sanity panels of "
             f"{benchmark.name!r} with {encoder.name} ...")
-        embedded, stats = embed_items(to_embed, encoder, cache=cache, batch_size=batch_size, progress=progress)
+        embedded, stats = embed_items(to_embed, encoder, cache=cache, batch_size=batch_size, progress=progress,
+                                      num_workers=num_workers)
         galleries = {b: embedded[f"gallery:{b}"] for b in benchmark.block_ids}
         panel_emb = {k: embedded["panel:" + "/".join(k)] for k in panels}
         anchor_results = score_embeddings(benchmark.blocks, galleries, panel_emb, encoder_name=encoder.name)
@@ -201,7 +204,7 @@ class AppData:
                 f"`{encoder.name}`")
         return cls(benchmark=benchmark, encoder=encoder, galleries=galleries, anchor_results=anchor_results,
                    results=results, results_source=results_source or "a results table", run_info=run_info,
-                   batch_size=batch_size)
+                   batch_size=batch_size, num_workers=num_workers)
 
     # -- explore --------------------------------------------------------------------------
     def prompts(self, block_id: str) -> list[PromptView]:
@@ -246,7 +249,7 @@ class AppData:
         if len(images) < 2:
             raise ValueError("a panel needs at least 2 images")
         gen = embed_images(self.encoder, list(images), names=names, cache=None, batch_size=self.batch_size,
-                           progress=False)
+                           progress=False, num_workers=self.num_workers)
         key = (UPLOAD_METHOD, UPLOAD_CONDITION, block_id)
         df = score_embeddings(self.benchmark.blocks, self.galleries, {key: gen}, encoder_name=self.encoder.name)
         row = df.iloc[0].to_dict()
@@ -276,6 +279,7 @@ def load_app_data(
     results_csv: str | None = None,
     batch_size: int = 16,
     progress: bool = False,
+    num_workers: int | None = None,
 ) -> AppData:
     """Loads the benchmark and the encoder and builds :class:`AppData`.
 
@@ -300,7 +304,7 @@ def load_app_data(
     enc = get_encoder(encoder, weights=encoder_weights, device=device, dtype=dtype)
     cache = EmbeddingCache(cache_dir) if use_cache else None
     return AppData.build(bench, enc, cache=cache, results=results, results_source=source, batch_size=batch_size,
-                         progress=progress)
+                         progress=progress, num_workers=num_workers)
 
 
 __all__ = ["AppData", "PanelScore", "PromptView", "RANKING_HEADERS", "block_choices", "block_label",

@@ -181,6 +181,14 @@ def resolve_dtype(dtype: Any, device: str):
     return name, getattr(torch, name)
 
 
+def to_device(tensor, device: str, dtype=None):
+    """``tensor.to(device, dtype)``; a CPU tensor bound for CUDA goes through pinned host memory with a
+    non-blocking copy (the values are the same; on CPU this is a plain ``.to``)."""
+    if str(device).startswith("cuda") and tensor.device.type == "cpu":
+        return tensor.pin_memory().to(device, dtype=dtype, non_blocking=True)
+    return tensor.to(device, dtype=dtype)
+
+
 def _is_single_image(images: Any) -> bool:
     if isinstance(images, (str, bytes, bytearray, os.PathLike, Image.Image)):
         return True
@@ -263,7 +271,7 @@ class Encoder(abc.ABC):
         if len(arrays) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         dtype = next(self.model.parameters()).dtype
-        batch = torch.from_numpy(np.stack(arrays)).to(self.device, dtype=dtype)
+        batch = to_device(torch.from_numpy(np.stack(arrays)), self.device, dtype)
         with torch.inference_mode():
             out = self._forward(batch)
         return out.float().cpu().numpy().astype(np.float32, copy=False)
@@ -275,6 +283,7 @@ class Encoder(abc.ABC):
         batch_size: int = 32,
         progress: bool | None = None,
         names: Sequence[str] | None = None,
+        num_workers: int | None = None,
     ) -> np.ndarray:
         """Embeds images (PIL images, paths, encoded bytes or uint8 arrays), no cache.
 
@@ -283,6 +292,8 @@ class Encoder(abc.ABC):
             batch_size: images per forward call; it does not change the result beyond float noise.
             progress: show a tqdm bar; ``None`` shows it for runs of more than 4 batches.
             names: how to call each image in error messages (default: the path, or ``image[i]``).
+            num_workers: threads preprocessing images ahead of the model (default: the cores this
+                process may use; 0: in the calling thread); it does not change the embeddings.
 
         Returns:
             float32 array (n, dim), raw (not normalized).
@@ -290,7 +301,11 @@ class Encoder(abc.ABC):
         Raises:
             ImageDecodeError: for an image that cannot be decoded; the message names it.
         """
+        from contextlib import closing
+
         from tqdm.auto import tqdm
+
+        from geofidelity_bench.prefetch import ordered_map, prefetch_items, resolve_num_workers
 
         items = as_image_list(images)
         if batch_size < 1:
@@ -300,11 +315,15 @@ class Encoder(abc.ABC):
             raise ValueError(f"got {len(labels)} names for {len(items)} images")
         if progress is None:
             progress = len(items) > 4 * batch_size
+        workers = resolve_num_workers(num_workers)
         out = np.zeros((len(items), self.dim), dtype=np.float32)
-        with tqdm(total=len(items), desc=f"embedding ({self.name})", unit="img", disable=not progress) as bar:
+        prepared = ordered_map(lambda i: self.preprocess(items[i], labels[i]), range(len(items)),
+                               num_workers=workers, ahead=prefetch_items(workers, batch_size))
+        with closing(prepared), \
+                tqdm(total=len(items), desc=f"embedding ({self.name})", unit="img", disable=not progress) as bar:
             for start in range(0, len(items), batch_size):
                 stop = min(start + batch_size, len(items))
-                arrays = [self.preprocess(items[i], labels[i]) for i in range(start, stop)]
+                arrays = [next(prepared) for _ in range(start, stop)]
                 out[start:stop] = self.embed_arrays(arrays)
                 bar.update(stop - start)
         return out

@@ -30,6 +30,7 @@ class EmbedStats:
     from_cache: int
     computed: int
     forward_images: int
+    num_workers: int = 0  # threads that decoded and preprocessed the images (0: the calling thread)
 
     def __str__(self) -> str:
         return f"{self.from_cache} from cache, {self.computed} computed"
@@ -43,14 +44,15 @@ def _embed_with_stats(
     cache: EmbeddingCache | None,
     batch_size: int,
     progress: bool | None,
+    num_workers: int | None,
 ) -> tuple[np.ndarray, EmbedStats]:
     items = as_image_list(images)
     labels = [str(n) for n in names] if names is not None else default_names(items)
     run = run_cached(encoder, items, labels, width=encoder.dim, prepare=encoder.preprocess,
                      compute=encoder.embed_arrays, cache=cache, batch_size=batch_size, progress=progress,
-                     desc=f"embedding ({encoder.name})")
+                     desc=f"embedding ({encoder.name})", num_workers=num_workers)
     stats = EmbedStats(total=len(items), from_cache=run.from_cache, computed=len(items) - run.from_cache,
-                       forward_images=run.forward_images)
+                       forward_images=run.forward_images, num_workers=run.num_workers)
     return run.rows, stats
 
 
@@ -62,6 +64,7 @@ def embed_images(
     cache: EmbeddingCache | None = None,
     batch_size: int = 32,
     progress: bool | None = True,
+    num_workers: int | None = None,
 ) -> np.ndarray:
     """Embeds images, serving repeats from ``cache`` and computing only the misses.
 
@@ -72,6 +75,9 @@ def embed_images(
         cache: an :class:`EmbeddingCache`, or None to compute everything and store nothing.
         batch_size: images per forward call.
         progress: tqdm bar over the images computed (``None``: only for more than 4 batches).
+        num_workers: threads decoding and preprocessing images ahead of the model (default: the
+            cores this process may use, see :func:`~geofidelity_bench.prefetch.default_num_workers`;
+            0: in the calling thread). It does not change the embeddings.
 
     Returns:
         float32 (n, encoder.dim), raw embeddings in input order.
@@ -80,7 +86,8 @@ def embed_images(
         ImageDecodeError: an image cannot be read or decoded (named in the message); the
             embeddings computed before it are already in the cache.
     """
-    return _embed_with_stats(encoder, images, names=names, cache=cache, batch_size=batch_size, progress=progress)[0]
+    return _embed_with_stats(encoder, images, names=names, cache=cache, batch_size=batch_size, progress=progress,
+                             num_workers=num_workers)[0]
 
 
 def embed_named_images(
@@ -89,6 +96,7 @@ def embed_named_images(
     cache: EmbeddingCache | None = None,
     batch_size: int = 32,
     progress: bool | None = True,
+    num_workers: int | None = None,
 ) -> tuple[list[str], np.ndarray, EmbedStats]:
     """What the CLI calls: ``(name, image)`` pairs -> (names, (n, dim) embeddings, stats).
 
@@ -96,7 +104,8 @@ def embed_named_images(
     """
     names = [str(name) for name, _ in items]
     arr, stats = _embed_with_stats(
-        encoder, [src for _, src in items], names=names, cache=cache, batch_size=batch_size, progress=progress
+        encoder, [src for _, src in items], names=names, cache=cache, batch_size=batch_size, progress=progress,
+        num_workers=num_workers,
     )
     return names, arr, stats
 
@@ -108,6 +117,7 @@ def embed_distributed(
     names: Sequence[str] | None = None,
     cache: EmbeddingCache | None = None,
     batch_size: int = 32,
+    num_workers: int | None = None,
 ) -> np.ndarray:
     """:func:`embed_images` split across the processes of an ``accelerate`` launch.
 
@@ -115,7 +125,8 @@ def embed_distributed(
     padding), embeds it (through the cache, if given; concurrent writers are safe), and the
     slices are gathered in order: every process returns the full (n, dim) array. On one
     process this is exactly :func:`embed_images`. If any process fails on an image, every
-    process raises (so none is left waiting in the gather).
+    process raises (so none is left waiting in the gather). ``num_workers`` is per process (the
+    default divides this machine's cores among the processes of the launch).
     """
     try:
         import torch
@@ -130,7 +141,7 @@ def embed_distributed(
         raise ValueError(f"got {len(labels)} names for {len(items)} images")
     state = PartialState() if PartialState._shared_state else PartialState(cpu=not torch.cuda.is_available())
     if state.num_processes == 1 or not items:
-        return embed_images(encoder, items, names=labels, cache=cache, batch_size=batch_size)
+        return embed_images(encoder, items, names=labels, cache=cache, batch_size=batch_size, num_workers=num_workers)
     if state.device is not None and state.device.type == "cuda" and encoder.device != str(state.device):
         encoder.to(state.device)
 
@@ -146,6 +157,7 @@ def embed_distributed(
             cache=cache,
             batch_size=batch_size,
             progress=state.is_main_process,
+            num_workers=num_workers,
         )
     except Exception as err:  # noqa: BLE001 - re-raised on every process below
         error = (type(err).__name__, f"process {state.process_index}: {err}")

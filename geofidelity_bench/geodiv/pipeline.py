@@ -10,12 +10,14 @@ both.
 from __future__ import annotations
 
 import math
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from ..images import ImageSource, content_sha256, load_image
+from ..prefetch import ordered_map, prefetch_items, resolve_num_workers
 from .cache import AnswerCache
 from .diversity import GeoDivTables, diversity_tables
 from .parser import parse_answer
@@ -71,6 +73,7 @@ def answer_questions(
     *,
     cache: AnswerCache | None = None,
     progress: bool = False,
+    num_workers: int | None = None,
 ) -> pd.DataFrame:
     """Asks every question of ``bank`` about every image; returns the parsed answers table.
 
@@ -80,7 +83,9 @@ def answer_questions(
         ``unparseable``), ``choice`` (the option, None when unparseable), ``rating`` (SEVI,
         else NaN), ``cached`` (whether the reply came from the cache), then every label
         column of the images. ``df.attrs`` holds ``vqa_model``, ``vqa_config``,
-        ``vqa_config_hash``, ``question_bank`` and ``answer_stats``.
+        ``vqa_config_hash``, ``question_bank``, ``answer_stats`` and ``num_workers`` (threads that
+        decoded the images ahead of the model, default: the cores this process may use; 0: the
+        calling thread; it changes no reply).
 
     Raises:
         ValueError: duplicate image names. ImageDecodeError: an image that cannot be decoded.
@@ -107,22 +112,32 @@ def answer_questions(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), desc=f"VQA {backend.model_id}", unit="question")
-    for start in range(0, len(todo), chunk):
-        part = todo[start:start + chunk]
-        decoded = {}
-        for sha, _ in part:
-            if sha not in decoded:
-                img = images[first_of[sha]]
-                decoded[sha] = _decode(img.source, img.name)
-        got = backend.ask([decoded[sha] for sha, _ in part], [q for _, q in part])
-        if len(got) != len(part):
-            raise RuntimeError(f"VQA backend {backend!r} returned {len(got)} replies for {len(part)} questions")
-        new = {(q.cache_key, sha): str(r) for (sha, q), r in zip(part, got)}
-        replies.update(new)
-        if cache is not None:
-            cache.put(config_hash, new, config=backend.config)
-        if bar is not None:
-            bar.update(len(part))
+    # Each chunk's distinct images, decoded (and downscaled by the backend's own ``prepare``, which is
+    # idempotent, where it has one) by worker threads ahead of the model, in the serial order.
+    chunks = [todo[start:start + chunk] for start in range(0, len(todo), chunk)]
+    to_decode = [list(dict.fromkeys(sha for sha, _ in part)) for part in chunks]
+    prepare = getattr(backend, "prepare", None)
+
+    def decode(sha: str):
+        img = images[first_of[sha]]
+        decoded = _decode(img.source, img.name)
+        return prepare(decoded) if callable(prepare) else decoded
+
+    workers = resolve_num_workers(num_workers)
+    results = ordered_map(decode, [sha for shas_of in to_decode for sha in shas_of], num_workers=workers,
+                          ahead=prefetch_items(workers, max(1, backend.batch_size)))
+    with closing(results):  # an error or an interrupt stops the workers at once
+        for part, distinct in zip(chunks, to_decode):
+            decoded = {sha: next(results) for sha in distinct}
+            got = backend.ask([decoded[sha] for sha, _ in part], [q for _, q in part])
+            if len(got) != len(part):
+                raise RuntimeError(f"VQA backend {backend!r} returned {len(got)} replies for {len(part)} questions")
+            new = {(q.cache_key, sha): str(r) for (sha, q), r in zip(part, got)}
+            replies.update(new)
+            if cache is not None:
+                cache.put(config_hash, new, config=backend.config)
+            if bar is not None:
+                bar.update(len(part))
     if bar is not None:
         bar.close()
     label_cols: list[str] = []
@@ -150,6 +165,7 @@ def answer_questions(
         vqa_config_hash=config_hash,
         question_bank=bank.label,
         answer_stats=AnswerStats(len(images), len(first_of), len(pairs), len(from_cache), len(todo)).as_dict(),
+        num_workers=workers,
     )
     return df
 
@@ -162,8 +178,9 @@ def run_geodiv(
     bank: QuestionBank | str | None = None,
     cache: AnswerCache | None = None,
     progress: bool = False,
+    num_workers: int | None = None,
 ) -> tuple[pd.DataFrame, GeoDivTables]:
     """(answers table, diversity tables): :func:`answer_questions` then :func:`diversity_tables`."""
     bank = load_question_bank(bank)
-    answers = answer_questions(images, bank, backend, cache=cache, progress=progress)
+    answers = answer_questions(images, bank, backend, cache=cache, progress=progress, num_workers=num_workers)
     return answers, diversity_tables(answers, bank, group_by)

@@ -122,6 +122,8 @@ class _TransformersSegmenter(Segmenter):
     def label_maps(self, images: Sequence[Any]) -> list[Any]:
         import torch
 
+        from geofidelity_bench.encoders.base import to_device
+
         # One forward per group of images that preprocess to the same size, so nothing is padded
         # and the post-processing (which resizes the whole padded mask) sees only the image.
         pixels = [self._pixel_values(img) for img in images]
@@ -130,7 +132,7 @@ class _TransformersSegmenter(Segmenter):
             by_shape.setdefault(tuple(pv.shape[-2:]), []).append(i)
         maps: list[Any] = [None] * len(images)
         for idx in by_shape.values():
-            batch = torch.cat([pixels[i] for i in idx]).to(self.device)
+            batch = to_device(torch.cat([pixels[i] for i in idx]), self.device)
             with torch.inference_mode():
                 outputs = self.model(pixel_values=batch)
                 self.forward_calls += 1

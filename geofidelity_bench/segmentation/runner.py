@@ -28,6 +28,7 @@ class SegmentStats:
     computed: int
     forward_images: int
     forward_calls: int
+    num_workers: int = 0  # threads that decoded the images (0: the calling thread)
 
     def __str__(self) -> str:
         return f"{self.from_cache} from cache, {self.computed} computed"
@@ -44,19 +45,21 @@ def _segment_with_stats(
     cache,
     batch_size: int,
     progress: bool | None,
+    num_workers: int | None,
 ) -> tuple[np.ndarray, SegmentStats]:
     items = as_image_list(images)
     labels = [str(n) for n in names] if names is not None else default_names(items)
     calls_before = segmenter.forward_calls
     run = run_cached(segmenter, items, labels, width=len(GROUP_NAMES), prepare=lambda item, label: load_image(item, name=label),
                      compute=segmenter.shares_of, cache=cache, batch_size=batch_size, progress=progress,
-                     desc=f"segmenting ({segmenter.name})")
+                     desc=f"segmenting ({segmenter.name})", num_workers=num_workers)
     stats = SegmentStats(
         total=len(items),
         from_cache=run.from_cache,
         computed=len(items) - run.from_cache,
         forward_images=run.forward_images,
         forward_calls=segmenter.forward_calls - calls_before,
+        num_workers=run.num_workers,
     )
     return run.rows, stats
 
@@ -70,6 +73,7 @@ def segment_images(
     progress: bool | None = True,
     *,
     return_stats: bool = False,
+    num_workers: int | None = None,
 ) -> np.ndarray | tuple[np.ndarray, SegmentStats]:
     """Group shares of images, served from ``cache`` when known, computed otherwise.
 
@@ -82,6 +86,8 @@ def segment_images(
         batch_size: images per batch (one forward call per preprocessed size in a batch).
         progress: tqdm bar over the images computed (``None``: only for more than 4 batches).
         return_stats: also return a :class:`SegmentStats`.
+        num_workers: threads decoding images ahead of the model (default: the cores this process
+            may use; 0: in the calling thread). It does not change the shares.
 
     Returns:
         float32 (n, 12) shares in :data:`GROUP_NAMES` order (``1 - row sum`` is the unlabeled
@@ -92,7 +98,8 @@ def segment_images(
             computed before it are already in the cache.
     """
     shares, stats = _segment_with_stats(
-        segmenter, images, names=names, cache=cache, batch_size=batch_size, progress=progress
+        segmenter, images, names=names, cache=cache, batch_size=batch_size, progress=progress,
+        num_workers=num_workers,
     )
     return (shares, stats) if return_stats else shares
 
@@ -103,12 +110,14 @@ def segment_named_images(
     cache=None,
     batch_size: int = 8,
     progress: bool | None = True,
+    num_workers: int | None = None,
 ) -> tuple[list[str], np.ndarray, SegmentStats]:
     """``(name, image)`` pairs -> (names, float32 (n, 12) shares, stats); ``str(stats)`` reads
     "N from cache, M computed"."""
     names = [str(name) for name, _ in items]
     shares, stats = _segment_with_stats(
-        segmenter, [src for _, src in items], names=names, cache=cache, batch_size=batch_size, progress=progress
+        segmenter, [src for _, src in items], names=names, cache=cache, batch_size=batch_size, progress=progress,
+        num_workers=num_workers,
     )
     return names, shares, stats
 
