@@ -239,3 +239,48 @@ model-index:
 def test_cli_push_results_error_is_one_line(tmp_path, capsys):
     assert main(["push-results", str(tmp_path / "nope"), "--repo-id", REPO]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_app_hub_board_loads_refreshes_and_keeps_the_last_state(hub, online, tmp_path):
+    from geofidelity_bench.demo_app import HubBoard
+    from geofidelity_bench.demo_app.hub_board import submit_markdown
+
+    board = HubBoard(REPO, endpoint=hub.url, n_resamples=100).refresh()
+    assert board.loaded_at is None and "Could not load" in board.status  # no repo yet
+    push(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
+    push(make_results(tmp_path / "r2", seed=2, method="gen_b"), hub)
+    push(make_results(tmp_path / "r3", seed=3, method="gen_c", encoder="clip", enc_hash="c" * 64), hub)
+    board.refresh()
+    assert board.loaded_at and "3 submission(s)" in board.status
+    assert "gen_a" in board.markdown and "gen_b" in board.markdown and "gen_c" not in board.markdown
+    assert "1 submission(s) in 1 other group(s)" in board.markdown and "6 block(s)" in board.markdown
+    shown = board.markdown
+    hub.fail_next("GET", r"/tree/", status=403)
+    board.refresh()
+    assert "Could not load" in board.status and board.loaded_at in board.status and board.markdown == shown
+    text = submit_markdown(REPO)
+    assert f"push-results results --repo-id {REPO}" in text and "token" in text
+
+
+def test_app_serves_the_hub_board_and_the_submit_tab(hub, online, tmp_path):
+    import socket
+
+    from gradio_client import Client
+
+    from geofidelity_bench.demo_app import HubBoard, build_app, launch, load_app_data
+
+    push(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
+    board = HubBoard(REPO, endpoint=hub.url, n_resamples=100).refresh()
+    data = load_app_data("demo", "efficientnet-lite0", cache_dir=str(tmp_path / "cache"))
+    demo = build_app(data, board)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    launch(demo, host="127.0.0.1", port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=False, analytics_enabled=False)
+        push(make_results(tmp_path / "r2", seed=2, method="gen_b"), hub)
+        status, body = client.predict(api_name="/hub_refresh")
+        assert "2 submission(s)" in status and "gen_b" in body
+    finally:
+        demo.close()
