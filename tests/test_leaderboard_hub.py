@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import yaml
 
-try:
-    from fake_hub import FakeHub
+try:  # the fake Hub fixtures: `online` (requests allowed, HF_TOKEN set) and `hub` (the server)
+    from test_generation_hub import TOKEN, hub, online  # noqa: F401
 except ImportError:  # tests/ imported as a package
-    from tests.fake_hub import FakeHub
+    from tests.test_generation_hub import TOKEN, hub, online  # noqa: F401
 from geofidelity_bench import stats
 from geofidelity_bench.cli import main
 from geofidelity_bench.evaluation import RESULT_COLUMNS
@@ -29,7 +29,6 @@ from geofidelity_bench.metrics.catalog import RESULT_METRIC_COLUMNS
 from geofidelity_bench.report.leaderboard import leaderboard_tables, leaderboard_view
 from geofidelity_bench.results import protocol_record, write_results
 
-TOKEN = "hf_FakeSecretToken0123456789abcdef"
 REPO = "tester/geofidelity-results"
 BLOCKS = [("b0", "rome"), ("b1", "rome"), ("b2", "oslo"), ("b3", "oslo"), ("b4", "lima"), ("b5", "lima")]
 FP_V1 = "a" * 64
@@ -60,20 +59,6 @@ def make_results(out, *, method="gen_a", encoder="dinov2-base", enc_hash="e" * 6
     }
     write_results(out, df, info)
     return out
-
-
-@pytest.fixture
-def online(monkeypatch):
-    from huggingface_hub import constants
-
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
-
-
-@pytest.fixture
-def hub():
-    with FakeHub(token=TOKEN) as server:
-        yield server
 
 
 def push(folder, hub, **kw):
