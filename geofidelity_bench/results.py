@@ -35,7 +35,10 @@ RESULTS_FILE = "results.csv"
 RUN_FILE = "run.json"
 CLIP_FILE = "clip_alignment.csv"
 REQUIRED_COLUMNS = ("method", "condition", "block_id")
-STRING_COLUMNS = ("method", "condition", "block_id", "city", "country", "stratum", "encoder")
+STRING_COLUMNS = ("method", "condition", "block_id", "city", "country", "stratum", "encoder",
+                  # the columns a results repo adds to each submission (hub/results_repo.py)
+                  "run_id", "benchmark_name", "benchmark_fingerprint", "encoder_config_hash", "protocol_version",
+                  "library_version", "created_at")
 NUMERIC_COLUMNS = ("n_generated", "n_reference") + RESULT_METRIC_COLUMNS
 
 #: (column, header) of :func:`leaderboard_text`; ``^`` higher is better, ``v`` lower is better.
@@ -45,6 +48,17 @@ LEADERBOARD_COLUMNS = [
 ]
 #: (column, header) of :func:`hierarchy_text`.
 HIERARCHY_COLUMNS = [(c, METRICS[c].short) for c in SIMILARITY_COLUMNS]
+
+
+#: The evaluation protocol recorded in run.json (docs/benchmark.md sections 1, Domain and split, 5, Metrics
+#: and 6, Real-image anchors). Change the version whenever the held-out rule, the anchors or a metric
+#: definition changes: results with different protocol versions are never ranked together.
+PROTOCOL_VERSION = "1"
+METRIC_DEFINITIONS_VERSION = "1"
+HELDOUT_RULE = (
+    "references ordered by reference_id, shuffled with random.Random(sha256('0|{block_id}') first 8 bytes); "
+    "the first max(1, min(4, n // 2)) are held out"
+)
 
 
 class ResultsFolderError(GeoFidelityError, ValueError):
@@ -106,7 +120,8 @@ def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_
     Keys, in order: ``benchmark`` (name, source, fingerprint, sizes), ``encoder`` (name, dim,
     config, config hash), ``embedding_cache`` (its folder or None), ``embedding_stats``,
     ``gaas`` (the segmenter's name, config and hash, or why GAAS is n/a), ``anchors`` (the
-    real-image anchor rule, docs/benchmark.md section 6, Real-image anchors) and ``versions``.
+    real-image anchor rule, docs/benchmark.md section 6, Real-image anchors), ``protocol``
+    (:func:`protocol_record`) and ``versions``.
     ``geofidelity-bench evaluate``/``demo`` put the command line, time and parameters before it.
 
     Args:
@@ -134,7 +149,21 @@ def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_
             "panel_size": ANCHOR_PANEL_SIZE,
             "seeds": "random.Random(f'0|{block_id}|{method}')",
         },
+        "protocol": protocol_record(),
         "versions": library_versions(),
+    }
+
+
+def protocol_record() -> dict:
+    """The ``protocol`` block of ``run.json``: what makes two runs' scores comparable."""
+    from .evaluation import ANCHOR_METHODS, ANCHOR_PANEL_SIZE
+
+    return {
+        "version": PROTOCOL_VERSION,
+        "anchor_rule": f"{', '.join(ANCHOR_METHODS)}: {ANCHOR_PANEL_SIZE} photos per panel, "
+                       "seeded random.Random(f'0|{block_id}|{method}')",
+        "heldout_rule": HELDOUT_RULE,
+        "metric_definitions_version": METRIC_DEFINITIONS_VERSION,
     }
 
 

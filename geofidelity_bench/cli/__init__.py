@@ -1,7 +1,7 @@
 """The ``geofidelity-bench`` command.
 
 One module per command family (``evaluate``, ``info``, ``embed``, ``segment``, ``report``,
-``generate``, ``app``, ``mfp``, ``geodiv``, ``curate``, ``dataset``), each exposing
+``generate``, ``app``, ``mfp``, ``geodiv``, ``curate``, ``dataset``, ``leaderboard``), each exposing
 ``register(subparsers)``; a command parses its arguments, calls the library and prints. Heavy
 imports happen inside the commands so that ``geofidelity-bench --help`` is instant. Also runs as
 ``python -m geofidelity_bench.cli`` (hence ``accelerate launch -m geofidelity_bench.cli ...`` and
@@ -20,7 +20,7 @@ import sys
 from typing import Callable, Sequence
 
 from ..errors import GeoFidelityError
-from . import app, curate, dataset, embed, evaluate, generate, geodiv, info, mfp, report, segment
+from . import app, curate, dataset, embed, evaluate, generate, geodiv, info, leaderboard, mfp, report, segment
 
 # Each entry adds one or more subparsers, in the order of ``geofidelity-bench --help``.
 REGISTRARS: list[Callable] = [
@@ -35,6 +35,7 @@ REGISTRARS: list[Callable] = [
     geodiv.register,
     curate.register,  # carve, curate
     dataset.register,  # build-dataset, push-dataset, import-release
+    leaderboard.register,  # push-results
 ]
 
 

@@ -33,7 +33,14 @@ def _cmd_app(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         num_workers=args.num_workers,
     )
-    demo = build_app(data)
+    board = None
+    results_repo = args.results_repo or os.environ.get("GEOFIDELITY_RESULTS_REPO") or None
+    if results_repo:
+        from ..demo_app import HubBoard
+
+        board = HubBoard(results_repo, endpoint=args.endpoint).refresh()
+        print(board.status, file=sys.stderr)
+    demo = build_app(data, board)
     where = f"http://{args.host}:{args.port or 7860}"
     print(f"GeoFidelity-Bench app on {where} (Ctrl+C stops it)", file=sys.stderr)
     launch(demo, host=args.host, port=args.port, inbrowser=args.open, quiet=True)
@@ -53,6 +60,10 @@ def register(sub) -> None:
     add_encoder_args(p, "efficientnet-lite0")
     p.add_argument("--results", default=None, metavar="CSV",
                    help="results.csv for the leaderboard (default: the anchors and sanity methods scored at startup)")
+    p.add_argument("--results-repo", default=None, metavar="ORG/NAME",
+                   help="results repo on the Hub (see push-results) for the Hub leaderboard tab, loaded at start and "
+                   "on refresh (default: $GEOFIDELITY_RESULTS_REPO)")
+    p.add_argument("--endpoint", default=None, metavar="URL", help="Hub URL of --results-repo (default: huggingface.co)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default: 127.0.0.1, this machine only; "
                    "0.0.0.0 exposes it on the network)")

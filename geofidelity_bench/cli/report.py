@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from ._common import BENCHMARK_HELP, CLIError
@@ -15,16 +16,29 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise CLIError("--n-resamples and --rank-resamples must be positive")
     if not 0 < args.confidence < 1:
         raise CLIError("--confidence must be between 0 and 1")
-    report = report_from_dirs(
-        args.results,
-        args.out,
-        allow_mixed_encoders=args.allow_mixed_encoders,
+    import os
+
+    repos = [r for r in args.results if not os.path.exists(r) and re.fullmatch(r"[\w.-]+/[\w.-]+", r)]
+    common = dict(
         seed=args.seed,
         n_resamples=args.n_resamples,
         rank_resamples=args.rank_resamples,
         confidence=args.confidence,
         plots=not args.no_plots,
     )
+    if repos:
+        from ..report.leaderboard import report_from_repo
+
+        if len(args.results) > 1:
+            raise CLIError("--results takes one results repo (ORG/NAME) or one or more folders, not both")
+        out_dir = args.out or os.path.join("report_" + repos[0].replace("/", "_"))
+        report = report_from_repo(repos[0], out_dir, endpoint=args.endpoint, revision=args.revision,
+                                  group=args.group, **common)
+        for line in report["leaderboard_notes"]:
+            print(line)
+        print(f"group: {report['leaderboard_group']}; {report['leaderboard_blocks']} block(s) covered by every method")
+    else:
+        report = report_from_dirs(args.results, args.out, allow_mixed_encoders=args.allow_mixed_encoders, **common)
     out = report["out_dir"]
     if "tables" in report:
         for name, entry in report["tables"].items():
@@ -76,7 +90,13 @@ def register(sub) -> None:
         "`geofidelity-bench evaluate` or `demo`. Tables whose inputs are missing are skipped with a reason.",
     )
     p.add_argument("--results", nargs="+", required=True, metavar="DIR",
-                   help="results folder(s) with results.csv (and run.json, optionally clip_alignment.csv)")
+                   help="results folder(s) with results.csv (and run.json, optionally clip_alignment.csv), or one "
+                   "results repo ORG/NAME on the Hub (see push-results): the report of one comparable group")
+    p.add_argument("--endpoint", default=None, metavar="URL", help="Hub URL for a results repo (default: huggingface.co)")
+    p.add_argument("--revision", default=None, help="revision of the results repo (default: main)")
+    p.add_argument("--group", default=None,
+                   help="which comparable group of a results repo (a benchmark fingerprint or encoder config hash "
+                   "prefix; default: dinov2-base on the newest benchmark, else the largest group)")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: <first results folder>/report)")
     p.add_argument("--seed", type=int, default=42, help="seed of every bootstrap (default: 42)")
     p.add_argument("--n-resamples", type=int, default=5000, help="bootstrap resamples (default: 5000)")

@@ -18,15 +18,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from .hub_board import HubBoard
 from .state import AppData, PanelScore, block_choices, block_label, city_choices, load_app_data
 from .uploads import MAX_IMAGE_BYTES, MAX_IMAGES, MAX_PIXELS, MIN_IMAGES, UploadError, read_uploaded_images
 
 
-def build_app(data: AppData):
-    """The Gradio Blocks of the app (imports gradio)."""
+def build_app(data: AppData, hub_board: HubBoard | None = None):
+    """The Gradio Blocks of the app (imports gradio); ``hub_board`` adds the Hub leaderboard tab."""
     from .ui import build_app as _build
 
-    return _build(data)
+    return _build(data, hub_board)
 
 
 def launch(demo, *, host: str | None = "127.0.0.1", port: int | None = None, **kwargs: Any):
@@ -38,6 +39,7 @@ def launch(demo, *, host: str | None = "127.0.0.1", port: int | None = None, **k
 
 __all__ = [
     "AppData",
+    "HubBoard",
     "MAX_IMAGES",
     "MAX_IMAGE_BYTES",
     "MAX_PIXELS",

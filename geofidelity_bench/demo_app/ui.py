@@ -199,8 +199,13 @@ def _scores_markdown(score) -> str:
     return "\n".join(lines)
 
 
-def build_app(data: AppData) -> gr.Blocks:
-    """The app's Blocks, queued (bounded concurrency and queue size); launch with :func:`launch`."""
+def build_app(data: AppData, hub_board=None) -> gr.Blocks:
+    """The app's Blocks, queued (bounded concurrency and queue size); launch with :func:`launch`.
+
+    ``hub_board``: a :class:`~geofidelity_bench.demo_app.hub_board.HubBoard` (a results repo) for the
+    "Hub leaderboard" tab."""
+    from .hub_ui import hub_tabs
+
     bench = data.benchmark
     cities = city_choices(bench)
     first_city = cities[0][1]
@@ -351,6 +356,7 @@ def build_app(data: AppData) -> gr.Blocks:
                                    object_fit="contain", format="png")
                 with gr.Accordion("Full report (all tables)", open=False):
                     report_md = gr.Markdown(default_report)
+            hub_tabs(hub_board)
             with gr.Tab("About", id="about"):
                 gr.Markdown(about_markdown(), elem_id="about")
 
