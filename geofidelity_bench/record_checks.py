@@ -4,8 +4,8 @@ Every block and every reference is checked on load, so that no score, prompt or 
 computed from an impossible value:
 
 * coordinates finite and on Earth (lat in [-90, 90], lon in [-180, 180]): a block's
-  ``centroid``, every ``polyline`` point and both ``bbox`` corners; a reference's ``lat``/``lon``
-  when present (they are nullable);
+  ``centroid``, every ``polyline`` point and both ``bbox`` corners; a reference's ``lat`` and
+  ``lon`` when present (each is nullable);
 * ``length_m`` finite and positive;
 * ids and keys (``reference_id``, ``image_id``, ``city``, ``country``, the negatives) non-empty
   and free of control characters (line breaks, tabs, NUL, ...).
@@ -93,13 +93,10 @@ def reference_problems(ref: Any) -> list[str]:
         why = id_problem(getattr(ref, name))
         if why:
             problems.append(f"{name}: {why}")
-    if ref.lat is not None or ref.lon is not None:
-        if ref.lat is None or ref.lon is None:
-            problems.append("lat/lon: only one of the two is given")
-        else:
-            why = coordinate_problem(ref.lat, ref.lon)
-            if why:
-                problems.append(f"lat/lon: {why}")
+    if ref.lat is not None or ref.lon is not None:  # each is nullable on its own; a present one must be valid
+        why = coordinate_problem(0.0 if ref.lat is None else ref.lat, 0.0 if ref.lon is None else ref.lon)
+        if why:
+            problems.append(f"lat/lon: {why}")
     return problems
 
 

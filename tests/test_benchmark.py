@@ -199,7 +199,7 @@ def test_bad_block_values_are_named_with_block_and_field(change, message):
 @pytest.mark.parametrize("change, message", [
     ({"lat": 91.0}, r"reference 'x1__002' \(block 'x1'\) field lat/lon: lat 91\.0 is outside \[-90, 90\]"),
     ({"lon": float("-inf")}, r"reference 'x1__002' \(block 'x1'\) field lat/lon: lon -inf is not finite"),
-    ({"lat": None}, r"reference 'x1__002' \(block 'x1'\) field lat/lon: only one of the two"),
+    ({"lat": None, "lon": 200.0}, r"reference 'x1__002' \(block 'x1'\) field lat/lon: lon 200\.0 is outside"),
     ({"image_id": "img\x00"}, r"reference 'x1__002' \(block 'x1'\) field image_id: .* control character"),
 ])
 def test_bad_reference_values_are_named_with_reference_and_field(change, message):
@@ -211,6 +211,7 @@ def test_bad_reference_values_are_named_with_reference_and_field(change, message
 
 def test_missing_reference_coordinates_are_allowed():
     refs = [dataclasses.replace(r, lat=None, lon=None) for r in make_refs("x1", 4)]
+    refs[1] = dataclasses.replace(refs[1], lat=45.0)
     assert _bench([make_block("x1")], refs).references[0].lat is None
 
 
