@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import numbers
 import unicodedata
-from typing import Any
+from typing import Any, Sequence
 
 from .geo import coordinate_problem
 
@@ -50,18 +50,17 @@ def _point_problem(field: str, point: Any) -> str | None:
     return f"{field}: {why}" if why else None
 
 
+def _id_fields(row: Any, required: Sequence[str], optional: Sequence[str] = ()) -> list[str]:
+    """``"field: why"`` for every id field that is not a usable id (``optional`` ones may be None)."""
+    values = [(name, getattr(row, name)) for name in required]
+    values += [(name, getattr(row, name)) for name in optional if getattr(row, name) is not None]
+    return [f"{name}: {why}" for name, value in values if (why := id_problem(value))]
+
+
 def block_problems(block: Any) -> list[str]:
     """Problems of one block's fields (``"field: why"``), empty when it is valid."""
-    problems: list[str] = []
-    for name in ("city", "country"):
-        why = id_problem(getattr(block, name))
-        if why:
-            problems.append(f"{name}: {why}")
-    for name in ("neg_same_neighborhood", "neg_same_city", "neg_same_driving_side", "neg_random_city"):
-        value = getattr(block, name)
-        why = id_problem(value) if value is not None else None
-        if why:
-            problems.append(f"{name}: {why}")
+    problems = _id_fields(block, ("city", "country"),
+                          ("neg_same_neighborhood", "neg_same_city", "neg_same_driving_side", "neg_random_city"))
     why = _point_problem("centroid", block.centroid)
     if why:
         problems.append(why)
@@ -88,11 +87,7 @@ def block_problems(block: Any) -> list[str]:
 
 def reference_problems(ref: Any) -> list[str]:
     """Problems of one reference's fields (``"field: why"``), empty when it is valid."""
-    problems: list[str] = []
-    for name in ("reference_id", "image_id"):
-        why = id_problem(getattr(ref, name))
-        if why:
-            problems.append(f"{name}: {why}")
+    problems = _id_fields(ref, ("reference_id", "image_id"))
     if ref.lat is not None or ref.lon is not None:  # each is nullable on its own; a present one must be valid
         why = coordinate_problem(0.0 if ref.lat is None else ref.lat, 0.0 if ref.lon is None else ref.lon)
         if why:
