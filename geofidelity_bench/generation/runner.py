@@ -19,7 +19,10 @@ bit-exact, and the manifest records the batch size of every image.
 Resume. A unit is skipped when its file exists, its sha256 matches a manifest row (merged
 manifest or any journal, including those of killed runs) and that row's generation settings
 (seed, prompt, negative prompt, steps, guidance, dtype, size, weights) equal the current ones;
-otherwise it is (re)generated. A killed run loses at most the images being computed.
+otherwise it is (re)generated. A killed run loses at most the images being computed. A folder
+that holds images recorded with other settings, or panel images beyond ``images_per_block``
+from an earlier run, is refused before anything is generated unless ``overwrite=True``
+(``--overwrite``), which regenerates the former and deletes the latter.
 
 Blocks without a known street or neighborhood cannot have L1, L2 or control prompts (docs/benchmark.md
 section 2). By default those units are skipped and listed (``refused``) before anything is
