@@ -36,6 +36,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .atomic import atomic_write
 from .errors import GeoFidelityError
 from .images import load_image
+from .record_checks import block_problems, reference_problems
 from .values import opt_float as _opt_float
 from .values import opt_int as _opt_int
 from .values import opt_str as _opt_str
@@ -45,7 +46,7 @@ STRATA = ("major", "residential", "pedestrian", "tertiary")
 NEGATIVE_ROLES = ("same_neighborhood", "same_city", "same_driving_side", "random_city")
 NEGATIVE_FIELDS = {role: f"neg_{role}" for role in NEGATIVE_ROLES}
 CONFIGS = ("blocks", "references", "cities", "world")
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_SAFE_ID = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")  # \Z: no trailing newline
 
 
 class BenchmarkError(GeoFidelityError, ValueError):
@@ -211,6 +212,12 @@ class Benchmark:
         name = self.name
         if not self.blocks:
             raise BenchmarkError(f"{name}: no blocks")
+        bad = [f"block {b.block_id!r} field {why}" for b in self.blocks for why in block_problems(b)]
+        bad += [f"reference {r.reference_id!r} (block {r.block_id!r}) field {why}"
+                for r in self.references for why in reference_problems(r)]
+        if bad:
+            more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
+            raise BenchmarkError(f"{name}: {len(bad)} bad value(s); fix the rows:\n  " + "\n  ".join(bad[:20]) + more)
         for block in self.blocks:
             if block.stratum not in (None, "", *STRATA):
                 raise BenchmarkError(

@@ -15,7 +15,6 @@ from __future__ import annotations
 import io
 import os
 import random
-import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -25,6 +24,15 @@ import pandas as pd
 from . import metrics
 from .benchmark import NEGATIVE_FIELDS, Benchmark, Block, PoolImage, ReferenceImage, is_safe_id
 from .errors import GeoFidelityError
+from .generated_folder import (
+    PANEL_FILE,
+    check_generation_manifest,
+    did_you_mean,
+    duplicate_index_problems,
+    known_conditions,
+    unknown_block_problem,
+    unknown_condition_problem,
+)
 from .images import load_image
 from .metrics.catalog import RESULT_METRIC_COLUMNS
 
@@ -52,7 +60,6 @@ GAAS_UNAVAILABLE = (
     "Offline, pass a local copy of the weights with --segmenter-weights PATH (segmenter_weights= in Python)."
 )
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
-_PANEL_FILE = re.compile(r"^(\d{2,})\.(jpe?g|png|webp)$", re.IGNORECASE)
 
 PanelKey = tuple  # (method, condition, block_id)
 
@@ -109,17 +116,28 @@ def read_generated_folder(
     methods: Iterable[str] | None = None,
     conditions: Iterable[str] | None = None,
     min_images: int = 2,
+    extra_conditions: Iterable[str] | None = None,
+    ignore_manifest: bool = False,
 ) -> dict[PanelKey, list[Path]]:
     """Reads ``{method}/{condition}/{block_id}/{k:02d}.jpg`` panels under ``root``.
 
-    Every problem (unknown block ids, unsafe names, empty panels, files that are not panel
-    images, panels with fewer than ``min_images``) is collected and reported in one
-    EvaluationError; nothing is skipped silently. ``methods``/``conditions`` restrict what is
-    read (a requested one that is missing is an error too).
+    Every problem (unknown block ids and conditions, with a did-you-mean; unsafe names; empty
+    panels; files that are not panel images; two files with one index; panels with fewer than
+    ``min_images``; with a generation ``manifest.parquet``, images it does not list or made with
+    other settings, see :func:`geofidelity_bench.generated_folder.check_generation_manifest`) is
+    collected and reported in one EvaluationError; nothing is skipped silently.
+    ``methods``/``conditions`` restrict what is read (a requested one that is missing is an error
+    too). Condition folders must be prompt conditions of the benchmark or declared in
+    ``extra_conditions`` (the report shows those in a section of their own).
+    ``ignore_manifest=True`` skips the manifest check (the caller records that).
     """
     root = Path(root)
     if not root.is_dir():
         raise EvaluationError(f"generated folder {str(root)!r} does not exist or is not a folder")
+    try:
+        known = known_conditions(extra_conditions)
+    except ValueError as err:
+        raise EvaluationError(str(err)) from None
     want_m = list(methods) if methods else None
     want_c = list(conditions) if conditions else None
     problems: list[str] = []
@@ -128,13 +146,13 @@ def read_generated_folder(
     found_m = {p.name for p in method_dirs}
     for m in want_m or []:
         if m not in found_m:
-            problems.append(f"requested method {m!r} has no folder in {root}")
+            problems.append(f"requested method {m!r} has no folder in {root}{did_you_mean(m, found_m)}")
     found_c: set[str] = set()
     for mdir in method_dirs:
         if want_m and mdir.name not in want_m:
             continue
         if not is_safe_id(mdir.name):
-            problems.append(f"{mdir}: unsafe method folder name")
+            problems.append(f"{mdir}: unsafe method folder name {mdir.name!r}")
             continue
         for cdir in sorted(p for p in mdir.iterdir() if not p.name.startswith(".")):
             if not cdir.is_dir():
@@ -144,32 +162,45 @@ def read_generated_folder(
                 continue
             found_c.add(cdir.name)
             if not is_safe_id(cdir.name):
-                problems.append(f"{cdir}: unsafe condition folder name")
+                problems.append(f"{cdir}: unsafe condition folder name {cdir.name!r}")
+                continue
+            if cdir.name not in known:
+                problems.append(unknown_condition_problem(cdir, known))
                 continue
             for bdir in sorted(p for p in cdir.iterdir() if not p.name.startswith(".")):
                 if not bdir.is_dir():
                     problems.append(f"{bdir}: unexpected file where a block folder was expected")
                     continue
                 if bdir.name not in benchmark:
-                    problems.append(f"{bdir}: unknown block id {bdir.name!r} (not in benchmark {benchmark.name!r})")
+                    problems.append(unknown_block_problem(bdir, benchmark.block_ids, benchmark.name))
                     continue
                 files = []
                 for f in sorted(bdir.iterdir()):
                     if f.name.startswith("."):
                         continue
-                    if not f.is_file() or not _PANEL_FILE.match(f.name):
-                        problems.append(f"{f}: not a panel image (expected NN.jpg/.png/.webp)")
+                    if not f.is_file() or not PANEL_FILE.match(f.name):
+                        shown = f if f.name.isprintable() else f"{bdir}/{f.name!r}"
+                        problems.append(f"{shown}: not a panel image (expected NN.jpg/.png/.webp, NN two or more "
+                                        "ASCII digits)")
                         continue
                     files.append(f)
+                duplicates = duplicate_index_problems(bdir, files)
+                problems += duplicates
                 if not files:
                     problems.append(f"{bdir}: empty panel (no images)")
                 elif len(files) < min_images:
                     problems.append(f"{bdir}: {len(files)} image(s); a panel needs at least {min_images}")
-                else:
+                elif not duplicates:
                     panels[(mdir.name, cdir.name, bdir.name)] = files
     for c in want_c or []:
         if c not in found_c:
             problems.append(f"requested condition {c!r} has no folder under any method in {root}")
+    if not problems and not ignore_manifest:
+        manifest = check_generation_manifest(root, panels)
+        problems += manifest.problems
+        if manifest.problems:
+            problems.append("(to score these panels anyway, pass --ignore-manifest, ignore_manifest=True in Python; "
+                            "run.json records it)")
     if problems:
         shown = "\n  ".join(problems[:30])
         more = f"\n  ... and {len(problems) - 30} more" if len(problems) > 30 else ""

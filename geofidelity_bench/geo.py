@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Iterable, Sequence
 
 EARTH_RADIUS_M = 6_371_000.0
@@ -47,3 +48,24 @@ def bbox(points: Iterable[Sequence[float]]) -> tuple[float, float, float, float]
     lats = [p[0] for p in pts]
     lons = [p[1] for p in pts]
     return min(lats), min(lons), max(lats), max(lons)
+
+
+def coordinate_problem(lat: object, lon: object) -> str | None:
+    """Why (lat, lon) is not a point on Earth, or None when it is one.
+
+    Both must be finite numbers, lat in [-90, 90] and lon in [-180, 180] (degrees, WGS84).
+
+    >>> coordinate_problem(48.85, 2.35) is None
+    True
+    >>> coordinate_problem(999.0, float("inf"))
+    'lat 999.0 is outside [-90, 90]'
+    """
+    for name, value, limit in (("lat", lat, 90.0), ("lon", lon, 180.0)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return f"{name} {value!r} is not a number"
+        value = float(value)
+        if not math.isfinite(value):
+            return f"{name} {value!r} is not finite"
+        if not -limit <= value <= limit:
+            return f"{name} {value!r} is outside [-{limit:g}, {limit:g}]"
+    return None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .errors import GeoFidelityError
+from .geo import coordinate_problem
 
 if TYPE_CHECKING:
     from .benchmark import Benchmark, Block
@@ -61,10 +62,19 @@ def text_l0(city: str, country: str) -> str:
     )
 
 
+def _gps(lat: float, lon: float) -> str:
+    """``({lat:.4f}, {lon:.4f})``; a coordinate that is not finite or not on Earth is a PromptError, so that
+    no prompt ever reads ``nan`` or ``inf``."""
+    why = coordinate_problem(lat, lon)
+    if why:
+        raise PromptError(f"GPS coordinates ({lat!r}, {lon!r}) cannot go into a prompt: {why}")
+    return f"({lat:.4f}, {lon:.4f})"
+
+
 def text_l1(street: str, neighborhood: str, city: str, country: str, gps: tuple[float, float] | None = None) -> str:
     where = f"{city}, {country}"
     if gps is not None:
-        where += f", near GPS coordinates ({gps[0]:.4f}, {gps[1]:.4f})"
+        where += f", near GPS coordinates {_gps(gps[0], gps[1])}"
     return (
         f"A street-level photograph taken on {street} in the {neighborhood} district of {where}. The image shows a "
         f"typical street scene with buildings, roads, and urban environment characteristic of this block. {SUFFIX}"
@@ -73,7 +83,7 @@ def text_l1(street: str, neighborhood: str, city: str, country: str, gps: tuple[
 
 def text_gps_only(lat: float, lon: float) -> str:
     return (
-        f"A street-level photograph taken near GPS coordinates ({lat:.4f}, {lon:.4f}). The image shows a typical "
+        f"A street-level photograph taken near GPS coordinates {_gps(lat, lon)}. The image shows a typical "
         f"street scene with buildings, roads, and urban environment. {SUFFIX}"
     )
 
@@ -153,6 +163,9 @@ def build_prompt(benchmark: "Benchmark", block_id: str, condition: str) -> Promp
     city_name = benchmark.cities[city_key].name if city_key in benchmark.cities else block.city_name
     city, country = _country_and_city(block, city_name)
     lat, lon = block.centroid
+    if condition in ("L2", "GPS_ONLY") and coordinate_problem(lat, lon):
+        raise PromptError(f"block {block_id!r}: no {condition} prompt, its centroid is not a point on Earth "
+                          f"({coordinate_problem(lat, lon)})")
     if condition == "L0":
         return Prompt(block_id, condition, text_l0(city, country))
     if condition == "GPS_ONLY":

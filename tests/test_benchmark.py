@@ -1,6 +1,7 @@
 import dataclasses
 import hashlib
 import random
+import re
 import subprocess
 import sys
 
@@ -171,6 +172,67 @@ def test_truncated_image_names_reference():
 def test_block_with_too_few_gallery_images_is_named():
     with pytest.raises(BenchmarkError, match=r"'x2'.*at least 2 gallery"):
         _bench([make_block("x1"), make_block("x2")], make_refs("x1", 4) + make_refs("x2", 2))
+
+
+_BAD_BLOCK_FIELDS = [
+    ({"centroid": (999.0, float("inf"))}, r"block 'x1' field centroid: lat 999\.0 is outside \[-90, 90\]"),
+    ({"centroid": (48.8, float("nan"))}, r"block 'x1' field centroid: lon nan is not finite"),
+    ({"centroid": (48.8, 181.0)}, r"block 'x1' field centroid: lon 181\.0 is outside \[-180, 180\]"),
+    ({"polyline": ((48.8, 2.3), (float("inf"), 2.3))}, r"block 'x1' field polyline\[1\]: lat inf is not finite"),
+    ({"polyline": ()}, r"block 'x1' field polyline: has no points"),
+    ({"bbox": (48.8, 2.3, 48.9, -200.0)}, r"block 'x1' field bbox \(max corner\): lon -200\.0 is outside"),
+    ({"length_m": 0.0}, r"block 'x1' field length_m: 0\.0 is not a finite positive length"),
+    ({"length_m": -5.0}, r"block 'x1' field length_m: -5\.0"),
+    ({"length_m": float("nan")}, r"block 'x1' field length_m: nan"),
+    ({"city": "paris\n"}, r"block 'x1' field city: 'paris\\n' contains control character"),
+    ({"country": ""}, r"block 'x1' field country: is empty"),
+]
+
+
+@pytest.mark.parametrize("change, message", _BAD_BLOCK_FIELDS)
+def test_bad_block_values_are_named_with_block_and_field(change, message):
+    block = dataclasses.replace(make_block("x1"), **change)
+    with pytest.raises(BenchmarkError, match=message):
+        _bench([block], make_refs("x1", 4))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"lat": 91.0}, r"reference 'x1__002' \(block 'x1'\) field lat/lon: lat 91\.0 is outside \[-90, 90\]"),
+    ({"lon": float("-inf")}, r"reference 'x1__002' \(block 'x1'\) field lat/lon: lon -inf is not finite"),
+    ({"lat": None, "lon": 200.0}, r"reference 'x1__002' \(block 'x1'\) field lat/lon: lon 200\.0 is outside"),
+    ({"image_id": "img\x00"}, r"reference 'x1__002' \(block 'x1'\) field image_id: .* control character"),
+])
+def test_bad_reference_values_are_named_with_reference_and_field(change, message):
+    refs = make_refs("x1", 4)
+    refs[2] = dataclasses.replace(refs[2], **change)
+    with pytest.raises(BenchmarkError, match=message):
+        _bench([make_block("x1")], refs)
+
+
+def test_missing_reference_coordinates_are_allowed():
+    refs = [dataclasses.replace(r, lat=None, lon=None) for r in make_refs("x1", 4)]
+    refs[1] = dataclasses.replace(refs[1], lat=45.0)
+    assert _bench([make_block("x1")], refs).references[0].lat is None
+
+
+def test_every_bad_row_is_listed_and_a_trailing_newline_is_not_a_safe_id():
+    blocks = [dataclasses.replace(make_block("x1"), length_m=-1.0), dataclasses.replace(make_block("x2"), centroid=(0, 999))]
+    with pytest.raises(BenchmarkError, match=r"2 bad value\(s\)") as err:
+        _bench(blocks, make_refs("x1", 4) + make_refs("x2", 4))
+    assert "'x1' field length_m" in str(err.value) and "'x2' field centroid" in str(err.value)
+    with pytest.raises(BenchmarkError, match=re.escape("unsafe block_id 'x1\\n'")):
+        _bench([make_block("x1\n")], make_refs("x1\n", 4))
+
+
+def test_loader_refuses_non_finite_coordinates_in_parquet(tiny_benchmark, tmp_path):
+    folder = save_benchmark(tiny_benchmark, tmp_path / "bench")
+    path = config_file(folder, "blocks")
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    rows[1]["centroid"] = [999.0, float("inf")]
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+    with pytest.raises(BenchmarkError, match=rf"block '{rows[1]['block_id']}' field centroid: lat 999\.0"):
+        load_benchmark(folder)
 
 
 def test_loader_reports_bad_image_in_parquet(tiny_benchmark, tmp_path):

@@ -216,18 +216,27 @@ def test_rerun_skips_and_repairs_missing_corrupt_and_changed_images(bench, tiny_
     assert journal_files(out) == [] and not list(out.rglob("*.tmp"))
 
 
-def test_changed_settings_regenerate(bench, tiny_run, tmp_path):
+def test_changed_settings_regenerate_only_with_overwrite(bench, tiny_run, tmp_path):
     import shutil
+
+    from geofidelity_bench.generation.runner import GenerationFolderError
 
     src, _, _ = tiny_run
     shutil.copytree(src, tmp_path / "out")
     out = tmp_path / "out"
     three_steps = BUILTIN_GENERATORS["tiny"].replace(steps=3)
-    s = run_generation(bench, [three_steps], ["L0"], out, images_per_block=1, block_ids=["lund_seg1"], progress=False, log=lambda m: None)
-    assert s.generated == 1
+    # Other settings and a smaller panel than before: refused, naming both, before anything is generated.
+    with pytest.raises(GenerationFolderError, match=r"(?s)tiny/L0/lund_seg1/00\.jpg \(differs in steps\).*"
+                                                    r"beyond --images-per-block.*tiny/L0/lund_seg1/01\.jpg"):
+        run_generation(bench, [three_steps], ["L0"], out, images_per_block=1, block_ids=["lund_seg1"], progress=False,
+                       log=lambda m: None)
+    assert jpg_hashes(out) == jpg_hashes(src)
+    s = run_generation(bench, [three_steps], ["L0"], out, images_per_block=1, block_ids=["lund_seg1"], progress=False,
+                       overwrite=True, log=lambda m: None)
+    assert s.generated == 1 and not (out / "tiny/L0/lund_seg1/01.jpg").exists()
     df = load_manifest(out)
     row = df[(df.block_id == "lund_seg1") & (df.condition == "L0") & (df.k == 0)].iloc[0]
-    assert row["steps"] == 3 and len(df) == len(load_manifest(src))
+    assert row["steps"] == 3 and len(df) == len(load_manifest(src)) - 1
 
 
 def test_strict_mode_refuses_unnamed_blocks(bench, tmp_path):

@@ -118,3 +118,28 @@ def test_build_prompts_covers_all(paris):
     prompts = build_prompts(paris, CONDITIONS)
     assert len(prompts) == len(CONDITIONS) * 5
     assert all(p.text.endswith("Photorealistic, daytime, clear weather.") for p in prompts)
+
+
+@pytest.mark.parametrize("lat, lon", [(999.0, float("inf")), (float("nan"), 2.0), (48.0, 181.0)])
+def test_no_prompt_reads_nan_or_inf(lat, lon):
+    from geofidelity_bench.prompts import text_gps_only, text_l1
+
+    with pytest.raises(PromptError, match="cannot go into a prompt"):
+        text_gps_only(lat, lon)
+    with pytest.raises(PromptError, match="cannot go into a prompt"):
+        text_l1("Rue A", "Marais", "Paris", "FR", gps=(lat, lon))
+
+
+def test_a_block_with_an_impossible_centroid_gets_no_prompt():
+    # Loading refuses it (test_benchmark); a benchmark built without that check still never prints inf.
+    import dataclasses
+
+    good = make_block("p1", street="Rue A", neighborhood="Marais")
+    bench = Benchmark([good], make_refs("p1", 3), name="t")
+    bad = dataclasses.replace(good, centroid=(999.0, float("inf")))
+    object.__setattr__(bench, "_by_id", {"p1": bad})
+    with pytest.raises(PromptError, match=r"block 'p1': no GPS_ONLY prompt.*lat 999\.0 is outside"):
+        build_prompt(bench, "p1", "GPS_ONLY")
+    with pytest.raises(PromptError, match=r"block 'p1': no L2 prompt"):
+        build_prompt(bench, "p1", "L2")
+    assert "inf" not in build_prompt(bench, "p1", "L0").text

@@ -224,3 +224,70 @@ def test_build_dataset_from_the_imported_release(imported, tmp_path):
     gens = datasets.load_dataset(str(hub_dir), "generations", split="train", cache_dir=str(tmp_path / "cache"))
     assert len(gens) == report.counts["generated_images"] and gens[0]["image"].size == (32, 24)
     assert load_benchmark(hub_dir).fingerprint == load_benchmark(out / "benchmark").fingerprint
+
+
+def _edit_csv(path: Path, edit) -> None:
+    """Rewrites a CSV of the release fixture, ``edit(rows)`` changing the row dicts in place."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    edit(rows)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_image_paths_outside_the_release_are_issues_never_read(release, tmp_path):
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    outside = tmp_path / "private.jpg"  # a valid image outside the release: today it is read and imported
+    shutil.copyfile(next((copy / "data/raw/mapillary_v3").rglob("*.jpg")), outside)
+    linked = tmp_path / "linked.jpg"
+    shutil.copyfile(outside, linked)
+    chosen = {}
+
+    def refs(rows):
+        rivoli = [r for r in rows if r["block_id"] == fx.B_RIVOLI]  # 5 references: 3 stay
+        rivoli[0]["image_path"] = str(outside)  # absolute
+        rivoli[1]["image_path"] = "../private.jpg"  # climbs out
+        # a file inside the release that is a link to a file outside it
+        oberkampf = next(r for r in rows if r["block_id"] == fx.B_OBERKAMPF)
+        link = copy / "data/raw/mapillary_v3" / fx.B_OBERKAMPF / "link.jpg"
+        link.symlink_to(linked)
+        oberkampf["image_path"] = f"data/raw/mapillary_v3/{fx.B_OBERKAMPF}/link.jpg"
+        chosen["refs"] = [rivoli[0]["reference_id"], rivoli[1]["reference_id"], oberkampf["reference_id"]]
+
+    def gens(rows):
+        row = next(r for r in rows if r["block_id"] == fx.B_RIVOLI and r["level"] == "L1")
+        row["image_path"] = "../../private.jpg"
+        chosen["gen"] = (row["model"], row["level"])
+
+    _edit_csv(copy / "metadata/reference_images.csv", refs)
+    _edit_csv(copy / "metadata/generated_images.csv", gens)
+    report = import_release(copy, tmp_path / "out", log=lambda m: None)
+    issues = _issues(report, "path_outside_release")
+    by_ref = {i.values.get("reference_id"): i for i in issues if i.file == "metadata/reference_images.csv"}
+    assert sorted(by_ref) == sorted(chosen["refs"])
+    assert all(i.action == "skipped" and "outside the release folder" in i.reason for i in by_ref.values())
+    assert str(outside) in by_ref[chosen["refs"][0]].reason and "../private.jpg" in by_ref[chosen["refs"][1]].reason
+    gen_issues = [i for i in issues if i.file == "metadata/generated_images.csv"]
+    assert len(gen_issues) == 1 and gen_issues[0].values["image_path"] == "../../private.jpg"
+    assert (gen_issues[0].values["model"], gen_issues[0].values["level"]) == chosen["gen"]
+    bench = load_benchmark(tmp_path / "out" / "benchmark")
+    assert not set(chosen["refs"]) & {r.reference_id for r in bench.references}
+    saved = json.loads((tmp_path / "out" / "import_report.json").read_text(encoding="utf-8"))
+    assert saved["issue_counts"]["path_outside_release"] == 4
+
+
+def test_a_csv_that_is_not_utf8_is_a_clean_error(release, tmp_path, capsys):
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    path = copy / "metadata/blocks.csv"
+    data = path.read_bytes()
+    assert "é".encode() in data
+    path.write_bytes(data.replace("é".encode(), "é".encode("cp1252")))  # as a Windows editor saves it
+    with pytest.raises(ReleaseImportError, match=r"metadata/blocks\.csv: not UTF-8 text .*save it as UTF-8"):
+        import_release(copy, tmp_path / "out", log=lambda m: None)
+    assert main(["import-release", str(copy), "--out", str(tmp_path / "out2")]) == 2
+    err = capsys.readouterr().err
+    assert "metadata/blocks.csv: not UTF-8" in err and "Traceback" not in err

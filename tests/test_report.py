@@ -4,6 +4,7 @@ results folders whose expected numbers are recomputed here with plain pandas."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -261,3 +262,28 @@ def test_nan_reasons_from_dataframe_attrs_and_default(tmp_path):
     md = (tmp_path / "out" / "report.md").read_text()
     assert "`gaas`: no segmenter in this run" in md and "`mrr`: no finite values" in md
     assert rep["tables"]["prompt_deltas"]["reason"] == "no L0 rows, no L2 rows, no GPS_ONLY rows"
+
+
+def test_extra_conditions_get_their_own_table_and_leave_the_others_unchanged(l0_l1_report, tmp_path):
+    df, rep, _ = l0_l1_report
+    extra = synthetic_results(methods=("sdxl",), conditions=("L1",), anchors=False, seed=3)
+    extra["condition"] = "MY_STYLE"
+    both = pd.concat([df, extra], ignore_index=True)
+    loaded, infos = rs.load_results([write_folder(tmp_path / "results", both)])
+    out = rp.build_report(loaded, tmp_path / "out", run_info=infos, **FAST)
+    table = out["tables"]["extra_conditions"]
+    assert table["status"] == "ok"
+    rows = pd.read_csv(tmp_path / "out" / table["csv"])
+    assert rows[["method", "condition"]].values.tolist() == [["sdxl", "MY_STYLE"]]
+    assert rows["n_blocks"].iloc[0] == extra["block_id"].nunique()
+    assert rows["cos_sim"].iloc[0] == pytest.approx(extra["cos_sim"].mean())
+    assert any("MY_STYLE" in n and "Extra conditions" in n for n in out["notes"])
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "## Extra conditions" in md and "| SDXL | MY_STYLE |" in md
+    # Every other table is what it is without the extra rows.
+    for name, entry in rep["tables"].items():
+        assert out["tables"][name]["status"] == entry["status"]
+        if entry["status"] == "ok":
+            pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out" / entry["csv"]),
+                                          pd.read_csv(Path(rep["out_dir"]) / entry["csv"]))
+    assert "extra_conditions" not in rep["tables"]

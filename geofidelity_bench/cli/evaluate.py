@@ -41,7 +41,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     started = time.time()
     bench = load_benchmark(args.benchmark, revision=args.revision)
-    panels = read_generated_folder(args.generated, bench, methods=args.methods, conditions=args.conditions)
+    panels = read_generated_folder(args.generated, bench, methods=args.methods, conditions=args.conditions,
+                                   extra_conditions=args.extra_conditions, ignore_manifest=args.ignore_manifest)
+    manifest = _manifest_info(args, panels)
     encoder, cache = encoder_and_cache(args)
     segmenter, gaas_reason = segmenter_or_reason(args)
     print(f"scoring {len(panels)} panel(s) from {args.generated} against {bench!r} with encoder {encoder.name}",
@@ -50,12 +52,27 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                               num_workers=args.num_workers,
                               progress=not args.no_progress, include_anchors=not args.no_anchors,
                               segmenter=segmenter)
-    info = _run_info(args, bench, encoder, cache, results, started, segmenter, gaas_reason)
+    info = _run_info(args, bench, encoder, cache, results, started, segmenter, gaas_reason,
+                     extra={"generation_manifest": manifest, "extra_conditions": list(args.extra_conditions or [])})
     out = Path(args.out)
     write_results(out, results, info)
     print(leaderboard_text(results))
     print(f"\nwrote {out}/results.csv ({len(results)} rows), summaries and run.json")
     return 0
+
+
+def _manifest_info(args: argparse.Namespace, panels) -> dict:
+    """What run.json records about the generation manifest: checked, absent, or ignored (with what was ignored)."""
+    from ..generated_folder import check_generation_manifest
+    from ..generation.manifest import MANIFEST_FILE
+
+    if not args.ignore_manifest:  # read_generated_folder checked the panels against it
+        path = Path(args.generated) / MANIFEST_FILE
+        return {"file": str(path) if path.is_file() else None, "checked": path.is_file(), "ignored": False}
+    check = check_generation_manifest(args.generated, panels)
+    for problem in check.problems:
+        print(f"warning: --ignore-manifest: {problem}", file=sys.stderr)
+    return {"file": check.manifest, "checked": False, "ignored": True, "ignored_problems": check.problems}
 
 
 def _add_evaluate(sub) -> None:
@@ -65,6 +82,12 @@ def _add_evaluate(sub) -> None:
     p.add_argument("--generated", required=True, help="folder of generated panels {method}/{condition}/{block_id}/NN.jpg")
     p.add_argument("--methods", nargs="+", default=None, help="only these method folders (default: all)")
     p.add_argument("--conditions", nargs="+", default=None, help="only these condition folders (default: all)")
+    p.add_argument("--extra-conditions", nargs="+", default=None, metavar="NAME",
+                   help="condition folders of your own beyond the benchmark's prompt conditions (L0, L1, L2, GPS_ONLY, "
+                        "C_*); any other condition folder is an error. The report shows them in their own table")
+    p.add_argument("--ignore-manifest", action="store_true",
+                   help="score panels even when the folder's generation manifest.parquet does not list their images "
+                        "or they were made with other settings (run.json records what was ignored)")
     p.add_argument("--out", required=True, help="output folder (results.csv, summary_*.csv, run.json)")
     p.add_argument("--no-anchors", action="store_true", help="do not score the three real-image anchors")
     add_encoder_args(p, "dinov2-base")

@@ -93,6 +93,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             cpu_offload=args.cpu_offload,
             dtype=args.dtype,
             strict=args.strict,
+            overwrite=args.overwrite,
             progress=not args.no_progress,
         )
     except GeneratorError as err:
@@ -156,7 +157,8 @@ def register(sub) -> None:
         help="generate panels with a text-to-image model (runs under accelerate launch / torchrun too)",
         description=(
             "Generate the panels of a benchmark: {model}/{condition}/{block_id}/{k:02d}.jpg (512x512, JPEG 95) and "
-            "manifest.parquet in --out. Resumable: re-running skips images already done. Blocks without a known "
+            "manifest.parquet in --out. Resumable: re-running skips images already done (a folder made with other "
+            "settings is refused unless --overwrite). Blocks without a known "
             "street/neighborhood are listed and skipped for L1/L2/control conditions (--strict makes that an error). "
             "Multi-GPU: accelerate launch --multi_gpu --num_processes N -m geofidelity_bench.cli generate ..."
         ),
@@ -181,6 +183,10 @@ def register(sub) -> None:
                    help="import a module or .py file that registers generators (repeatable)")
     p.add_argument("--strict", action="store_true",
                    help="stop with an error when a block cannot have a prompt (instead of listing and skipping it)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="regenerate images that --out holds from a run with other settings (model, steps, guidance, "
+                        "size, prompts, seeds), and delete images beyond --images-per-block; without it such a folder "
+                        "is refused before anything is generated")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list-models", action="store_true", help="print the registered generators and exit")
     p.add_argument("--push-to-hub", metavar="REPO", default=None,

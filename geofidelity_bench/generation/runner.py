@@ -19,7 +19,10 @@ bit-exact, and the manifest records the batch size of every image.
 Resume. A unit is skipped when its file exists, its sha256 matches a manifest row (merged
 manifest or any journal, including those of killed runs) and that row's generation settings
 (seed, prompt, negative prompt, steps, guidance, dtype, size, weights) equal the current ones;
-otherwise it is (re)generated. A killed run loses at most the images being computed.
+otherwise it is (re)generated. A killed run loses at most the images being computed. A folder
+that holds images recorded with other settings, or panel images beyond ``images_per_block``
+from an earlier run, is refused before anything is generated unless ``overwrite=True``
+(``--overwrite``), which regenerates the former and deletes the latter.
 
 Blocks without a known street or neighborhood cannot have L1, L2 or control prompts (docs/benchmark.md
 section 2). By default those units are skipped and listed (``refused``) before anything is
@@ -242,6 +245,52 @@ def _same_settings(row: dict[str, Any], expected: dict[str, Any]) -> bool:
     return True
 
 
+class GenerationFolderError(GeneratorError):
+    """The output folder holds images of a run with other settings, or more images per panel than asked for."""
+
+
+def settings_conflicts(out: Path, units: Sequence[WorkUnit], known: dict, specs: dict[str, GeneratorSpec]):
+    """``(unit, differing columns)`` for every planned image whose file on disk is recorded (same sha256) with
+    other generation settings than this run's (:data:`REUSE_COLUMNS`). Files are hashed only where a recorded
+    row differs, so an unchanged re-run reads no image."""
+    conflicts = []
+    for unit in units:
+        candidates = known.get((unit.model, unit.condition, unit.block_id, unit.k))
+        if not candidates:
+            continue  # no row: a new image, or one whose row a killed run never wrote (regenerated identically)
+        spec = specs[unit.model]
+        expected = _expected_row(spec, unit, spec.dtype)
+        if all(_same_settings(r, expected) for r in candidates):
+            continue
+        row = matching_row(candidates, file_sha256(out / unit.relpath))
+        if row is not None and not _same_settings(row, expected):
+            conflicts.append((unit, [c for c in REUSE_COLUMNS if not _same_settings({**expected, c: row.get(c)}, expected)]))
+    return conflicts
+
+
+def stale_files(out: Path, units: Sequence[WorkUnit], images_per_block: int) -> list[Path]:
+    """Panel images with an index ``k >= images_per_block`` in the panel folders of this run (an earlier run
+    made more images per block; ``evaluate`` would score them with the new ones)."""
+    from ..generated_folder import PANEL_FILE
+
+    folders = sorted({out / Path(u.relpath).parent for u in units})
+    return [f for folder in folders if folder.is_dir() for f in sorted(folder.iterdir())
+            if (m := PANEL_FILE.match(f.name)) and int(m.group(1)) >= images_per_block]
+
+
+def format_folder_conflicts(out: Path, conflicts, stale: Sequence[Path], shown: int = 10) -> str:
+    lines = [f"{out} holds images of an earlier generation run that this run would not reproduce:"]
+    if conflicts:
+        lines.append(f"  {len(conflicts)} image(s) were made with other settings, e.g.:")
+        lines += [f"    {u.relpath} (differs in {', '.join(cols)})" for u, cols in conflicts[:shown]]
+    if stale:
+        lines.append(f"  {len(stale)} image(s) are beyond --images-per-block and would be scored with the new ones:")
+        lines += [f"    {f.relative_to(out).as_posix()}" for f in stale[:shown]]
+    lines.append("Pass --overwrite (overwrite=True) to regenerate those images and delete the extra ones, or use another "
+                 "--out folder, or re-run with the earlier settings.")
+    return "\n".join(lines)
+
+
 def _device_label(device: Any) -> str:
     import torch
 
@@ -276,6 +325,7 @@ def run_generation(
     cpu_offload: bool | None = None,
     dtype: str | None = None,
     strict: bool = False,
+    overwrite: bool = False,
     progress: bool = True,
     state: Any = None,
     log: Callable[[str], None] | None = None,
@@ -297,6 +347,9 @@ def run_generation(
         cpu_offload: force model CPU offload on (True) or off (False); default per model.
         dtype: override every model's dtype (``fp16``, ``bf16``, ``fp32``).
         strict: raise ``PromptError`` instead of skipping blocks without names.
+        overwrite: regenerate images that ``out_dir`` holds from a run with other settings, and delete
+            panel images beyond ``images_per_block`` left by an earlier run; without it either one is a
+            :class:`GenerationFolderError` naming them, before anything is generated.
         progress: show a tqdm bar per process.
         state: an ``accelerate.PartialState`` (default: one for this process).
         log: where messages go (default: print to stdout, refusals to stderr).
@@ -336,8 +389,16 @@ def run_generation(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    mine = units[rank::world]
     known = index_rows(read_all_rows(out))
+    conflicts = settings_conflicts(out, units, known, by_key)
+    stale = stale_files(out, units, images_per_block)
+    if (conflicts or stale) and not overwrite:
+        raise GenerationFolderError(format_folder_conflicts(out, conflicts, stale))
+    if stale and is_main:
+        for path in stale:
+            path.unlink(missing_ok=True)
+        say(f"--overwrite: removed {len(stale)} image(s) with k >= {images_per_block} left by an earlier run")
+    mine = units[rank::world]
     todo: list[WorkUnit] = []
     for unit in mine:
         spec = by_key[unit.model]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,18 @@ def _read_table(
 ) -> _Table:
     """Reads a CSV (strings kept as written); each name maps to accepted column spellings."""
     path = root / rel
+    try:
+        return _parse_table(path, rel, required, optional)
+    except UnicodeDecodeError as err:
+        raise ReleaseImportError(
+            f"{rel}: not UTF-8 text (byte {err.object[err.start:err.start + 1]!r} at offset {err.start}); "
+            "save it as UTF-8 (e.g. `iconv -f cp1252 -t utf-8`) and import again"
+        ) from None
+
+
+def _parse_table(
+    path: Path, rel: str, required: Mapping[str, tuple[str, ...]], optional: Mapping[str, tuple[str, ...]]
+) -> _Table:
     with open(path, newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
@@ -51,22 +64,46 @@ def _read_table(
     return _Table(rel, header, rows, columns)
 
 
-def _relocate(root: Path, text: str | None, fallbacks: Iterable[str]) -> Path | None:
-    """The file an image path of the release points to, or None."""
+def _escapes(norm: str) -> bool:
+    """True for an absolute path (POSIX, UNC or a Windows drive) or one that climbs with ``..``."""
+    return norm.startswith("/") or bool(re.match(r"\A[A-Za-z]:", norm)) or ".." in norm.split("/")
+
+
+def _relocate(root: Path, text: str | None, fallbacks: Iterable[str]) -> tuple[Path | None, str | None]:
+    """The file inside the release that an image path points to (or None), and why the path as written was not read.
+
+    Every candidate must resolve (symbolic links followed) inside the release folder; one that escapes it (an
+    absolute path, ``../``, a link out) is never opened. An absolute path of the authors' machine is still found
+    through the release folder names in it (``.../data/raw/...``, ``.../generations_v3/...``); without one, such a
+    row gets no stand-in from the conventional places (``fallbacks``).
+    """
     candidates: list[str] = []
+    outside: str | None = None
     if text:
         norm = text.replace("\\", "/")
-        candidates.append(norm)
+        if _escapes(norm):
+            outside = f"image path {text!r} points outside the release folder; it was not read"
+        else:
+            candidates.append(norm)
         for marker in ("data/raw/", f"{GENERATION_DIR}/"):
             if marker in norm:
                 candidates.append(norm[norm.index(marker) :])
-    candidates += list(fallbacks)
-    for cand in candidates:
-        path = Path(cand)
-        path = path if path.is_absolute() else root / cand
-        if path.is_file():
-            return path
-    return None
+    base = root.resolve()
+    for group in (candidates, list(fallbacks)):
+        for cand in group:
+            path = root / cand
+            try:
+                inside = path.resolve().is_relative_to(base)
+            except (OSError, RuntimeError):  # a link loop
+                inside = False
+            if not inside:
+                outside = outside or f"image path {cand!r} resolves outside the release folder; it was not read"
+                continue
+            if path.is_file():
+                return path, None
+        if outside:  # the conventional places stand in only for a row that names no outside file
+            break
+    return None, outside
 
 
 def _decode_check(data: bytes) -> str | None:

@@ -252,11 +252,15 @@ class _Importer:
                     self.issue("block_mismatch", REFERENCES_CSV, line, "kept",
                                f"reference {ref_id!r}: {name} {value!r} differs from its block's {block[name]!r}",
                                reference_id=ref_id)
-            path = _relocate(
+            path, outside = _relocate(
                 self.root,
                 _s(table.get(row, "image_path")),
                 [f"{REFERENCE_DIR}/{rid}/mapillary_{image_id}.jpg", f"{REFERENCE_DIR}/{rid}/{image_id}.jpg"],
             )
+            if path is None and outside:
+                self.issue("path_outside_release", REFERENCES_CSV, line, "skipped", f"reference {ref_id!r}: {outside}",
+                           reference_id=ref_id, image_path=_s(table.get(row, "image_path")))
+                continue
             if path is None:
                 self.issue("missing_image", REFERENCES_CSV, line, "skipped",
                            f"reference {ref_id!r}: image file not found ({_s(table.get(row, 'image_path')) or 'no image_path'})",
@@ -420,11 +424,15 @@ class _Importer:
                 self.issue("duplicate", GENERATED_CSV, line, "skipped",
                            f"image {panel_relpath(*key)} is already given by line {entries[key]['line']}", **vals)
                 continue
-            path = _relocate(
+            path, outside = _relocate(
                 self.root,
                 _s(table.get(row, "image_path")),
                 [f"{GENERATION_DIR}/{model_raw}/{level_raw}/{rid}/{k:02d}.jpg"],
             )
+            if path is None and outside:
+                self.issue("path_outside_release", GENERATED_CSV, line, "skipped", outside,
+                           image_path=_s(table.get(row, "image_path")), **vals)
+                continue
             if path is None:
                 self.issue("missing_image", GENERATED_CSV, line, "skipped",
                            f"image file not found ({_s(table.get(row, 'image_path')) or 'no image_path'})", **vals)

@@ -89,15 +89,14 @@ class Context:
         known = set(CONDITIONS) | {stats.ANCHOR_CONDITION, stats.SANITY_CONDITION}
         unknown = sorted(set(map(str, df["condition"].dropna().unique())) - known)
         if unknown:
-            self.notes.append(f"rows with unknown condition(s) {unknown} are left out of every table")
+            self.notes.append(f"condition(s) {unknown} are not prompt conditions of the benchmark: their rows are shown "
+                              "in the table 'Extra conditions' only")
         self.raw = df[df["condition"].isin(known)].copy()
         metric_cols = list(stats.METRIC_COLUMNS)
         first_cols = [c for c in ("city", "country", "stratum", "encoder") if c in df.columns]
-        grouped = self.raw.groupby(["method", "condition", "block_id"], sort=True, dropna=False)
-        units = grouped[metric_cols].mean()
-        if first_cols:
-            units = units.join(grouped[first_cols].first())
-        self.units = units.reset_index()
+        self.units = _units(self.raw, metric_cols, first_cols)
+        #: (method, condition, block) means of the rows whose condition is an extra (user-declared) one.
+        self.extra_units = _units(df[~df["condition"].isin(known)], metric_cols, first_cols)
         self.generated = self.units[self.units["condition"].isin(CONDITIONS)]
         self.gen_raw = self.raw[self.raw["condition"].isin(CONDITIONS)]
         self.conditions = [c for c in CONDITIONS if c in set(self.generated["condition"])]
@@ -117,6 +116,15 @@ class Context:
 
     def n_cities(self, frame: pd.DataFrame) -> int:
         return int(frame["city"].dropna().nunique())
+
+
+def _units(frame: pd.DataFrame, metric_cols: list[str], first_cols: list[str]) -> pd.DataFrame:
+    """One row per (method, condition, block): the mean of the metrics over runs, the first of ``first_cols``."""
+    grouped = frame.groupby(["method", "condition", "block_id"], sort=True, dropna=False)
+    units = grouped[metric_cols].mean()
+    if first_cols:
+        units = units.join(grouped[first_cols].first())
+    return units.reset_index()
 
 
 def method_means(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:

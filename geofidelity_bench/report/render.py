@@ -38,6 +38,7 @@ from .tables import (
     table_city_by_method,
     table_controls,
     table_cos_sim_by_condition,
+    table_extra_conditions,
     table_hierarchy,
     table_leaderboard,
     table_leave_one_city_out,
@@ -171,6 +172,8 @@ def build_report(
         table_city_by_method(ctx),
         table_summary(ctx),
     ]
+    if not ctx.extra_units.empty:  # only then: reports without extra conditions stay as they were
+        tables.insert(-1, table_extra_conditions(ctx))
     out.mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(exist_ok=True)
     by_name = {t.name: t for t in tables}

@@ -543,3 +543,22 @@ def table_summary(ctx: Context) -> Table:
     data.insert(0, "n_blocks", g["block_id"].nunique())
     t.data = data.reset_index()
     return t
+
+
+def table_extra_conditions(ctx: Context) -> Table:
+    """Rows of conditions beyond the benchmark's prompt conditions (``evaluate --extra-conditions``): never dropped."""
+    t = Table("extra_conditions", "Extra conditions",
+              caption="Conditions that are not prompt conditions of the benchmark (declared with --extra-conditions): "
+                      "mean over blocks per method and condition. They enter no other table.")
+    if ctx.extra_units.empty:
+        t.reason = "no rows with extra conditions"
+        return t
+    metrics = list(LEADERBOARD_METRICS)
+    g = ctx.extra_units.groupby(["method", "condition"], sort=True)
+    data = g[metrics].mean()
+    data.insert(0, "n_blocks", g["block_id"].nunique())
+    t.data = data.reset_index()
+    t.markdown = _md_table(["Model", "Condition", *(heading(m) for m in metrics), "Blocks"],
+                           [[method_label(r["method"]), str(r["condition"]), *(_fmt(r[m]) for m in metrics),
+                             _fmt(r["n_blocks"])] for _, r in t.data.iterrows()])
+    return t
