@@ -38,6 +38,13 @@ _RESAMPLE = {
     "lanczos": Image.Resampling.LANCZOS,
 }
 
+#: crop_rounding -> how the config describes the crop position.
+_CROP_ROUNDING = {
+    "floor": "center, top-left = ((w - crop) // 2, (h - crop) // 2)",
+    "round": "center, top-left = (int(round((w - crop) / 2)), int(round((h - crop) / 2))), round half to even "
+    "(torchvision CenterCrop)",
+}
+
 
 class EncoderUnavailableError(ModelUnavailableError):
     """An encoder's weights (or its package) cannot be had; the message says how to run offline."""
@@ -64,7 +71,12 @@ class Preprocessing:
         resize_mode: ``"shorter_side"`` keeps the aspect ratio, the longer side becomes
             ``int(resize * long / short)`` (torchvision's rounding); ``"exact"`` ignores aspect.
         crop: side of the square center crop, or ``None``; the crop's top-left corner is
-            ``((w - crop) // 2, (h - crop) // 2)``.
+            :meth:`crop_offsets`.
+        crop_rounding: where an odd margin puts the crop: ``"floor"`` (``(w - crop) // 2``, as the
+            Hugging Face image processors' ``center_crop``) or ``"round"`` (``int(round((w - crop) / 2))``,
+            Python's round half to even, as torchvision's ``CenterCrop``). ``"round"`` is recorded in
+            the config as the key ``crop_rounding``; ``"floor"`` adds no key, so the configs (and
+            cache keys) of the encoders that always cropped that way stay as they were.
         interpolation: PIL resampling filter name (PIL's filters antialias when downscaling).
         mean, std: per-channel normalization applied after scaling to [0, 1].
     """
@@ -75,8 +87,11 @@ class Preprocessing:
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
     resize_mode: str = "shorter_side"
+    crop_rounding: str = "floor"
 
     def __post_init__(self) -> None:
+        if self.crop_rounding not in _CROP_ROUNDING:
+            raise ValueError(f"unknown crop_rounding {self.crop_rounding!r}; one of {sorted(_CROP_ROUNDING)}")
         if self.interpolation not in _RESAMPLE:
             raise ValueError(f"unknown interpolation {self.interpolation!r}; one of {sorted(_RESAMPLE)}")
         if self.resize_mode not in ("shorter_side", "exact"):
@@ -104,14 +119,21 @@ class Preprocessing:
             return (target, max(1, int(target * height / width)))
         return (max(1, int(target * width / height)), target)
 
+    def crop_offsets(self, width: int, height: int) -> tuple[int, int]:
+        """(left, top) of the center crop in a ``width`` x ``height`` image (after the resize)."""
+        if self.crop is None:
+            return (0, 0)
+        if self.crop_rounding == "round":  # torchvision CenterCrop: int(round(...)), half to even
+            return (int(round((width - self.crop) / 2.0)), int(round((height - self.crop) / 2.0)))
+        return ((width - self.crop) // 2, (height - self.crop) // 2)
+
     def to_pil(self, image: Image.Image) -> Image.Image:
         """Resize and crop an RGB image (the geometric part, before normalization)."""
         size = self.resized_size(*image.size)
         if size != image.size:
             image = image.resize(size, resample=_RESAMPLE[self.interpolation])
         if self.crop is not None:
-            w, h = image.size
-            left, top = (w - self.crop) // 2, (h - self.crop) // 2
+            left, top = self.crop_offsets(*image.size)
             image = image.crop((left, top, left + self.crop, top + self.crop))
         return image
 
@@ -127,7 +149,9 @@ class Preprocessing:
         d["mean"] = [float(v) for v in self.mean]
         d["std"] = [float(v) for v in self.std]
         d["rescale"] = "1/255"
-        d["crop_position"] = "center, top-left = ((w - crop) // 2, (h - crop) // 2)" if self.crop else None
+        d["crop_position"] = _CROP_ROUNDING[self.crop_rounding] if self.crop else None
+        if self.crop_rounding == "floor":
+            del d["crop_rounding"]  # the configs written before the option existed
         d["library"] = "PIL.Image.resize + numpy (float32)"
         d["channel_order"] = "RGB"
         return d

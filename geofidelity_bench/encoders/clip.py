@@ -24,6 +24,13 @@ CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
+def clip_preprocessing(size: int) -> Preprocessing:
+    """What ``CLIPImageProcessor`` does for a checkpoint of image size ``size`` (shortest_edge =
+    crop = size, bicubic, floor-rounded center crop, rescale 1/255, CLIP mean/std): equal to its
+    ``pixel_values`` (tests/test_parity.py)."""
+    return Preprocessing(resize=size, crop=size, interpolation="bicubic", mean=CLIP_MEAN, std=CLIP_STD)
+
+
 class CLIPEncoder(TextImageEncoder):
     """CLIP image and text towers sharing one embedding space."""
 
@@ -46,7 +53,7 @@ class CLIPEncoder(TextImageEncoder):
         self.dim = int(model.config.projection_dim)
         self.max_text_tokens = int(model.config.text_config.max_position_embeddings)
         size = int(model.config.vision_config.image_size)
-        self.preprocessing = Preprocessing(resize=size, crop=size, interpolation="bicubic", mean=CLIP_MEAN, std=CLIP_STD)
+        self.preprocessing = clip_preprocessing(size)
         self._config = {
             "encoder": name,
             "backend": "transformers.CLIPModel",

@@ -8,8 +8,9 @@ Input the package expects: its README example feeds ``Resize(224)`` + ``ToTensor
 mean/std (RGB in [0, 1]); the network pads its convolutions statically for a 224x224 input, so
 the input must be exactly 224x224. Checked on street photos here, ImageNet mean/std gives more
 confident ImageNet predictions than the TF-Lite ``(x - 127) / 128`` scaling, so the converted
-weights expect ImageNet normalization. We use shorter side 256 (bicubic) + center crop 224 +
-ImageNet mean/std, the same geometry as the reference DINOv2 encoder.
+weights expect ImageNet normalization. We use shorter side 256 (bicubic) + center crop 224 (placed
+as torchvision's ``CenterCrop`` places it, round half to even) + ImageNet mean/std, the same
+geometry as the reference DINOv2 encoder: torchvision's ``Resize(256)`` + ``CenterCrop(224)``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from geofidelity_bench.encoders.base import (
 )
 
 EFFICIENTNET_PREPROCESSING = Preprocessing(
-    resize=256, crop=224, interpolation="bicubic", mean=IMAGENET_MEAN, std=IMAGENET_STD
+    resize=256, crop=224, interpolation="bicubic", mean=IMAGENET_MEAN, std=IMAGENET_STD, crop_rounding="round"
 )
 
 

@@ -22,6 +22,14 @@ from geofidelity_bench.encoders.base import Preprocessing, TextImageEncoder
 SIGLIP_IDS = {"siglip-so400m": "google/siglip-so400m-patch14-384"}
 
 
+def siglip_preprocessing(size: int) -> Preprocessing:
+    """What ``SiglipImageProcessor`` does for a checkpoint of image size ``size`` (exact resize to
+    size x size, bicubic, rescale 1/255, mean/std 0.5): equal to its ``pixel_values`` (tests/test_parity.py)."""
+    return Preprocessing(
+        resize=(size, size), resize_mode="exact", crop=None, interpolation="bicubic", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)
+    )
+
+
 class SigLIPEncoder(TextImageEncoder):
     """SigLIP image and text towers; ``zero_shot_probs`` uses the model's logit scale and bias."""
 
@@ -47,9 +55,7 @@ class SigLIPEncoder(TextImageEncoder):
             raise ValueError(f"SigLIP weights {source!r}: image dim {self.dim} != text dim {text_dim}")
         self.max_text_tokens = int(model.config.text_config.max_position_embeddings)
         size = int(model.config.vision_config.image_size)
-        self.preprocessing = Preprocessing(
-            resize=(size, size), resize_mode="exact", crop=None, interpolation="bicubic", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)
-        )
+        self.preprocessing = siglip_preprocessing(size)
         self._config = {
             "encoder": name,
             "backend": "transformers.SiglipModel",

@@ -4,6 +4,7 @@ and running it in batches: what the Mask2Former and SegFormer backends share."""
 from __future__ import annotations
 
 import abc
+import json
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -44,7 +45,6 @@ class _TransformersSegmenter(Segmenter):
     def _load(self, weights: str | os.PathLike | None, revision: str | None, expected: Sequence[Sequence[str]]):
         import torch
         import transformers
-        from huggingface_hub import constants
 
         source, local = self.default_id, False
         if weights is not None:
@@ -63,13 +63,8 @@ class _TransformersSegmenter(Segmenter):
         if local:
             kwargs["local_files_only"] = True
 
-        def unavailable(err: BaseException) -> SegmenterUnavailableError:
-            rev = f" (revision {revision!r})" if revision else ""
-            offline = " HF_HUB_OFFLINE is set, so the Hub was not contacted." if constants.HF_HUB_OFFLINE else ""
-            return SegmenterUnavailableError(
-                f"cannot load weights {source!r}{rev} for segmenter {self.name!r}: {str(err).rstrip('. ')}.{offline} "
-                + _offline_hint(source if not local else self.default_id)
-            )
+        self._source, self._local, self._revision = source, local, revision
+        unavailable = self._unavailable
 
         try:
             cfg = transformers.AutoConfig.from_pretrained(source, **kwargs)
@@ -93,6 +88,43 @@ class _TransformersSegmenter(Segmenter):
         else:
             record["commit"] = getattr(model.config, "_commit_hash", None) or getattr(cfg, "_commit_hash", None)
         return model, labels, record
+
+    def _unavailable(self, err: BaseException, what: str = "weights") -> SegmenterUnavailableError:
+        from huggingface_hub import constants
+
+        source, revision, local = self._source, self._revision, self._local
+        rev = f" (revision {revision!r})" if revision else ""
+        offline = " HF_HUB_OFFLINE is set, so the Hub was not contacted." if constants.HF_HUB_OFFLINE else ""
+        return SegmenterUnavailableError(
+            f"cannot load {what} {source!r}{rev} for segmenter {self.name!r}: {str(err).rstrip('. ')}.{offline} "
+            + _offline_hint(source if not local else self.default_id)
+        )
+
+    def _checkpoint_processor(self, cls, defaults: Mapping[str, Any], overrides: Mapping[str, Any]):
+        """The image processor the checkpoint ships (``preprocessor_config.json``, as the release's
+        ``from_pretrained(checkpoint)``), or ``defaults`` for a local folder without one (tiny test
+        models); ``overrides`` (the options a caller gave) win either way. Call after :meth:`_load`.
+
+        Returns:
+            (processor, where its settings came from, its effective settings as JSON-clean dict).
+        """
+        if self._local and not (Path(self._source) / "preprocessor_config.json").is_file():
+            processor = cls(**{**defaults, **overrides})
+            origin = "defaults of this backend (the weights folder has no preprocessor_config.json)"
+        else:
+            kwargs: dict[str, Any] = {"revision": self._revision}
+            if self._local:
+                kwargs["local_files_only"] = True
+            try:
+                processor = cls.from_pretrained(self._source, **kwargs, **overrides)
+            except (OSError, ValueError) as err:
+                raise self._unavailable(err, "the image processor (preprocessor_config.json) of") from err
+            origin = "the checkpoint's preprocessor_config.json"
+        if overrides:
+            origin += f", overridden by {', '.join(sorted(overrides))}"
+        settings = json.loads(json.dumps(processor.to_dict(), sort_keys=True, default=str))
+        settings.pop("processor_class", None)
+        return processor, origin, settings
 
     def _mapping_config(self, groups: Mapping[str, Sequence[int]]) -> dict[str, Any]:
         return {

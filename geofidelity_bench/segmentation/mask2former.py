@@ -10,13 +10,24 @@ from geofidelity_bench.encoders.base import resolve_device
 from geofidelity_bench.segmentation._transformers import _processor_class, _TransformersSegmenter
 from geofidelity_bench.segmentation.labels import VISTAS_CLASS_TO_GROUP, VISTAS_GROUPS, VISTAS_V12_CLASSES
 
+#: The processor settings for weights without a preprocessor_config.json (those of the Hub checkpoint's).
+DEFAULT_PROCESSOR = {
+    "size": {"shortest_edge": 384, "longest_edge": 1333}, "size_divisor": 32, "resample": 2, "do_resize": True,
+    "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True, "image_mean": (0.485, 0.456, 0.406),
+    "image_std": (0.229, 0.224, 0.225), "do_reduce_labels": False,
+}
+
+
 class Mask2FormerVistasSegmenter(_TransformersSegmenter):
     """Mask2Former (Swin-L) trained on Mapillary Vistas v1.2: docs/benchmark.md section 5, Metrics's segmenter.
 
-    Input: ``Mask2FormerImageProcessor`` settings given here, not read from the checkpoint:
-    bilinear resize of the shorter side to ``input_size`` (384, as the Hub checkpoint's processor
-    config sets it) with the longer side at most ``max_input_size`` (1333), both rounded up to a
-    multiple of 32; rescale 1/255; ImageNet mean/std. Post-processing:
+    Input: the checkpoint's own image processor, ``Mask2FormerImageProcessor.from_pretrained(weights)``
+    (as the release ran it), when the weights ship a ``preprocessor_config.json``; only for a folder
+    without one (tiny test models) the defaults :data:`DEFAULT_PROCESSOR`: bilinear resize of the
+    shorter side to 384 with the longer side at most 1333, both rounded up to a multiple of 32;
+    rescale 1/255; ImageNet mean/std. ``input_size`` / ``max_input_size``, when given, replace the
+    shorter / longer side limits either way. The effective settings are recorded in the config.
+    Post-processing:
     ``post_process_semantic_segmentation(outputs, target_sizes=[(h, w)])`` per image, i.e.
     per class ``sum_q softmax(class logits)[q, c] * sigmoid(mask logits)[q]`` (masks resized to
     384 x 384 first, as transformers does), resized bilinearly to the image's own size, argmax.
@@ -34,26 +45,24 @@ class Mask2FormerVistasSegmenter(_TransformersSegmenter):
         weights: str | os.PathLike | None = None,
         revision: str | None = None,
         device: Any | None = None,
-        input_size: int = 384,
-        max_input_size: int = 1333,
+        input_size: int | None = None,
+        max_input_size: int | None = None,
     ) -> None:
         super().__init__()
         self.name = name
         self.device = resolve_device(device)
-        if not (isinstance(input_size, int) and isinstance(max_input_size, int) and 0 < input_size <= max_input_size):
-            raise ValueError(f"need 0 < input_size <= max_input_size, got {input_size}, {max_input_size}")
+        _check_sizes(input_size, max_input_size)
         model, labels, record = self._load(weights, revision, VISTAS_V12_CLASSES)
         self.model = model.to(self.device).eval()
         self.class_names = tuple(labels)
         self.class_to_group = VISTAS_CLASS_TO_GROUP
         self.unsupported_groups = ()
         cls = _processor_class("Mask2FormerImageProcessorPil", "Mask2FormerImageProcessor")
-        mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-        self.processor = cls(
-            size={"shortest_edge": input_size, "longest_edge": max_input_size}, size_divisor=32, resample=2,
-            do_resize=True, do_rescale=True, rescale_factor=1 / 255, do_normalize=True, image_mean=mean,
-            image_std=std, do_reduce_labels=False,
+        self.processor, origin, settings = self._checkpoint_processor(
+            cls, DEFAULT_PROCESSOR, _size_overrides(input_size, max_input_size)
         )
+        size = dict(self.processor.size)
+        _check_sizes(size.get("shortest_edge"), size.get("longest_edge"))
         self._config = {
             "kind": "semantic-segmenter",
             "segmenter": name,
@@ -62,16 +71,13 @@ class Mask2FormerVistasSegmenter(_TransformersSegmenter):
             "model_type": self.model_type,
             "input": {
                 "processor": f"transformers.{cls.__name__}",
+                "settings_from": origin,
+                "settings": settings,
                 "resize": "shorter side to input_size, longer side at most max_input_size (aspect kept), "
-                "both rounded up to a multiple of 32; images of one batch that preprocess to different sizes run "
-                "as separate forward calls (no padding)",
-                "input_size": input_size,
-                "max_input_size": max_input_size,
-                "size_divisor": 32,
-                "interpolation": "bilinear",
-                "rescale": "1/255",
-                "mean": list(mean),
-                "std": list(std),
+                "both rounded up to a multiple of size_divisor; images of one batch that preprocess to different "
+                "sizes run as separate forward calls (no padding)",
+                "input_size": size.get("shortest_edge"),
+                "max_input_size": size.get("longest_edge"),
             },
             "post_processing": "Mask2FormerImageProcessor.post_process_semantic_segmentation per image: "
             "softmax(class logits)[:, :-1] x sigmoid(mask logits resized to 384x384), resized bilinearly "
@@ -85,3 +91,23 @@ class Mask2FormerVistasSegmenter(_TransformersSegmenter):
             masks_queries_logits=outputs.masks_queries_logits[index : index + 1],
         )
         return self.processor.post_process_semantic_segmentation(one, target_sizes=[size])[0]
+
+
+def _check_sizes(input_size: int | None, max_input_size: int | None) -> None:
+    for opt, value in (("input_size", input_size), ("max_input_size", max_input_size)):
+        if value is not None and not (isinstance(value, int) and value > 0):
+            raise ValueError(f"{opt} must be a positive int, got {value!r}")
+    if input_size is not None and max_input_size is not None and input_size > max_input_size:
+        raise ValueError(f"need input_size <= max_input_size, got {input_size}, {max_input_size}")
+
+
+def _size_overrides(input_size: int | None, max_input_size: int | None) -> dict:
+    """The ``size`` a caller's input_size / max_input_size set, or {} to keep the processor's."""
+    if input_size is None and max_input_size is None:
+        return {}
+    size = dict(DEFAULT_PROCESSOR["size"])
+    if input_size is not None:
+        size["shortest_edge"] = input_size
+    if max_input_size is not None:
+        size["longest_edge"] = max_input_size
+    return {"size": size}

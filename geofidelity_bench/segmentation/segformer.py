@@ -15,14 +15,25 @@ from geofidelity_bench.segmentation.labels import (
     CITYSCAPES_UNSUPPORTED,
 )
 
+#: The processor settings for weights without a preprocessor_config.json.
+DEFAULT_PROCESSOR = {
+    "size": {"height": 1024, "width": 1024}, "resample": 2, "do_resize": True, "do_rescale": True,
+    "rescale_factor": 1 / 255, "do_normalize": True, "image_mean": (0.485, 0.456, 0.406),
+    "image_std": (0.229, 0.224, 0.225), "do_reduce_labels": False,
+}
+
+
 class SegformerCityscapesSegmenter(_TransformersSegmenter):
     """SegFormer-B5 fine-tuned on Cityscapes (19 classes), mapped by :data:`CITYSCAPES_GROUPS`.
 
     A second opinion, not the benchmark's segmenter: water, snow and other are always 0 (see
     :data:`CITYSCAPES_UNSUPPORTED`), so its GAAS is not comparable with the Vistas one.
-    Input: bilinear resize to ``input_size`` x ``input_size`` (1024, the checkpoint's training
-    crop; the aspect ratio is not kept, as in its processor config), rescale 1/255, ImageNet
-    mean/std. Post-processing: ``post_process_semantic_segmentation`` (logits resized bilinearly
+    Input: the checkpoint's own ``SegformerImageProcessor`` (``from_pretrained(weights)``) when the
+    weights ship a ``preprocessor_config.json``; for a folder without one the defaults
+    :data:`DEFAULT_PROCESSOR`: bilinear resize to 1024 x 1024 (the checkpoint's training crop; the
+    aspect ratio is not kept), rescale 1/255, ImageNet mean/std. ``input_size``, when given,
+    replaces the size (``input_size`` x ``input_size``) either way; the effective settings are
+    recorded in the config. Post-processing: ``post_process_semantic_segmentation`` (logits resized bilinearly
     to the image's own size, argmax).
     """
 
@@ -38,12 +49,12 @@ class SegformerCityscapesSegmenter(_TransformersSegmenter):
         weights: str | os.PathLike | None = None,
         revision: str | None = None,
         device: Any | None = None,
-        input_size: int = 1024,
+        input_size: int | None = None,
     ) -> None:
         super().__init__()
         self.name = name
         self.device = resolve_device(device)
-        if not (isinstance(input_size, int) and input_size > 0):
+        if input_size is not None and not (isinstance(input_size, int) and input_size > 0):
             raise ValueError(f"input_size must be a positive int, got {input_size!r}")
         model, labels, record = self._load(weights, revision, [(c,) for c in CITYSCAPES_CLASSES])
         self.model = model.to(self.device).eval()
@@ -51,11 +62,9 @@ class SegformerCityscapesSegmenter(_TransformersSegmenter):
         self.class_to_group = CITYSCAPES_CLASS_TO_GROUP
         self.unsupported_groups = CITYSCAPES_UNSUPPORTED
         cls = _processor_class("SegformerImageProcessorPil", "SegformerImageProcessor")
-        mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-        self.processor = cls(
-            size={"height": input_size, "width": input_size}, resample=2, do_resize=True, do_rescale=True,
-            rescale_factor=1 / 255, do_normalize=True, image_mean=mean, image_std=std, do_reduce_labels=False,
-        )
+        overrides = {} if input_size is None else {"size": {"height": input_size, "width": input_size}}
+        self.processor, origin, settings = self._checkpoint_processor(cls, DEFAULT_PROCESSOR, overrides)
+        size = dict(self.processor.size)
         self._config = {
             "kind": "semantic-segmenter",
             "segmenter": name,
@@ -64,12 +73,10 @@ class SegformerCityscapesSegmenter(_TransformersSegmenter):
             "model_type": self.model_type,
             "input": {
                 "processor": f"transformers.{cls.__name__}",
-                "resize": "exact input_size x input_size (aspect ratio not kept)",
-                "input_size": input_size,
-                "interpolation": "bilinear",
-                "rescale": "1/255",
-                "mean": list(mean),
-                "std": list(std),
+                "settings_from": origin,
+                "settings": settings,
+                "resize": "exact size (aspect ratio not kept)",
+                "input_size": size.get("height") if size.get("height") == size.get("width") else None,
             },
             "post_processing": "SegformerImageProcessor.post_process_semantic_segmentation per image: logits "
             "resized bilinearly (align_corners=False) to the label map size, argmax over the 19 classes",
