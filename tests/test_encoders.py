@@ -134,14 +134,13 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def test_import_is_light():
+    # What makes the import light: no heavy library loaded. Its time is in benchmarks/bench_stats.py.
     code = (
-        "import sys, time; t = time.perf_counter(); import geofidelity_bench, geofidelity_bench.encoders; "
-        "dt = time.perf_counter() - t; "
+        "import sys; import geofidelity_bench, geofidelity_bench.encoders; "
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules and 'accelerate' not in sys.modules, "
-        "sorted(m for m in ('torch', 'transformers', 'accelerate') if m in sys.modules); print(dt)"
+        "sorted(m for m in ('torch', 'transformers', 'accelerate') if m in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert float(out.stdout.strip()) < 2.0
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
 
 def test_registry_names_and_aliases():

@@ -1,3 +1,4 @@
+import hashlib
 import json
 import random
 import shutil
@@ -57,6 +58,33 @@ def test_anchor_draw_matches_documented_seed(demo):
                   key=lambda r: r.reference_id)
     expected = random.Random(f"0|{bid}|random_global").sample(pool, 4)
     assert anchor_panels(demo)[("random_global", "anchor", bid)] == expected
+
+
+def _documented_heldout(block_id, references):
+    """docs/benchmark.md section 1 (Held-out split), rebuilt here: sort by id, shuffle with the sha256 seed, first k."""
+    ordered = sorted(references, key=lambda r: r.reference_id)
+    seed = int.from_bytes(hashlib.sha256(f"0|{block_id}".encode()).digest()[:8], "big")
+    random.Random(seed).shuffle(ordered)
+    return ordered[: max(1, min(4, len(ordered) // 2))]
+
+
+def test_heldout_anchor_cycles_the_heldout_images_in_the_documented_order():
+    # 3, 5, 6 and 9 references hold out 1, 2, 3 and 4 images; section 6: image i is heldout[i % len(heldout)].
+    sizes = {"k1": 3, "k2": 5, "k3": 6, "k4": 9}
+    blocks = [make_block(bid, centroid=(48.0 + i, 2.0)) for i, bid in enumerate(sizes)]
+    refs = {bid: make_refs(bid, n, seed=i) for i, (bid, n) in enumerate(sizes.items())}
+    bench = Benchmark(blocks, [r for rs in refs.values() for r in rs], name="cycling")
+    panels = anchor_panels(bench)
+    for bid, n in sizes.items():
+        held = [r.reference_id for r in _documented_heldout(bid, refs[bid])]
+        assert len(held) == {"k1": 1, "k2": 2, "k3": 3, "k4": 4}[bid]
+        panel = [r.reference_id for r in panels[("heldout_real", "anchor", bid)]]
+        order = {1: [0, 0, 0, 0], 2: [0, 1, 0, 1], 3: [0, 1, 2, 0], 4: [0, 1, 2, 3]}[len(held)]
+        assert panel == [held[i] for i in order], bid
+    # The panel size is a parameter: a panel of 5 from 3 held-out images continues the cycle.
+    held3 = [r.reference_id for r in _documented_heldout("k3", refs["k3"])]
+    five = [r.reference_id for r in anchor_panels(bench, n=5)[("heldout_real", "anchor", "k3")]]
+    assert five == [held3[0], held3[1], held3[2], held3[0], held3[1]]
 
 
 def test_sanity_panels_are_labelled_and_deterministic(demo):

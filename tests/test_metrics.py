@@ -394,6 +394,13 @@ def test_retrieval_missing_negative_is_nan_in_its_own_column(rng):
         "strongest_margin",
     ]
     assert math.isnan(row["sim_same_city"])
+    assert (row["accuracy"], row["mrr"]) == (partial.accuracy, partial.mrr)
+    assert (row["local_margin"], row["strongest_margin"]) == (partial.local_margin, partial.strongest_margin)
+    assert all(row[f"sim_{n}"] == partial.sims[n] for n in CANDIDATE_NAMES if n != "same_city")
+    # The per-image arrays are read-only (a frozen result cannot be changed through them).
+    for array in (partial.ranks, partial.per_image_sims):
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 0
 
 
 def test_retrieval_target_only_has_nan_margins(rng):
@@ -780,3 +787,25 @@ def test_public_api_and_no_heavy_imports():
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_error_messages_name_the_argument():
+    """What a wrong call reads: which argument, what is expected (kills message mutants of mutation testing)."""
+    import re
+
+    gen = np.eye(3)[:2]
+    with pytest.raises(TypeError, match=r"^candidates must be a mapping from candidate name to gallery embeddings; "
+                                        r"got list$"):
+        retrieval(gen, [[1.0, 0.0, 0.0]])
+    with pytest.raises(ValueError, match=re.escape(", ".join(CANDIDATE_NAMES)) + "$"):
+        retrieval(gen, {"target": np.eye(3), "nearby": np.eye(3)})
+    with pytest.raises(ValueError, match=r"^candidates must include 'target' \(the target block's gallery\)$"):
+        retrieval(gen, {"random_city": np.eye(3)})
+    for value in (np.ones((2, 4)), reference.prepare_reference(np.ones((2, 4)))):
+        with pytest.raises(ValueError, match=r"^gen and candidates\['random_city'\] have different embedding"):
+            retrieval(gen, {"target": np.eye(3), "random_city": value})
+    with pytest.raises(ValueError, match=r"^gen could not be read"):
+        diversity_gap([["a", "b"]], np.eye(2))
+    with pytest.raises(ValueError, match=r"^ref could not be read"):
+        diversity_gap(np.eye(2), [["a", "b"]])
+    assert mmd2_with_reason([[0.0]], [[1.0], [2.0]])[1] == "gen has 1 row; MMD^2 needs at least 2 rows in each set"

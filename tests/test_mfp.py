@@ -43,6 +43,11 @@ def extractor(tiny_vit_dir):
     return E.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, device="cpu")
 
 
+def rand(*shape: int, seed: int) -> torch.Tensor:
+    """Uniform [0, 1) images from a per-call generator, so that a failing test reproduces."""
+    return torch.rand(*shape, generator=torch.Generator().manual_seed(seed))
+
+
 def synthetic_map(seed: int, size: int = 64) -> Image.Image:
     """A map-like tile: land background, a river, road lines and building polygons."""
     rng = np.random.default_rng(seed)
@@ -62,6 +67,122 @@ def synthetic_map(seed: int, size: int = 64) -> Image.Image:
 
 
 # -- terms -------------------------------------------------------------------------------------
+
+
+# The formulas on a hand-worked case (docs/benchmark.md section 10, Map Feature Perception (MFP)).
+#
+# Pair 0. CLS_o = (1, 0), CLS_t = (0.5, 1): difference (0.5, -1), squares (0.25, 1), their mean
+#   0.625, so G = 1 - 0.625 = 0.375. (A sum over dimensions would give 1 - 1.25 = -0.25, a mean of
+#   absolute differences 1 - 0.75 = 0.25: both mutations change the number.)
+#   Keys, 3 tokens x 2 dims: K_o = [(1, 0), (0, 1), (1, 1)], K_t = [(1, 0), (1, 0), (0, 2)].
+#   Unit rows (r = 1/sqrt(2)): o = [(1, 0), (0, 1), (r, r)], t = [(1, 0), (1, 0), (0, 1)], so
+#     S_o = [[1, 0, r], [0, 1, r], [r, r, 1]]      S_t = [[1, 1, 0], [1, 1, 0], [0, 0, 1]]
+#     S_o - S_t = [[0, -1, r], [-1, 0, r], [r, r, 0]]: squares 1, 1 and four times 1/2, sum 4;
+#   spatial_distance = sqrt(4) = 2, spatial_mse = 4 / 3^2 = 4/9.
+#   loss = 10 (1 - 0.375) + 1 * 4/9 = 6.25 + 4/9.
+# Pair 1. CLS_o = (2, 2), CLS_t = (0, 2): difference (2, 0), mean square 2, G = -1 (G is unbounded
+#   below). K_t = 3 K_o: the cosines do not see the scale, S_o = S_t, both spatial terms are 0;
+#   loss = 10 * 2 = 20.
+R2 = 1 / math.sqrt(2)
+HAND_CLS_O = [[1.0, 0.0], [2.0, 2.0]]
+HAND_CLS_T = [[0.5, 1.0], [0.0, 2.0]]
+HAND_KEYS_O = [[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], [[1.0, 2.0], [-1.0, 0.0], [0.0, 3.0]]]
+HAND_KEYS_T = [[[1.0, 0.0], [1.0, 0.0], [0.0, 2.0]], [[3.0, 6.0], [-3.0, 0.0], [0.0, 9.0]]]
+HAND_G = [0.375, -1.0]
+HAND_DISTANCE = [2.0, 0.0]
+HAND_MSE = [4 / 9, 0.0]
+
+
+def _hand_features(cls, keys) -> M.MFPFeatures:
+    return M.MFPFeatures(cls=torch.tensor(cls, dtype=torch.float64), keys=torch.tensor(keys, dtype=torch.float64))
+
+
+def test_terms_equal_the_hand_worked_formulas():
+    gen, tgt = _hand_features(HAND_CLS_O, HAND_KEYS_O), _hand_features(HAND_CLS_T, HAND_KEYS_T)
+    s_o = torch.tensor([[1, 0, R2], [0, 1, R2], [R2, R2, 1]], dtype=torch.float64)
+    s_t = torch.tensor([[1, 1, 0], [1, 1, 0], [0, 0, 1]], dtype=torch.float64)
+    torch.testing.assert_close(M.self_similarity(gen.keys)[0], s_o)
+    torch.testing.assert_close(M.self_similarity(tgt.keys)[0], s_t)
+    terms = M.pair_terms(gen, tgt)
+    assert set(terms) == {"global_score", "spatial_distance", "spatial_mse"}
+    np.testing.assert_allclose(terms["global_score"].numpy(), HAND_G, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(terms["spatial_distance"].numpy(), HAND_DISTANCE, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(terms["spatial_mse"].numpy(), HAND_MSE, rtol=0, atol=1e-12)
+    # The loss: lambda_G = 10 on (1 - G), lambda_S = 1 on spatial_mse by default; other weights as given.
+    loss = M.combine_loss(terms["global_score"], terms["spatial_mse"])
+    np.testing.assert_allclose(loss.numpy(), [6.25 + 4 / 9, 20.0], rtol=1e-12)
+    weighted = M.combine_loss(terms["global_score"], terms["spatial_mse"], global_weight=3.0, spatial_weight=2.0)
+    np.testing.assert_allclose(weighted.numpy(), [3 * 0.625 + 2 * 4 / 9, 3 * 2.0], rtol=1e-12)
+    assert M.combine_loss(0.375, 4 / 9) == pytest.approx(6.25 + 4 / 9, rel=1e-12)
+    assert (M.GLOBAL_WEIGHT, M.SPATIAL_WEIGHT) == (10.0, 1.0)
+
+
+class _FeaturesInPixels(torch.nn.Module):
+    """An extractor for the hand-worked case: an image (3, 3, 2) carries its own features, the CLS
+    vector in channel 0 row 0 and the 3 x 2 keys in channel 1 (channel 2 and the rest are zeros)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ranges: list[str] = []
+
+    def extract(self, images, input_range="unit"):
+        self.ranges.append(input_range)
+        return M.MFPFeatures(cls=images[:, 0, 0, :], keys=images[:, 1])
+
+
+def _images_holding(cls, keys) -> torch.Tensor:
+    images = torch.zeros(2, 3, 3, 2, dtype=torch.float64)
+    images[:, 0, 0, :] = torch.tensor(cls, dtype=torch.float64)
+    images[:, 1] = torch.tensor(keys, dtype=torch.float64)
+    return images
+
+
+def test_loss_module_combines_the_hand_worked_terms():
+    gen, tgt = _images_holding(HAND_CLS_O, HAND_KEYS_O), _images_holding(HAND_CLS_T, HAND_KEYS_T)
+    extractor = _FeaturesInPixels()
+    terms = M.MapFeaturePerceptionLoss(extractor).terms(gen, tgt)
+    np.testing.assert_allclose(terms["global_score"].numpy(), HAND_G, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(terms["spatial_distance"].numpy(), HAND_DISTANCE, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(terms["spatial_mse"].numpy(), HAND_MSE, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(terms["loss"].numpy(), [6.25 + 4 / 9, 20.0], rtol=1e-12)
+    assert "l1" not in terms and extractor.ranges == ["unit", "unit"]
+    # With weights 3, 2 and an L1 term of weight 0.5 (mean absolute pixel difference of 18 values):
+    #   pair 0: CLS |0.5| + |-1| = 1.5, keys |K_o - K_t| = 0 + 0 + 1 + 1 + 1 + 1 = 4, L1 = 5.5 / 18 = 11/36;
+    #   pair 1: CLS |2| + |0| = 2, keys |K_t - K_o| = 2 (1 + 2 + 1 + 0 + 0 + 3) = 14, L1 = 16 / 18 = 8/9.
+    loss_fn = M.MapFeaturePerceptionLoss(extractor, global_weight=3.0, spatial_weight=2.0, l1_weight=0.5,
+                                         input_range="symmetric")
+    terms = loss_fn.terms(gen, tgt)
+    np.testing.assert_allclose(terms["l1"].numpy(), [11 / 36, 8 / 9], rtol=1e-12)
+    expected = [3 * 0.625 + 2 * 4 / 9 + 0.5 * 11 / 36, 3 * 2.0 + 0.5 * 8 / 9]
+    np.testing.assert_allclose(terms["loss"].numpy(), expected, rtol=1e-12)
+    assert float(loss_fn(gen, tgt)) == pytest.approx(sum(expected) / 2, rel=1e-12)  # the batch mean
+    assert extractor.ranges[-2:] == ["symmetric", "symmetric"]
+
+
+def test_scores_equal_an_independent_recomputation_from_the_extracted_features(extractor):
+    gen = [synthetic_map(i) for i in range(3)]
+    tgt = [synthetic_map(40 + i) for i in range(3)]
+    df = R.mfp_scores(gen, tgt, extractor, global_weight=3.0, spatial_weight=2.0, pixel_metrics=False)
+    with torch.no_grad():
+        f_o = extractor(torch.from_numpy(np.stack([extractor.preprocessing(im) for im in gen])))
+        f_t = extractor(torch.from_numpy(np.stack([extractor.preprocessing(im) for im in tgt])))
+    cls_o, cls_t = f_o.cls.double().numpy(), f_t.cls.double().numpy()
+    d = cls_o.shape[1]
+    global_score = np.array([1 - sum((cls_o[p, c] - cls_t[p, c]) ** 2 for c in range(d)) / d for p in range(3)])
+
+    def cosines(keys):  # one image's (N, d) keys -> (N, N) cosine matrix, one entry at a time
+        norms = np.sqrt((keys**2).sum(axis=1))
+        n = keys.shape[0]
+        return np.array([[keys[i] @ keys[j] / (norms[i] * norms[j]) for j in range(n)] for i in range(n)])
+
+    sq = np.array([((cosines(f_o.keys[p].double().numpy()) - cosines(f_t.keys[p].double().numpy())) ** 2).sum()
+                   for p in range(3)])
+    n_tokens = extractor.n_tokens
+    np.testing.assert_allclose(df["global_score"], global_score, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(df["spatial_distance"], np.sqrt(sq), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(df["spatial_mse"], sq / n_tokens**2, rtol=1e-4, atol=1e-8)
+    np.testing.assert_allclose(df["loss"], 3 * (1 - global_score) + 2 * sq / n_tokens**2, rtol=1e-4, atol=1e-6)
+    assert (global_score < 1).all() and (sq > 0).all()
 
 
 def test_identical_images_give_ideal_terms(extractor):
@@ -108,7 +229,7 @@ def test_batch_size_does_not_change_results(extractor):
 
 
 def test_key_capture_matches_independent_recomputation(extractor):
-    x = extractor.prepare(torch.rand(2, 3, 32, 32))
+    x = extractor.prepare(rand(2, 3, 32, 32, seed=1))
     with torch.no_grad():
         feats = extractor(x)
         out = extractor.model(pixel_values=x, output_hidden_states=True)
@@ -128,7 +249,7 @@ def test_key_capture_matches_independent_recomputation(extractor):
 
 def test_final_layernorm_cls_source(tiny_vit_dir):
     ext = E.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, device="cpu", cls_source="final_layernorm")
-    x = ext.prepare(torch.rand(1, 3, 32, 32))
+    x = ext.prepare(rand(1, 3, 32, 32, seed=2))
     with torch.no_grad():
         torch.testing.assert_close(ext(x).cls, ext.model(pixel_values=x).last_hidden_state[:, 0])
     assert ext.config["cls_source"] == "final_layernorm"
@@ -142,7 +263,7 @@ def test_hooks_are_removed_after_use_and_after_an_error(tiny_vit_dir):
     extractor = E.DinoViTFeatureExtractor(tiny_vit_dir, image_size=32, device="cpu")
     modules = [extractor.key_projection, extractor.last_layer]
     assert all(len(m._forward_hooks) == 0 for m in modules)
-    extractor.extract(torch.rand(1, 3, 32, 32))
+    extractor.extract(rand(1, 3, 32, 32, seed=3))
     assert all(len(m._forward_hooks) == 0 for m in modules)
 
     def boom(module, inputs, output):
@@ -152,7 +273,7 @@ def test_hooks_are_removed_after_use_and_after_an_error(tiny_vit_dir):
     handle = extractor.last_layer.mlp.register_forward_hook(boom)
     try:
         with pytest.raises(RuntimeError, match="mid-forward failure"):
-            extractor.extract(torch.rand(1, 3, 32, 32))
+            extractor.extract(rand(1, 3, 32, 32, seed=4))
     finally:
         handle.remove()
     assert all(len(m._forward_hooks) == 0 for m in modules)
@@ -162,7 +283,7 @@ def test_hooks_are_removed_after_use_and_after_an_error(tiny_vit_dir):
 def test_other_image_size_interpolates_positions(tiny_vit_dir):
     ext = E.DinoViTFeatureExtractor(tiny_vit_dir, image_size=48, device="cpu")
     assert ext.n_tokens == 37 and ext.config["interpolate_pos_encoding"] is True
-    feats = ext.extract(torch.rand(2, 3, 64, 64))
+    feats = ext.extract(rand(2, 3, 64, 64, seed=5))
     assert feats.keys.shape == (2, 37, 32)
     with pytest.raises(ValueError, match="multiple of the patch size"):
         E.DinoViTFeatureExtractor(tiny_vit_dir, image_size=36)
@@ -173,8 +294,8 @@ def test_other_image_size_interpolates_positions(tiny_vit_dir):
 
 def test_loss_gradients_reach_the_input_not_the_weights(extractor):
     loss_fn = M.MapFeaturePerceptionLoss(extractor, l1_weight=1.0)
-    gen = torch.rand(2, 3, 40, 40, requires_grad=True)
-    target = torch.rand(2, 3, 40, 40)
+    gen = rand(2, 3, 40, 40, seed=99).requires_grad_()
+    target = rand(2, 3, 40, 40, seed=6)
     loss = loss_fn(gen, target)
     assert loss.dim() == 0 and loss.item() > 0
     loss.backward()
@@ -186,7 +307,7 @@ def test_loss_gradients_reach_the_input_not_the_weights(extractor):
 
 def test_loss_matches_weighted_terms_and_is_zero_for_identical_inputs(extractor):
     loss_fn = M.MapFeaturePerceptionLoss(extractor, global_weight=3.0, spatial_weight=2.0, l1_weight=0.5)
-    gen, target = torch.rand(2, 3, 32, 32), torch.rand(2, 3, 32, 32)
+    gen, target = rand(2, 3, 32, 32, seed=7), rand(2, 3, 32, 32, seed=8)
     terms = loss_fn.terms(gen, target)
     expected = 3.0 * (1 - terms["global_score"]) + 2.0 * terms["spatial_mse"] + 0.5 * (gen - target).abs().mean((1, 2, 3))
     torch.testing.assert_close(terms["loss"], expected)
@@ -195,7 +316,7 @@ def test_loss_matches_weighted_terms_and_is_zero_for_identical_inputs(extractor)
 
 
 def test_loss_input_ranges_agree(extractor):
-    x, y = torch.rand(2, 3, 32, 32), torch.rand(2, 3, 32, 32)
+    x, y = rand(2, 3, 32, 32, seed=9), rand(2, 3, 32, 32, seed=10)
     unit = M.MapFeaturePerceptionLoss(extractor, input_range="unit")(x, y)
     sym = M.MapFeaturePerceptionLoss(extractor, input_range="symmetric")(2 * x - 1, 2 * y - 1)
     mean, std = extractor._mean, extractor._std
@@ -213,7 +334,7 @@ def test_loss_is_given_its_extractor_or_builds_it_with_a_factory(extractor, tiny
         calls.append((model, options))
         return extractor
 
-    x, y = torch.rand(2, 3, 32, 32), torch.rand(2, 3, 32, 32)
+    x, y = rand(2, 3, 32, 32, seed=11), rand(2, 3, 32, 32, seed=12)
     given = M.MapFeaturePerceptionLoss(extractor)(x, y)
     built = M.MapFeaturePerceptionLoss(model="some/vit", image_size=32, extractor_factory=factory)
     assert built.extractor is extractor
