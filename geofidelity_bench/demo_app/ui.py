@@ -303,7 +303,9 @@ def build_app(data: AppData) -> gr.Blocks:
         return status, _scores_markdown(result), ranking, shown, fig, result.as_json()
 
     def not_scored(request: gr.Request):
-        return _failed_markdown(NOT_SCORED, refusals.pop(request))
+        # every result component gets a value again (no red "Error" pill left), the file list is emptied
+        return (_failed_markdown(NOT_SCORED, refusals.pop(request)), "", pd.DataFrame(columns=RANKING_HEADERS), [],
+                None, None, None)
 
     def not_loaded(request: gr.Request):
         return _failed_markdown(NOT_LOADED, refusals.pop(request))
@@ -423,13 +425,16 @@ def build_app(data: AppData) -> gr.Blocks:
         scoring = score_btn.click(clear_scores, outputs=score_outputs, queue=False, api_visibility="private").then(
             score, inputs=[sc_block, files], outputs=score_outputs, api_name="score", scroll_to_output=True)
         # The reason stays next to the results until the next action (the toast vanishes).
-        scoring.failure(not_scored, outputs=status, queue=False, api_visibility="private")
+        scoring.failure(not_scored, outputs=[*score_outputs, files], queue=False, api_visibility="private")
+        # The uploaded files are deleted once read: empty the file list too, so it never lists files that are gone.
+        scoring.success(lambda: None, outputs=files, queue=False, api_visibility="private")
         gr.on([condition.change, sort_by.change, best_first.change, view.change], leaderboard,
               inputs=[results_state, condition, sort_by, best_first, view], outputs=table, api_name="leaderboard")
         lb_outputs = [results_state, source, condition, sort_by, best_first, view, table, plots, report_md, lb_status]
         uploading = results_file.upload(upload_results, inputs=results_file, outputs=lb_outputs,
                                         api_name="upload_results", concurrency_limit=1)
         uploading.failure(not_loaded, outputs=lb_status, queue=False, api_visibility="private")
+        uploading.then(lambda: None, outputs=results_file, queue=False, api_visibility="private")
         reset.click(reset_results, outputs=lb_outputs, api_name="reset_results")
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=MAX_QUEUE)
     return demo
