@@ -15,7 +15,8 @@ with realistic payloads:
 
 Both record ``(method, path, status)`` per request (never headers or query strings) and inject
 faults: ``fail_next(path_regex, status, count)``, ``delay_next(path_regex, seconds, count)``
-(a timeout for a client with a shorter timeout), and for images ``truncate_next(image_id, count,
+(a timeout for a client with a shorter timeout; the regex is searched in the path and query, so
+``"/images[?].*after="`` hits only next pages), and for images ``truncate_next(image_id, count,
 mode)`` (``"short"``: the body ends before its Content-Length; ``"corrupt"``: a cut JPEG with a
 matching Content-Length).
 """
@@ -96,6 +97,10 @@ class _FakeServer:
         with self._lock:
             self._faults.append(_Fault(re.compile(path_regex), "status", status, count))
 
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
     def delay_next(self, path_regex: str, seconds: float, count: int = 1) -> None:
         with self._lock:
             self._faults.append(_Fault(re.compile(path_regex), "delay", seconds, count))
@@ -165,7 +170,7 @@ class _FakeServer:
                 self.token_in_url += 1
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else b""
-        fault = self._take_fault(parts.path)
+        fault = self._take_fault(h.path)  # path and query
         if fault is not None and fault.kind == "delay":
             time.sleep(fault.value)
         if fault is not None and fault.kind == "status":

@@ -31,6 +31,7 @@ import base64
 import hashlib
 import json
 import re
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +39,14 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 _TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
+
+
+def unreachable_url() -> str:
+    """A loopback URL with nothing listening (a port the OS just handed out and took back)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
 
 
 def git_blob_sha1(data: bytes) -> str:

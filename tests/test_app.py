@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import socket
 
 import numpy as np
@@ -363,6 +364,70 @@ def test_leaderboard_and_results_upload(client, app_data, tmp_path):
     assert len(reset[5]["data"]) == 5 and "Showing the default results again" in reset[8]
     assert client.predict("all conditions", "CosSim ↑", True, "mean per method and condition",
                           api_name="/leaderboard") == default
+
+
+def _found_in_upload_folder(name: str) -> list:
+    from geofidelity_bench.demo_app.uploads import default_upload_root
+
+    return list(default_upload_root().rglob(name))
+
+
+def test_uploads_are_deleted_once_read(client, server, app_data, tmp_path):
+    """The app says "Uploaded images are not stored": no uploaded file is left behind, scored or refused."""
+    import uuid
+
+    import httpx
+
+    tag = uuid.uuid4().hex[:12]  # names no other run uses
+    # control: a file uploaded (and not used) lies in the folder searched below
+    control = tmp_path / f"control_{tag}.txt"
+    control.write_text("x", encoding="utf-8")
+    with open(control, "rb") as fh:
+        httpx.post(server + "gradio_api/upload", files={"files": (control.name, fh)}).raise_for_status()
+    assert _found_in_upload_folder(control.name)
+    for path in _found_in_upload_folder(control.name):
+        path.unlink()
+
+    held = app_data.benchmark.heldout("lund_seg2")
+    photos = _files(tmp_path, {f"kept_{tag}_{i}.jpg": r.image_bytes for i, r in enumerate(held[:2])})
+    status, *_ = client.predict("lund_seg2", _handles(photos), api_name="/score")
+    assert "Uploaded images are not stored" in status
+    assert _found_in_upload_folder(f"kept_{tag}_*") == []
+    refused = _files(tmp_path, {f"refused_{tag}.jpg": b"not a picture" * 20})
+    with pytest.raises(Exception, match=f"refused_{tag}.jpg is not an image"):
+        client.predict("lund_seg2", _handles(photos[:1] + refused), api_name="/score")
+    assert _found_in_upload_folder(f"refused_{tag}*") == [] and _found_in_upload_folder(f"kept_{tag}_*") == []
+    app_data.results.to_csv(tmp_path / f"results_{tag}.csv", index=False)
+    client.predict(_handles([str(tmp_path / f"results_{tag}.csv")])[0], api_name="/upload_results")
+    assert _found_in_upload_folder(f"results_{tag}*") == []
+
+
+@pytest.mark.parametrize("cell, message", [
+    ("inf", "row 3, column cos_sim: inf is not a finite number"),
+    ("1.5", "row 3, column cos_sim: 1.5 is outside [-1, 1]"),
+])
+def test_an_uploaded_results_table_with_impossible_scores_is_refused(client, app_data, tmp_path, cell, message):
+    """Today `inf` ranked first with a blank cell."""
+    from gradio_client.exceptions import AppError
+
+    table = app_data.results.copy().astype({"cos_sim": object})
+    table.loc[table.index[2], "cos_sim"] = cell
+    table.to_csv(tmp_path / "impossible.csv", index=False)
+    with pytest.raises(AppError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        client.predict(_handles([str(tmp_path / "impossible.csv")])[0], api_name="/upload_results")
+
+
+def test_results_ranges_come_from_the_catalog(app_data):
+    from geofidelity_bench.demo_app.results import ResultsError, check_results
+
+    ok = check_results(app_data.results.assign(cos_sim=1.0 + 1e-15), "edge.csv")  # rounding of identical sets
+    assert (ok["cos_sim"] > 1).all()
+    for col, value, why in [("retrieval_acc", -0.25, "outside [0, 1]"), ("mrr", 0.0, "outside (0, 1]"),
+                            ("mmd", -np.inf, "-inf is not a finite number")]:
+        bad = app_data.results.copy()
+        bad.loc[bad.index[-1], col] = value
+        with pytest.raises(ResultsError, match=rf"row {len(bad)}, column {col}: .*{re.escape(why)}"):
+            check_results(bad, "bad.csv")
 
 
 def test_server_answers_quickly_after_errors(client):

@@ -74,6 +74,7 @@ def test_score_tab_end_to_end(app_url, browser, tmp_path):
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(30_000)
+    sync_api.expect.set_options(timeout=30_000)  # scoring on a busy CI machine can take longer than 5 s
     try:
         page.goto(url, wait_until="domcontentloaded")
         page.get_by_role("tab", name="Score your images").click()
@@ -108,15 +109,27 @@ def test_score_tab_end_to_end(app_url, browser, tmp_path):
         print(f"screenshot: {shot}")
         assert shot.stat().st_size > 10_000
 
+        # The uploads were deleted once read, and the file list is empty again (it lists nothing that is gone).
+        sync_api.expect(page.locator("#score-files")).not_to_contain_text("generated_0")
         # A bad upload is answered in the page, naming the file, and the UI keeps working.
         fake = tmp_path / "not_an_image.jpg"
         fake.write_bytes(b"this is text, not a picture\n" * 40)
-        page.locator("#score-files input[type=file]").set_input_files([str(fake)])
+        page.locator("#score-files input[type=file]").set_input_files([photos[0], str(fake)])
         sync_api.expect(page.locator("#score-files")).to_contain_text("not_an_image")
         page.locator("#score-button").click()
         sync_api.expect(page.get_by_text("not_an_image.jpg is not an image").first).to_be_visible()
-        sync_api.expect(page.locator("#score-status")).to_contain_text("Not scored.")
+        status = page.locator("#score-status")
+        sync_api.expect(status).to_contain_text("Not scored.")
+        # the reason stays next to the results, not only in the toast that vanishes
+        sync_api.expect(status).to_contain_text("not_an_image.jpg is not an image")
         sync_api.expect(table).not_to_contain_text("picked the target block")  # no stale scores left
+        status.scroll_into_view_if_needed()
         page.screenshot(path=str(tmp_path / "score_error.png"), full_page=False)
+        print(f"screenshot: {tmp_path / 'score_error.png'}")
+        page.locator(".toast-close").first.click()  # the toast goes; the reason stays
+        sync_api.expect(page.get_by_text("not_an_image.jpg is not an image")).to_have_count(1)
+        sync_api.expect(status).to_contain_text("not_an_image.jpg is not an image")
+        sync_api.expect(page.locator("#score-ranking")).not_to_contain_text("Error")  # no bare red pills
+        page.screenshot(path=str(tmp_path / "score_error_after_toast.png"), full_page=False)
     finally:
         page.close()

@@ -165,6 +165,36 @@ def test_search_failure_and_bad_token_are_redacted(fake, blocks):
     assert TOKEN not in str(info.value)
 
 
+NEXT_PAGE = r"/images\?.*after="
+
+
+def test_a_failing_next_page_is_retried_then_fails_only_its_block(fake, blocks):
+    """The paging code set ``params = None`` after page 1 and read it in the error path (AttributeError)."""
+    baseline = _client(fake).search_blocks(blocks)
+    sleeps: list[float] = []
+    client = _client(fake, sleeps, max_workers=1)
+    fake.fail_next(NEXT_PAGE, 500, count=2)  # retried per the policy, then it works
+    assert client.search_blocks(blocks) == baseline and sleeps == [1.0, 2.0]
+
+    box = next(b for b in search_boxes(blocks[0].polyline) + search_boxes(blocks[1].polyline)
+               if len(_client(fake).search_box(b)) > 5)  # a box with a second page (pages of 5)
+    fake.fail_next(NEXT_PAGE, 500, count=4)
+    with pytest.raises(CurationError, match=r"failed for box .* \(page 2\): .*failed after 4 attempts") as info:
+        client.search_box(box)
+    assert TOKEN not in str(info.value)
+
+    fake.fail_next(NEXT_PAGE, 500, count=4)  # the first next page of the run fails for good
+    failures: dict[str, str] = {}
+    rows = client.search_blocks(blocks, failures=failures)
+    assert len(failures) == 1 and "HTTP 500" in next(iter(failures.values()))
+    failed = next(iter(failures))
+    assert any(r["block_id"] == failed for r in baseline)  # that block had images: none are kept half-searched
+    assert rows == [r for r in baseline if r["block_id"] != failed]
+    fake.fail_next(NEXT_PAGE, 401, count=1)  # not transient: a bad token is not recorded per block
+    with pytest.raises(CurationError, match="HTTP 401"):
+        client.search_blocks(blocks, failures={})
+
+
 def test_missing_token_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("MAPILLARY_TOKEN", raising=False)
     with pytest.raises(CurationError, match="MAPILLARY_TOKEN"):

@@ -7,6 +7,7 @@ interrupted run must resume from its checkpoints."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -265,6 +266,34 @@ def test_an_interrupted_run_resumes_without_redoing_finished_stages(world, serve
     assert with_strict.benchmark is None and set(with_strict.computed) == {"tier5", "select"}
     assert mapillary.count("/thumbs/") == thumbs
     assert int(with_strict.summary["pass_tier5"].sum()) == 0
+
+
+def test_a_block_whose_search_fails_is_recorded_and_searched_again_by_a_rerun(world, servers, tmp_path):
+    overpass, mapillary = servers
+    from urllib.parse import urlencode
+
+    from geofidelity_bench.curation.mapillary import search_boxes
+
+    clean = _curator(world, overpass, mapillary, tmp_path / "clean", skip_tier3=True, skip_tier4=True).run()
+    probe = MapillaryClient(TOKEN, base_url=mapillary.url)
+    box = next(b for block in world["blocks"] for b in search_boxes(block.polyline)
+               if len(probe.search_box(b)) > 20)  # a box with a second page (pages of 20)
+    bbox = urlencode({"bbox": ",".join(f"{v:.7f}" for v in box)})
+    mapillary.fail_next(rf"/images[?]{re.escape(bbox)}.*after=", 500, count=10_000)  # fails even after retries
+    out = tmp_path / "bench"
+    first = _curator(world, overpass, mapillary, out, skip_tier3=True, skip_tier4=True).run()
+    failed = sorted(k.split(" ", 1)[1] for k in first.skipped if k.startswith("search "))
+    assert failed and all("HTTP 500" in first.skipped[f"search {b}"] for b in failed)
+    assert "re-run to search it again" in first.skipped[f"search {failed[0]}"]
+    assert not set(failed) & {b.block_id for b in (first.benchmark.blocks if first.benchmark else [])}
+    summary = json.loads((out / "curation_summary.json").read_text(encoding="utf-8"))
+    assert set(summary["skipped"]) >= {f"search {b}" for b in failed}
+
+    mapillary.clear_faults()
+    again = _curator(world, overpass, mapillary, out, skip_tier3=True, skip_tier4=True).run()
+    assert not [k for k in again.skipped if k.startswith("search ")]
+    assert "metadata" in again.computed and "spatial_tier1" in again.computed  # later stages redone
+    assert again.benchmark is not None and again.benchmark.fingerprint == clean.benchmark.fingerprint
 
 
 @pytest.fixture(scope="module")

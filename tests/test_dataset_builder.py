@@ -15,9 +15,9 @@ import yaml
 from PIL import Image
 
 try:
-    from fake_hub import FakeHub
+    from fake_hub import FakeHub, unreachable_url
 except ImportError:  # tests/ imported as a package
-    from tests.fake_hub import FakeHub
+    from tests.fake_hub import FakeHub, unreachable_url
 from geofidelity_bench import load_benchmark
 from geofidelity_bench.benchmark import demo_path
 from geofidelity_bench.cli import main
@@ -30,6 +30,7 @@ from geofidelity_bench.generation.manifest import (
 )
 from geofidelity_bench.hub import (
     DATASET_CONFIGS,
+    HubPushError,
     benchmark_rows,
     config_features,
     export_generations,
@@ -300,6 +301,33 @@ def test_push_replaces_stale_shards_and_keeps_other_generations(built, demo, hub
     assert refs.deleted == [f"references/train-0000{i}-of-00002.parquet" for i in range(2)]
     snapshot = _write_snapshot(files, tmp_path / "snap2")
     assert load_benchmark(snapshot).fingerprint == demo.fingerprint
+
+
+def test_push_to_an_unreachable_hub_ends_with_one_line(built, online, capsys):
+    dead = unreachable_url()
+    assert main(["push-dataset", str(built), "--repo-id", REPO, "--endpoint", dead, "--retries", "1",
+                 "--retry-wait", "0"]) == 2
+    out = capsys.readouterr()
+    err = out.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("geofidelity-bench push-dataset: error: look up " + REPO), out.err
+    assert dead in err[0] and "ConnectError" in err[0] and "gave up after 2 attempt(s)" in err[0]
+    assert "nothing was uploaded" in err[0] and "re-run the same command to resume" in err[0]
+    assert "retry 1/1" in out.out and TOKEN not in out.out + out.err
+
+
+def test_push_that_fails_after_some_configs_names_them(built, hub, online):
+    def log(message: str) -> None:  # the Hub stops accepting commits once the first two configs are in
+        if "pushed references" in message:
+            hub.fail_next("POST", r"/api/datasets/.+/commit/", status=502, count=2)  # both attempts
+
+    with pytest.raises(HubPushError) as excinfo:
+        push_dataset(built, REPO, endpoint=hub.url, attempts=2, retry_base_delay=0.0, log=log)
+    message = str(excinfo.value)
+    assert message.startswith(f"commit cities to {REPO}: HTTP 502") and "\n" not in message
+    assert f"already on {REPO} at {hub.url}: blocks (1 file(s) uploaded), references (2 file(s) uploaded)" in message
+    # resuming skips what is done: the blocks and references go up unchanged, nothing is committed twice
+    report = push_dataset(built, REPO, endpoint=hub.url, retry_base_delay=0.0, log=lambda m: None)
+    assert [g.up_to_date for g in report.groups[:2]] == [True, True] and not report.groups[2].up_to_date
 
 
 def test_push_refuses_clearly(hub, online, tmp_path, monkeypatch, capsys):

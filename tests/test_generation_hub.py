@@ -13,9 +13,9 @@ import yaml
 from PIL import Image
 
 try:
-    from fake_hub import FakeHub
+    from fake_hub import FakeHub, unreachable_url
 except ImportError:  # tests/ imported as a package
-    from tests.fake_hub import FakeHub
+    from tests.fake_hub import FakeHub, unreachable_url
 from geofidelity_bench import load_benchmark
 from geofidelity_bench.generation import GeneratorSpec
 from geofidelity_bench.hub import HubPushError, push_generations, update_readme
@@ -222,6 +222,41 @@ def test_push_refuses_clearly(gen_dir, hub, online, tmp_path, monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(HubPushError, match="HF_HUB_OFFLINE"):
         push_generations(gen_dir, REPO, endpoint=hub.url, token=TOKEN)
+
+
+@pytest.mark.parametrize("command", ["push-generations", "generate"])
+def test_an_unreachable_hub_ends_with_one_line_naming_it(command, gen_dir, online, tmp_path, capsys):
+    dead = unreachable_url()
+    hub_args = ["--endpoint", dead, "--retries", "2", "--retry-wait", "0"]
+    if command == "push-generations":
+        argv = ["push-generations", str(gen_dir), "--repo-id", REPO, *hub_args]
+    else:
+        argv = ["generate", "--model", "tiny", "--conditions", "L0", "--blocks", "lund_seg1", "--images-per-block", "1",
+                "--out", str(tmp_path), "--no-progress", "--push-to-hub", REPO, *hub_args]
+    from geofidelity_bench.cli import main
+
+    assert main(argv) == 2
+    out = capsys.readouterr()
+    err = out.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"geofidelity-bench {command}: error: "), out.err
+    assert dead in err[0] and "ConnectError" in err[0] and "gave up after 3 attempt(s)" in err[0]
+    assert "nothing was uploaded" in err[0] and "re-run the same command to resume" in err[0]
+    assert out.out.count("retry 1/2") == 1 and out.out.count("retry 2/2") == 1  # --retries 2 was followed
+    assert TOKEN not in out.out + out.err
+
+
+def test_a_hub_lost_midway_names_what_is_already_uploaded(gen_dir, hub, online):
+    def log(message: str) -> None:  # the Hub fails for good once the first model is pushed
+        if "pushed grey" in message:
+            hub.fail_next("POST", r"/api/datasets/.+/commit/", status=503, count=100)
+
+    with pytest.raises(HubPushError) as excinfo:
+        push_generations(gen_dir, REPO, endpoint=hub.url, attempts=2, retry_base_delay=0.0, log=log)
+    message = str(excinfo.value)
+    assert "\n" not in message and hub.url in message and "HTTP 503" in message
+    assert "already on tester/geofidelity-demo at " + hub.url + ": generations/grey (2 file(s) uploaded)" in message
+    assert "re-run the same command to resume" in message
+    assert sorted({p.split("/")[1] for p in hub.files("dataset", REPO) if p.startswith("generations/")}) == ["grey"]
 
 
 def test_update_readme_keeps_other_configs():

@@ -765,6 +765,58 @@ def test_retrieval_rejects_non_mapping():
         retrieval(X2, [X2])
 
 
+# --------------------------------------------------------------------------- magnitudes
+
+
+def magnitude_case(rng):
+    return embeddings(rng, 5, d=16, offset=0.2), embeddings(rng, 7, d=16), full_candidates(rng, d=16)
+
+
+@pytest.mark.parametrize("scale", [1e154, 1e300, 1e-170])
+def test_scores_do_not_collapse_on_huge_or_tiny_embeddings(rng, scale):
+    """Squared norms of 1e154-sized entries overflow: every cosine came out 0.0 and MMD^2 0.0."""
+    gen, ref, candidates = magnitude_case(rng)
+    big_gen, big_ref = gen * scale, ref * scale
+    big_candidates = {name: arr * scale for name, arr in candidates.items()}
+    with np.errstate(all="raise"):  # no silent overflow or underflow on the way either
+        # against the plain-loop references on the unscaled inputs (all scale-invariant)
+        assert diversity(big_gen) == pytest.approx(ref_diversity(gen), abs=1e-12)
+        assert mmd2(big_gen, big_ref) == pytest.approx(ref_mmd2(gen, ref), abs=1e-12)
+        assert mmd2(big_gen, reference.prepare_reference(big_ref)) == pytest.approx(ref_mmd2(gen, ref), abs=1e-12)
+        expected_gap = ref_diversity(ref) - ref_diversity(gen)
+        assert diversity_gap(big_gen, big_ref) == pytest.approx(expected_gap, abs=1e-12)
+        assert dcsf(big_gen, big_ref) == pytest.approx(ref_mmd2(gen, ref) + 0.5 * max(0.0, expected_gap), abs=1e-12)
+        ranks, sims = ref_retrieval(gen, candidates)
+        result = retrieval(big_gen, big_candidates)
+        assert result.ranks.tolist() == ranks
+        for name in CANDIDATE_NAMES:
+            assert result.sims[name] == pytest.approx(sims[name], abs=1e-12)
+        prepared = {name: reference.prepare_reference(arr) for name, arr in big_candidates.items()}
+        assert retrieval(big_gen, prepared).ranks.tolist() == ranks
+    if scale > 1:  # CosSim's 1e-8 in the denominator gives tiny sets their (near-0) value by definition
+        expected = ref_cos_sim(gen.tolist(), ref.tolist())
+        assert cos_sim(big_gen, big_ref) == pytest.approx(expected, abs=1e-7)
+        assert cos_sim(big_gen, reference.prepare_reference(big_ref)) == pytest.approx(expected, abs=1e-7)
+        assert median_heuristic_gamma(gen * 1e150, ref * 1e150) * 1e300 == pytest.approx(ref_gamma(gen, ref), rel=1e-9)
+
+
+def test_power_of_two_rescaling_is_exact(rng):
+    """The guard divides by a power of two: huge inputs give bit-identical scores, ordinary ones untouched."""
+    gen, ref, candidates = magnitude_case(rng)
+    k = 2.0**600
+    assert diversity(gen * k) == diversity(gen)
+    assert mmd2(gen * k, ref * k) == mmd2(gen, ref)
+    assert dcsf(gen * k, ref * k) == dcsf(gen, ref)
+    assert retrieval(gen * k, {n: a * k for n, a in candidates.items()}).sims == retrieval(gen, candidates).sims
+
+
+def test_mmd2_refuses_a_gamma_it_cannot_apply_to_huge_embeddings(rng):
+    gen, ref, _ = magnitude_case(rng)
+    with pytest.raises(ValueError, match="gamma=1.0 cannot be applied"):
+        mmd2(gen * 1e154, ref * 1e154, gamma=1.0)
+    assert mmd2(gen * 2.0**500, ref * 2.0**500, gamma=0.01 * 2.0**-1000) == mmd2(gen, ref, gamma=0.01)
+
+
 # --------------------------------------------------------------------------- packaging
 
 

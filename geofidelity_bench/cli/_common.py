@@ -17,6 +17,30 @@ class CLIError(GeoFidelityError):
     """
 
 
+def _non_negative(kind):
+    def parse(text: str):
+        value = kind(text)
+        if not value >= 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+        return value
+
+    return parse
+
+
+def add_hub_retry_args(p: argparse.ArgumentParser) -> None:
+    """``--retries`` and ``--retry-wait``: the retry policy of Hub requests (:func:`hub_retry_kwargs`)."""
+    p.add_argument("--retries", type=_non_negative(int), default=5, metavar="N",
+                   help="retries of a Hub request that fails with a transient error (no connection, timeout, "
+                        "HTTP 429/5xx) before the push stops (default: 5)")
+    p.add_argument("--retry-wait", type=_non_negative(float), default=1.0, metavar="SECONDS",
+                   help="wait before the first retry; it doubles each time, up to 60 s (default: 1)")
+
+
+def hub_retry_kwargs(args: argparse.Namespace) -> dict:
+    """The ``attempts``/``retry_base_delay`` keywords of the hub push functions from :func:`add_hub_retry_args`."""
+    return {"attempts": args.retries + 1, "retry_base_delay": args.retry_wait}
+
+
 def add_encoder_args(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--encoder", default=default, help=f"encoder name (default: {default}); see `geofidelity-bench embed --list`")
     p.add_argument("--encoder-weights", default=None, help="local weights folder (or Hub id) for the encoder")

@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from ._common import BENCHMARK_HELP, CLIError
+from ._common import BENCHMARK_HELP, CLIError, add_hub_retry_args, hub_retry_kwargs
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -43,7 +43,8 @@ def _cmd_push(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.dir):
         raise CLIError(f"{args.dir} is not a folder")
     try:
-        report = push_dataset(args.dir, args.repo_id, endpoint=args.endpoint, private=True if args.private else None)
+        report = push_dataset(args.dir, args.repo_id, endpoint=args.endpoint, private=True if args.private else None,
+                              **hub_retry_kwargs(args))
     except HubPushError as err:
         raise CLIError(str(err)) from None
     n = len(report.uploaded)
@@ -106,6 +107,7 @@ def register(sub) -> None:
         default=None,
         help="Hub URL (default: $HF_ENDPOINT or https://huggingface.co); the token comes from HF_TOKEN or `hf auth login`",
     )
+    add_hub_retry_args(q)
     q.set_defaults(func=_cmd_push)
 
     r = sub.add_parser(

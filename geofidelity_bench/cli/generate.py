@@ -118,6 +118,7 @@ def _close_process_group() -> None:
 
 def _push(out_dir: str, repo_id: str, models, args: argparse.Namespace) -> None:
     from ..hub import HubPushError, push_generations
+    from ._common import hub_retry_kwargs
 
     try:
         push_generations(
@@ -127,6 +128,7 @@ def _push(out_dir: str, repo_id: str, models, args: argparse.Namespace) -> None:
             endpoint=args.endpoint,
             private=True if args.private else None,
             max_shard_rows=args.max_shard_rows,
+            **hub_retry_kwargs(args),
         )
     except HubPushError as err:
         raise _cli_error()(str(err)) from None
@@ -148,6 +150,9 @@ def _add_hub_args(p: argparse.ArgumentParser) -> None:
         help="Hub URL (default: $HF_ENDPOINT or https://huggingface.co); the token comes from HF_TOKEN or `hf auth login`",
     )
     p.add_argument("--max-shard-rows", type=int, default=500, help="images per Parquet shard (default: 500)")
+    from ._common import add_hub_retry_args
+
+    add_hub_retry_args(p)
 
 
 def register(sub) -> None:

@@ -12,7 +12,11 @@ every message the client produces is passed through :func:`~.http.redact`. Thumb
 downloaded without the token (they are signed CDN links).
 
 Retries: HTTP 429 with growing sleeps (2, 4, 8, ... s, up to 6 times), 5xx, timeouts and dropped
-connections briefly (1, 2, 3 s); tests scale the sleeps down with ``RetryPolicy(scale=...)``.
+connections briefly (1, 2, 3 s); tests scale the sleeps down with ``RetryPolicy(scale=...)``. Every
+page of a search (the first and each ``paging.next``) is retried this way; a page that still fails
+fails its block: :meth:`MapillaryClient.search_blocks` either raises or, given ``failures``,
+records the block there and goes on with the others (the curation pipeline does that and searches
+the block again on the next run).
 
 Downloads are resumable: a file that exists and decodes is kept; new files are written
 atomically (temporary file + rename) after they decode with :func:`~geofidelity_bench.images.load_image`;
@@ -52,6 +56,19 @@ CANDIDATE_COLUMNS = (
     "block_id", "city", "image_id", "lat", "lon", "geometry_source", "captured_at", "is_pano", "camera_type",
     "compass_angle", "quality_score", "thumb_1024_url",
 )
+
+
+class MapillarySearchError(CurationError):
+    """A search request failed for good (after its retries); ``status`` is None for network errors."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def transient(self) -> bool:
+        """True for what a later run may not meet again (no connection, timeouts, HTTP 429/5xx)."""
+        return self.status is None or self.status == 429 or self.status >= 500
 
 
 def sample_along(polyline: Sequence[Sequence[float]], step_m: float) -> list[tuple[float, float]]:
@@ -218,11 +235,8 @@ class MapillaryClient:
     # -- search ----------------------------------------------------------------------------
     def search_box(self, box: Sequence[float]) -> list[dict[str, Any]]:
         """Normalized image rows in one bbox, following ``paging.next``."""
-        params = {
-            "bbox": ",".join(f"{v:.7f}" for v in box),
-            "fields": ",".join(SEARCH_FIELDS),
-            "limit": self.page_limit,
-        }
+        bbox = ",".join(f"{v:.7f}" for v in box)
+        params: dict[str, Any] | None = {"bbox": bbox, "fields": ",".join(SEARCH_FIELDS), "limit": self.page_limit}
         url: str | None = f"{self.base_url}/images"
         rows: list[dict[str, Any]] = []
         pages = 0
@@ -231,8 +245,9 @@ class MapillaryClient:
             try:
                 payload = self.http.get_json(url, params=params, headers=headers)
             except HTTPFailure as err:
-                raise CurationError(f"Mapillary search failed for box {params.get('bbox', '(next page)')}: "
-                                    f"{self.redact(err)}") from None
+                page = f" (page {pages + 1})" if pages else ""
+                raise MapillarySearchError(f"Mapillary search failed for box {bbox}{page}: {self.redact(err)}",
+                                           err.status) from None
             if not isinstance(payload, Mapping):
                 raise CurationError("Mapillary search answered something that is not a JSON object")
             for rec in payload.get("data") or []:
@@ -247,21 +262,37 @@ class MapillaryClient:
             url, params = strip_query_params(str(nxt)), None
         return rows
 
-    def search_blocks(self, blocks: Sequence[Block], *, progress: bool = False,
-                      desc: str = "Mapillary search") -> list[dict[str, Any]]:
+    def search_blocks(self, blocks: Sequence[Block], *, progress: bool = False, desc: str = "Mapillary search",
+                      failures: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """Candidate rows (one per block and image, :data:`CANDIDATE_COLUMNS`), sorted by
-        (block_id, image_id). Boxes of all blocks are searched in parallel."""
+        (block_id, image_id). Boxes of all blocks are searched in parallel.
+
+        A box whose search still fails after the retries raises :class:`MapillarySearchError`;
+        given a ``failures`` dict, a transient failure (network, 429, 5xx) is recorded there
+        instead (block_id -> the redacted reason) and that block has no rows (it was only
+        partly searched); the other blocks go on. When every block fails, the service is down:
+        the first error is raised all the same.
+        """
         from tqdm.auto import tqdm
 
         tasks = [(b, box) for b in blocks for box in search_boxes(b.polyline, self.box_step_m, self.box_half_deg)]
         found: dict[tuple[str, str], dict[str, Any]] = {}
+        first_error: MapillarySearchError | None = None
         with ThreadPoolExecutor(max_workers=self.max_workers) as pool, \
                 tqdm(total=len(tasks), desc=desc, unit="box", disable=not progress) as bar:
             futures = {pool.submit(self.search_box, box): block for block, box in tasks}
             try:
                 for fut in as_completed(futures):
                     block = futures[fut]
-                    for row in fut.result():
+                    try:
+                        box_rows = fut.result()
+                    except MapillarySearchError as err:
+                        if failures is None or not err.transient:
+                            raise
+                        failures.setdefault(block.block_id, str(err))
+                        first_error = first_error or err
+                        box_rows = []
+                    for row in box_rows:
                         key = (block.block_id, row["image_id"])
                         if key not in found:
                             found[key] = {"block_id": block.block_id, "city": block.city, **row}
@@ -270,7 +301,10 @@ class MapillaryClient:
                 for f in futures:
                     f.cancel()
                 raise
-        return [found[k] for k in sorted(found)]
+        failed = failures or {}
+        if first_error is not None and all(b.block_id in failed for b in blocks):
+            raise first_error
+        return [found[k] for k in sorted(found) if k[0] not in failed]
 
     # -- downloads -------------------------------------------------------------------------
     def download(self, items: Sequence[tuple[str, str | None]], dest: str | os.PathLike, *,

@@ -301,13 +301,21 @@ class Curator:
             search = self._search_params()
             key = _digest({"blocks": block_digest, "search": search})
 
+            failed: dict[str, str] = {}  # blocks whose search failed after the retries
+
             def compute(c=city, cb=city_blocks):
                 blocks = blocks_from_frame(cb)
-                rows = self.mapillary.search_blocks(blocks, progress=self.config.progress,
+                rows = self.mapillary.search_blocks(blocks, progress=self.config.progress, failures=failed,
                                                     desc=f"Mapillary search ({c.key})") if blocks else []
                 return _candidates_frame(rows)
 
             df, resumed = self._per_city("metadata", city, key, compute)
+            if failed:  # not a checkpoint: the next run searches this city again
+                (self._stage_dir("metadata") / "cities" / f"{city.key}.json").unlink()
+                for block_id, why in sorted(failed.items()):
+                    self.skipped[f"search {block_id}"] = f"{why}; no images for this block (re-run to search it again)"
+                    self.log(f"[metadata] {block_id}: {self.skipped[f'search {block_id}']}")
+                key = _digest([key, sorted(failed)])  # later stages are redone once the search succeeds
             fresh += not resumed
             self.log(f"[metadata] {city.key}: {len(df)} block-image pairs, {df['image_id'].nunique()} images"
                      + (" (checkpoint)" if resumed else ""))

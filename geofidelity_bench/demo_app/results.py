@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..errors import GeoFidelityError
 from ..evaluation import METRIC_COLUMNS, RESULT_COLUMNS, summarize
-from ..metrics.catalog import heading
+from ..metrics.catalog import METRICS, heading
 from ..report import METHOD_LABELS
 from ..results import REQUIRED_COLUMNS
 from ..stats import HIGHER_IS_BETTER
@@ -27,6 +27,8 @@ LEADERBOARD_METRICS = tuple(
 SORT_CHOICES = tuple(h for _, h in LEADERBOARD_METRICS) + ("method",)
 _HEADER_TO_COLUMN = {h: c for c, h in LEADERBOARD_METRICS}
 MAX_ROWS_SHOWN = 2000
+#: Bad cells listed in the message that refuses a results table.
+MAX_BAD_CELLS_SHOWN = 5
 
 
 class ResultsError(GeoFidelityError, ValueError):
@@ -34,9 +36,12 @@ class ResultsError(GeoFidelityError, ValueError):
 
 
 def check_results(df: pd.DataFrame, name: str = "results") -> pd.DataFrame:
-    """The rows ready for the leaderboard: required columns present, metric columns numeric.
+    """The rows ready for the leaderboard: required columns present, metric columns numeric,
+    every score finite and within its range (:mod:`geofidelity_bench.metrics.catalog`).
 
-    Missing metric columns are added as NaN (a results file from an older run may lack some).
+    Missing metric columns are added as NaN (a results file from an older run may lack some);
+    an empty cell (NaN: not computed) is fine. Rows are numbered as in the file (row 1 is the
+    first line after the header).
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
@@ -54,9 +59,31 @@ def check_results(df: pd.DataFrame, name: str = "results") -> pd.DataFrame:
             out[col] = np.nan
         else:
             out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
+    _check_values(out, name)
     if not any(np.isfinite(out[c].to_numpy(dtype=float)).any() for c in METRIC_COLUMNS):
         raise ResultsError(f"{name} has no numeric scores in any of the columns {', '.join(METRIC_COLUMNS)}")
     return out
+
+
+def _check_values(results: pd.DataFrame, name: str) -> None:
+    """Refuses a table with an infinite score or one outside its range, naming row and column."""
+    bad: list[tuple[int, str, float]] = []
+    for col in METRIC_COLUMNS:
+        values = results[col].to_numpy(dtype=float)
+        wrong = ~(np.isnan(values) | METRICS[col].in_range(values))
+        bad += [(int(i), col, float(values[i])) for i in np.flatnonzero(wrong)]
+    if bad:
+        bad.sort()
+        cells = [
+            f"row {i + 1}, column {col}: {v} is not a finite number" if not math.isfinite(v)
+            else f"row {i + 1}, column {col}: {v:g} is outside {METRICS[col].range}"
+            for i, col, v in bad[:MAX_BAD_CELLS_SHOWN]
+        ]
+        more = f" (and {len(bad) - MAX_BAD_CELLS_SHOWN} more)" if len(bad) > MAX_BAD_CELLS_SHOWN else ""
+        raise ResultsError(
+            f"{name} has {len(bad)} impossible score(s): " + "; ".join(cells) + more
+            + ". Fix or remove those rows (an empty cell means a score that was not computed)."
+        )
 
 
 def empty_metrics(results: pd.DataFrame) -> list[str]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 import time
+from collections import OrderedDict
 from typing import Any, Callable
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -41,6 +43,7 @@ from .uploads import (  # noqa: E402
     MAX_RESULTS_BYTES,
     MIN_IMAGES,
     UploadError,
+    discard_uploads,
     read_uploaded_images,
     read_uploaded_results,
 )
@@ -51,8 +54,8 @@ log = logging.getLogger(__name__)
 MAX_QUEUE = 32
 #: Concurrent runs of each event (the CPU is shared; scoring runs the encoder).
 CONCURRENCY = 2
-NOT_SCORED = ("**Not scored.** The reason is in the message at the top right of the page; fix the upload (or the "
-              "block) and press Score again.")
+NOT_SCORED = "**Not scored.** Fix the upload (or the block) and press Score again."
+NOT_LOADED = "**Not loaded.** The leaderboard still shows the previous results."
 CSS = """
 .gfb-unavailable textarea { font-style: italic; color: var(--body-text-color-subdued); }
 #score-table td:nth-child(1), #score-table td:nth-child(2), #about td:nth-child(2) { white-space: nowrap; }
@@ -79,22 +82,65 @@ def launch_kwargs(**overrides: Any) -> dict[str, Any]:
     return kwargs
 
 
-def _friendly(action: str) -> Callable:
-    """Turns the library's user-facing errors into ``gr.Error`` and hides anything else."""
+class LastErrors:
+    """The last refusal of an event per browser session, so that the page can keep the reason
+    next to the results (the toast of a ``gr.Error`` vanishes after a few seconds). Bounded:
+    API clients that never ask for their message cannot make it grow."""
+
+    def __init__(self, size: int = 512):
+        self._messages: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+        self._size = size
+
+    @staticmethod
+    def _key(request: gr.Request | None) -> str | None:
+        return getattr(request, "session_hash", None) if request is not None else None
+
+    def put(self, request: gr.Request | None, message: str) -> None:
+        key = self._key(request)
+        if key is None:
+            return
+        with self._lock:
+            self._messages[key] = message
+            self._messages.move_to_end(key)
+            while len(self._messages) > self._size:
+                self._messages.popitem(last=False)
+
+    def pop(self, request: gr.Request | None) -> str | None:
+        key = self._key(request)
+        with self._lock:
+            return self._messages.pop(key, None) if key is not None else None
+
+
+def _failed_markdown(headline: str, reason: str | None) -> str:
+    """The lasting note shown where the results would be: what was refused and why."""
+    return headline if not reason else f"{headline}\n\n> {md_escape(reason)}"
+
+
+def _friendly(action: str, remember: LastErrors | None = None) -> Callable:
+    """Turns the library's user-facing errors into ``gr.Error`` and hides anything else.
+
+    With ``remember``, the message is also kept for the session (the event's function takes a
+    ``gr.Request``), for a ``.failure`` handler to show next to the results.
+    """
 
     def wrap(fn):
         @functools.wraps(fn)
         def inner(*args, **kwargs):
+            request = next((a for a in (*args, *kwargs.values()) if isinstance(a, gr.Request)), None)
             try:
                 return fn(*args, **kwargs)
-            except gr.Error:
-                raise
+            except gr.Error as err:
+                error = err
             except (UploadError, BenchmarkError, ImageDecodeError, lb.ResultsError) as err:
-                raise gr.Error(str(err), title=f"Cannot {action}", print_exception=False) from None
+                error = gr.Error(str(err), title=f"Cannot {action}", print_exception=False)
             except Exception:  # noqa: BLE001 - never show a traceback to a visitor
                 log.exception("error while trying to %s", action)
-                raise gr.Error(f"Something went wrong while trying to {action}; the server log has the details.",
-                               title="Error") from None
+                error = gr.Error(f"Something went wrong while trying to {action}; the server log has the details.",
+                                 title="Error")
+            if remember is not None:
+                remember.put(request, error.message)
+            raise error from None
 
         return inner
 
@@ -239,21 +285,35 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                                              elem_classes=[] if view.text is not None else ["gfb-unavailable"]))
         return [_gallery_items(data, block_id), fig, _metadata_markdown(data, block_id), *prompt_updates]
 
-    @_friendly("score the images")
-    def score(block_id: str, files: list | None):
+    refusals = LastErrors()
+
+    @_friendly("score the images", refusals)
+    def score(block_id: str, files: list | None, request: gr.Request):
         started = time.time()
-        if not block_id:
-            raise gr.Error("Choose the target block first.")
-        bench.block(block_id)
-        uploads = read_uploaded_images(files, upload_root=upload_root)
+        try:
+            if not block_id:
+                raise gr.Error("Choose the target block first.")
+            bench.block(block_id)
+            uploads = read_uploaded_images(files, upload_root=upload_root)
+        finally:  # decoded in memory (or refused): the uploaded files are not kept
+            discard_uploads(files, upload_root=upload_root)
         result = data.score(block_id, [u.image for u in uploads], [u.name for u in uploads])
         status = (f"Scored **{len(uploads)} images** against **{block_label(bench, block_id)}** with encoder "
-                  f"`{data.encoder.name}` in {time.time() - started:.1f} s. Uploaded images are not stored.")
+                  f"`{data.encoder.name}` in {time.time() - started:.1f} s. Uploaded images are not stored "
+                  "(they were deleted once read; upload them again to score another block).")
         ranking = pd.DataFrame(result.ranking_rows(), columns=RANKING_HEADERS)
         shown = [(_thumbnail(u.image, 320), f"{i}. {u.name} → {row[2]}")
                  for i, (u, row) in enumerate(zip(uploads, result.ranking_rows()), start=1)]
         fig = figures.anchor_figure(result.row, result.anchors, block_id=block_id)
         return status, _scores_markdown(result), ranking, shown, fig, result.as_json()
+
+    def not_scored(request: gr.Request):
+        # every result component gets a value again (no red "Error" pill left), the file list is emptied
+        return (_failed_markdown(NOT_SCORED, refusals.pop(request)), "", pd.DataFrame(columns=RANKING_HEADERS), [],
+                None, None, None)
+
+    def not_loaded(request: gr.Request):
+        return _failed_markdown(NOT_LOADED, refusals.pop(request))
 
     def clear_scores():
         return "Scoring ...", "", pd.DataFrame(columns=RANKING_HEADERS), [], None, None
@@ -272,9 +332,12 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                                     sort_by=sort_by or lb.SORT_CHOICES[0], best_first=bool(best_first),
                                     view=view or lb.VIEWS[0])
 
-    @_friendly("read the results file")
-    def upload_results(file):
-        df = read_uploaded_results(file, upload_root=upload_root)
+    @_friendly("read the results file", refusals)
+    def upload_results(file, request: gr.Request):
+        try:
+            df = read_uploaded_results(file, upload_root=upload_root)
+        finally:  # read into memory (or refused): the uploaded file is not kept
+            discard_uploads(file, upload_root=upload_root)
         name = md_escape(os.path.basename(str(file)))
         return _leaderboard_outputs(df, f"uploaded file {name} ({len(df)} rows)",
                                     f"Loaded {len(df)} result rows from {name}.")
@@ -367,12 +430,17 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         # Clear the previous scores first, so that a refused upload never leaves stale numbers on the page.
         scoring = score_btn.click(clear_scores, outputs=score_outputs, queue=False, api_visibility="private").then(
             score, inputs=[sc_block, files], outputs=score_outputs, api_name="score", scroll_to_output=True)
-        scoring.failure(lambda: NOT_SCORED, outputs=status, queue=False, api_visibility="private")
+        # The reason stays next to the results until the next action (the toast vanishes).
+        scoring.failure(not_scored, outputs=[*score_outputs, files], queue=False, api_visibility="private")
+        # The uploaded files are deleted once read: empty the file list too, so it never lists files that are gone.
+        scoring.success(lambda: None, outputs=files, queue=False, api_visibility="private")
         gr.on([condition.change, sort_by.change, best_first.change, view.change], leaderboard,
               inputs=[results_state, condition, sort_by, best_first, view], outputs=table, api_name="leaderboard")
         lb_outputs = [results_state, source, condition, sort_by, best_first, view, table, plots, report_md, lb_status]
-        results_file.upload(upload_results, inputs=results_file, outputs=lb_outputs, api_name="upload_results",
-                            concurrency_limit=1)
+        uploading = results_file.upload(upload_results, inputs=results_file, outputs=lb_outputs,
+                                        api_name="upload_results", concurrency_limit=1)
+        uploading.failure(not_loaded, outputs=lb_status, queue=False, api_visibility="private")
+        uploading.then(lambda: None, outputs=results_file, queue=False, api_visibility="private")
         reset.click(reset_results, outputs=lb_outputs, api_name="reset_results")
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=MAX_QUEUE)
     return demo

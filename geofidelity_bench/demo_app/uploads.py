@@ -45,10 +45,15 @@ def default_upload_root() -> Path:
     return Path(os.environ.get("GRADIO_TEMP_DIR") or (Path(tempfile.gettempdir()) / "gradio")).resolve()
 
 
+def _raw_path(item) -> str | None:
+    raw = item if isinstance(item, str) else (getattr(item, "path", None) or getattr(item, "name", None))
+    return raw if isinstance(raw, str) and raw else None
+
+
 def _as_upload_path(item, root: Path, what: str) -> Path:
     """The path of a Gradio upload, refused unless it is a regular file inside ``root``."""
-    raw = item if isinstance(item, str) else (getattr(item, "path", None) or getattr(item, "name", None))
-    if not isinstance(raw, str) or not raw:
+    raw = _raw_path(item)
+    if raw is None:
         raise UploadError(f"{what} is not an uploaded file")
     path = Path(raw).resolve()
     if not path.is_relative_to(root):
@@ -165,3 +170,33 @@ def read_uploaded_results(
         return check_results(df, path.name)
     except ResultsError as err:
         raise UploadError(str(err)) from None
+
+
+def discard_uploads(items, *, upload_root: str | os.PathLike | None = None) -> list[Path]:
+    """Deletes uploaded files once they are read (uploads are never kept), with the folders
+    Gradio made for them when those are left empty.
+
+    ``items`` is what Gradio handed over (one upload or a list). Only files inside the upload
+    folder are touched; anything else is left alone. Returns the files deleted.
+    """
+    root = Path(upload_root).resolve() if upload_root else default_upload_root()
+    items = items if isinstance(items, (list, tuple)) else [items]
+    deleted = []
+    for item in items:
+        raw = _raw_path(item) if item else None
+        path = Path(raw).resolve() if raw else None
+        if path is None or path == root or not path.is_relative_to(root) or not path.is_file():
+            continue
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        deleted.append(path)
+        folder = path.parent
+        while folder != root and folder.is_relative_to(root):
+            try:
+                folder.rmdir()  # only when empty
+            except OSError:
+                break
+            folder = folder.parent
+    return deleted

@@ -38,6 +38,7 @@ from .configs import GENERATIONS_DIR
 from .parquet import DEFAULT_MAX_SHARD_ROWS, build_model_shards
 from .requests import (
     HubPushError,
+    HubUnreachableError,
     RepoChanged,
     auth_hint,
     commit_files,
@@ -255,9 +256,30 @@ def push(repo: HubRepo, groups: Iterable[PushGroup], *, private: bool | None = N
 
     ``groups`` may be a generator: a group is only built once the previous one is pushed (this
     keeps one model's shards on disk at a time).
+
+    Raises:
+        HubPushError: one line naming the endpoint and the groups already on the Hub (after
+            the retries when the Hub cannot be reached; re-running the push resumes).
     """
-    repo.ensure_exists(private)
-    return [repo.push_group(group) for group in groups]
+    done: list[GroupPush] = []
+    try:
+        repo.ensure_exists(private)
+        for group in groups:
+            done.append(repo.push_group(group))
+    except HubPushError as err:
+        raise type(err)(f"{err}; {_progress(repo, done, resumable=isinstance(err, HubUnreachableError))}") from None
+    return done
+
+
+def _progress(repo: HubRepo, done: Sequence[GroupPush], *, resumable: bool) -> str:
+    """What a failed push had already finished on the Hub, in one clause."""
+    where = f"{repo.repo_id} at {repo.api.endpoint}"
+    if done:
+        parts = [f"{g.name} ({'up to date' if g.up_to_date else f'{len(g.uploaded)} file(s) uploaded'})" for g in done]
+        text = f"already on {where}: {', '.join(parts)}"
+    else:
+        text = f"nothing was uploaded to {where}"
+    return text + ("; re-run the same command to resume (finished parts are skipped)" if resumable else "")
 
 
 # -- a built dataset folder ---------------------------------------------------------------------

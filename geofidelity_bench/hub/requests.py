@@ -22,6 +22,10 @@ class HubPushError(GeoFidelityError, RuntimeError):
     """Publishing failed; the message says what to do (it never contains the token)."""
 
 
+class HubUnreachableError(HubPushError):
+    """A request kept failing with transient errors (no connection, timeouts, HTTP 5xx) after all retries."""
+
+
 # -- retries ------------------------------------------------------------------------------------
 
 
@@ -79,13 +83,22 @@ def with_retries(
     log: Callable[[str], None] = print,
     token: str | None = None,
 ) -> Any:
-    """Calls ``fn`` until it succeeds, retrying transient errors with exponential backoff."""
+    """Calls ``fn`` until it succeeds, retrying transient errors with exponential backoff.
+
+    Raises:
+        HubUnreachableError: the error was still transient at the last attempt (one line,
+            naming ``what``; never the token). Other errors are raised as they are.
+    """
     for attempt in range(1, attempts + 1):
         try:
             return fn()
         except Exception as err:  # noqa: BLE001 - classified just below
-            if not is_transient(err) or attempt == attempts:
+            if not is_transient(err):
                 raise
+            if attempt == attempts:
+                raise HubUnreachableError(
+                    f"{what}: {describe_error(err, token)} (gave up after {attempts} attempt(s))"
+                ) from None
             delay = min(max_delay, base_delay * 2 ** (attempt - 1))
             log(f"{what}: transient error ({describe_error(err, token)}); retry {attempt}/{attempts - 1} in {delay:.1f} s")
             time.sleep(delay)

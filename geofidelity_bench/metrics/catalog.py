@@ -56,6 +56,30 @@ class MetricInfo:
         """The column (the name the app's texts use)."""
         return self.column
 
+    @property
+    def bounds(self) -> tuple[float, float, bool, bool]:
+        """``range`` as numbers: (low, high, low included, high included); ``inf`` for no bound.
+
+        >>> METRICS["mrr"].bounds
+        (0.0, 1.0, False, True)
+        """
+        text = self.range.strip()
+        low, high = (float(part) for part in text[1:-1].split(","))
+        return low, high, text[0] == "[", text[-1] == "]"
+
+    def in_range(self, value, tolerance: float = 1e-9):
+        """Whether ``value`` (a number, or elementwise for a numpy array) lies in :attr:`range`;
+        included ends are widened by ``tolerance`` for rounding (a cosine of identical sets may
+        be written as 1.0000000000000002). NaN is never in range.
+
+        >>> METRICS["mrr"].in_range(0.0), METRICS["cos_sim"].in_range(1.0 + 1e-15)
+        (False, True)
+        """
+        low, high, low_in, high_in = self.bounds
+        above = value >= low - tolerance if low_in else value > low
+        below = value <= high + tolerance if high_in else value < high
+        return above & below
+
 
 #: The negative (look-alike) blocks of a target, by role, and their one label (docs/benchmark.md section 4, Embeddings).
 NEGATIVE_LABELS: Mapping[str, str] = {

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_matrix, check_same_dim, require_rows, unit_rows
-from .reference import PreparedReference, diversity_of_unit_rows
+from ._validation import as_matrix, check_same_dim, max_abs, require_rows, rescaled, unit_rows, unsafe_exponent
+from .reference import PreparedReference, diversity_of_unit_rows, prepare_reference
 
 #: Added to the CosSim denominator, exactly as docs/benchmark.md section 5, Metrics states.
 COS_EPS = 1e-8
@@ -24,6 +24,8 @@ def cos_sim(gen: ArrayLike, ref: ArrayLike | PreparedReference) -> float:
 
     The means are taken over RAW embeddings (not per-image normalized). Higher is better;
     the range is [-1, 1], and identical sets give 1 (up to the 1e-8 in the denominator).
+    A set too large for its squared norm to be a float64 (entries of 1e144 and beyond) is
+    first divided by a power of two, which does not change its direction.
 
     Args:
         gen: generated-panel embeddings, shape (n, d), n >= 1.
@@ -43,10 +45,15 @@ def cos_sim(gen: ArrayLike, ref: ArrayLike | PreparedReference) -> float:
         0.1644
     """
     g = as_matrix(gen, "gen")
+    g = rescaled(g, unsafe_exponent(max_abs(g), small=False))
     if isinstance(ref, PreparedReference):
+        e = unsafe_exponent(ref.max_abs, small=False)
+        if e:
+            ref = prepare_reference(rescaled(ref.rows, e), "ref")
         r, mr, norm_r = ref.rows, ref.mean, ref.mean_norm
     else:
         r = as_matrix(ref, "ref")
+        r = rescaled(r, unsafe_exponent(max_abs(r), small=False))
         mr = r.mean(axis=0)
         norm_r = float(np.linalg.norm(mr))
     check_same_dim(g, "gen", r, "ref")

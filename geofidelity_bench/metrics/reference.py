@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_matrix, unit_rows
+from ._validation import as_matrix, max_abs, rescaled, unit_rows, unsafe_exponent
 
 #: Squared distances at or below this fraction of (|x_i|^2 + |x_j|^2), measured after
 #: centering, are treated as exactly 0. The Gram-matrix identity
@@ -60,7 +60,11 @@ def diversity_of_unit_rows(u: np.ndarray) -> float:
 
 
 def panel_vector(rows: np.ndarray) -> np.ndarray:
-    """The L2-normalized mean of raw embeddings (all-zero if the mean is zero)."""
+    """The L2-normalized mean of raw embeddings (all-zero if the mean is zero).
+
+    Rows too large to sum safely are first rescaled by a power of two (the direction is the same).
+    """
+    rows = rescaled(rows, unsafe_exponent(max_abs(rows), small=False))
     return unit_rows(rows.mean(axis=0)[None, :])[0]
 
 
@@ -89,6 +93,8 @@ class PreparedReference:
         sorted_positive_pair_sq_dists: the strictly positive ``pair_sq_dists``, ascending
             (what the MMD^2 median heuristic takes from the gallery).
         diversity: Div(rows), NaN when m < 2.
+        max_abs: the largest magnitude in ``rows`` (metrics rescale inputs that would
+            overflow or underflow).
     """
 
     rows: np.ndarray
@@ -101,6 +107,7 @@ class PreparedReference:
     pair_sq_dists: np.ndarray
     sorted_positive_pair_sq_dists: np.ndarray
     diversity: float
+    max_abs: float
 
     @property
     def n_rows(self) -> int:
@@ -148,16 +155,24 @@ def prepare_reference(ref: ArrayLike | PreparedReference, name: str = "ref") -> 
     if rows is ref or not rows.flags.owndata:  # never freeze (or alias) the caller's array
         rows = rows.copy()
     m = rows.shape[0]
-    mean = rows.mean(axis=0)
-    centered = rows - mean
+    top = max_abs(rows)
+    e = unsafe_exponent(top)  # 0 for ordinary inputs; else computed on rows / 2**e, scaled back
+    safe = rescaled(rows, e)
+    mean = safe.mean(axis=0)
+    centered = safe - mean
     sq_norms = np.einsum("ij,ij->i", centered, centered)
     pairs = clamped_sq_dists(centered, sq_norms, centered, sq_norms)[np.triu_indices(m, k=1)]
+    mean_norm = float(np.linalg.norm(mean))
+    if e:  # raw-scale values, inf where they do not fit a float64 (metrics then rescale)
+        with np.errstate(over="ignore", under="ignore"):
+            mean, centered, mean_norm = np.ldexp(mean, e), np.ldexp(centered, e), float(np.ldexp(mean_norm, e))
+            sq_norms, pairs = np.ldexp(sq_norms, 2 * e), np.ldexp(pairs, 2 * e)
     positive = np.sort(pairs[pairs > 0.0])
     units = unit_rows(rows)
     return PreparedReference(
         rows=_frozen(rows),
         mean=_frozen(mean),
-        mean_norm=float(np.linalg.norm(mean)),
+        mean_norm=mean_norm,
         panel_vector=_frozen(panel_vector(rows)),
         unit_rows=_frozen(units),
         centered=_frozen(centered),
@@ -165,4 +180,5 @@ def prepare_reference(ref: ArrayLike | PreparedReference, name: str = "ref") -> 
         pair_sq_dists=_frozen(pairs),
         sorted_positive_pair_sq_dists=_frozen(positive),
         diversity=diversity_of_unit_rows(units) if m >= 2 else float("nan"),
+        max_abs=top,
     )

@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_matrix, check_same_dim, require_rows
+from ._validation import as_matrix, check_same_dim, max_abs, require_rows, rescaled, unsafe_exponent
 from .panel import diversity_unchecked
 from .reference import (  # DUPLICATE_RTOL is re-exported here, where it always lived
     DUPLICATE_RTOL,  # noqa: F401
@@ -30,12 +30,20 @@ from .reference import (  # DUPLICATE_RTOL is re-exported here, where it always 
 
 def _checked_pair(
     gen: ArrayLike, ref: ArrayLike | PreparedReference
-) -> tuple[np.ndarray, PreparedReference]:
-    """``gen`` validated, ``ref`` prepared (validated) and the dimensions checked, in that order."""
+) -> tuple[np.ndarray, PreparedReference, int]:
+    """``gen`` validated, ``ref`` prepared (validated) and the dimensions checked, in that order.
+
+    Also the power of two ``e`` both sets were divided by: 0, unless their magnitudes would
+    overflow or underflow squared distances (1e154 and beyond, say); the median-heuristic
+    MMD^2 does not change under a common rescaling, and a given gamma is rescaled by 4**e.
+    """
     g = as_matrix(gen, "gen")
     r = prepare_reference(ref, "ref")
     check_same_dim(g, "gen", r.rows, "ref")
-    return g, r
+    e = unsafe_exponent(max(max_abs(g), r.max_abs))
+    if e:
+        g, r = rescaled(g, e), prepare_reference(rescaled(r.rows, e), "ref")
+    return g, r, e
 
 
 @lru_cache(maxsize=64)
@@ -122,8 +130,9 @@ def median_heuristic_gamma(gen: ArrayLike, ref: ArrayLike | PreparedReference) -
         >>> median_heuristic_gamma([[0.0], [1.0]], [[3.0]])  # distances 1, 9, 4
         0.25
     """
-    g, r = _checked_pair(gen, ref)
-    return _PooledDistances(g, r).median_gamma()
+    g, r, e = _checked_pair(gen, ref)
+    with np.errstate(over="ignore", under="ignore"):  # inf or 0 where gamma has no float64
+        return float(np.ldexp(_PooledDistances(g, r).median_gamma(), -2 * e))
 
 
 def mmd2_with_reason(
@@ -166,11 +175,19 @@ def mmd2_with_reason(
         >>> value, reason
         (0.0, None)
     """
-    g, r = _checked_pair(gen, ref)
+    g, r, e = _checked_pair(gen, ref)
     if gamma is not None:
         gamma = float(gamma)
         if not (np.isfinite(gamma) and gamma > 0.0):
             raise ValueError(f"gamma must be a positive finite number or None; got {gamma}")
+        with np.errstate(over="ignore", under="ignore"):
+            scaled = float(np.ldexp(gamma, 2 * e))
+        if not (np.isfinite(scaled) and scaled > 0.0):
+            raise ValueError(
+                f"gamma={gamma} cannot be applied to embeddings of magnitude about 2**{e}: the kernel values "
+                "are not representable in float64; rescale the embeddings or use gamma=None"
+            )
+        gamma = scaled
     reason = _short_set_reason(g, r)
     if reason is not None:
         return math.nan, reason
@@ -235,7 +252,7 @@ def mmd2(
 def _checked_sets(
     gen: ArrayLike, ref: ArrayLike | PreparedReference, purpose: str
 ) -> tuple[np.ndarray, PreparedReference]:
-    g, r = _checked_pair(gen, ref)
+    g, r, _ = _checked_pair(gen, ref)
     require_rows(g, "gen", 2, purpose)
     require_rows(r.rows, "ref", 2, purpose)
     return g, r
@@ -303,7 +320,7 @@ def set_fidelity(gen: ArrayLike, ref: ArrayLike | PreparedReference) -> SetFidel
         >>> set_fidelity([[1.0, 0.0]], [[0.0, 1.0], [1.0, 0.0]]).mmd2_reason
         'gen has 1 row; MMD^2 needs at least 2 rows in each set'
     """
-    g, r = _checked_pair(gen, ref)
+    g, r, _ = _checked_pair(gen, ref)
     return _set_fidelity_unchecked(g, r)
 
 
