@@ -79,7 +79,7 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
     present = [g for g in GROUP_STYLES if g in set(table["group"])]
     handles = [Patch(color=GROUP_STYLES[g][0], label=GROUP_STYLES[g][1]) for g in present]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=_MIN_FONT, frameon=False)
-    fig.suptitle("Bars: mean over blocks (L1); whiskers: bootstrap 95% interval over blocks", fontsize=_MIN_FONT + 1)
+    fig.suptitle("Bars: mean over blocks; whiskers: bootstrap 95% interval over blocks", fontsize=_MIN_FONT + 1)
     height = fig.get_figheight()
     fig.tight_layout(rect=(0, 0.4 / height, 1, 1 - 0.1 / height))
     return _save(fig, path, layout=False)
