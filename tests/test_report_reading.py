@@ -81,3 +81,20 @@ def test_plots_have_captions_and_readable_sizes(uneven):
     report_json = json.loads((out / "report.json").read_text())
     assert report_json["plots"]["leaderboard"]["caption"].startswith("Leaderboard under L1")
 
+
+
+def test_cli_says_which_evaluated_method_a_table_leaves_out(tmp_path, capsys):
+    from test_report import write_folder
+
+    from geofidelity_bench.cli import main
+
+    df = synthetic_results()
+    df = df[~((df["method"] == "pixart_sigma") & (df["condition"] == "L1"))]
+    folder = write_folder(tmp_path / "results", df)
+    assert main(["report", "--results", str(folder), "--n-resamples", "100", "--rank-resamples", "50",
+                 "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "left out: PixArt-Σ has no L1 rows (evaluated under L0)" in out
+    lines = out.splitlines()
+    assert lines[lines.index(next(l for l in lines if l.startswith("leaderboard "))) + 1].strip().startswith(
+        "left out: PixArt-Σ")

@@ -187,6 +187,15 @@ def table_cos_sim_by_condition(ctx: Context) -> Table:
     return t
 
 
+def _note_left_out(t: Table, ctx: Context, shown: set) -> None:
+    """Names the evaluated generators a main-condition table leaves out (they have no L1 rows)."""
+    for method in sorted(set(ctx.generated["method"]) - shown):
+        conds = sorted(set(ctx.generated.loc[ctx.generated["method"] == method, "condition"]),
+                       key=list(CONDITIONS).index)
+        t.notes.append(f"left out: {method_label(method)} has no {MAIN_CONDITION} rows (evaluated under "
+                       f"{', '.join(conds)}); generate and evaluate {MAIN_CONDITION} to rank it")
+
+
 def _note_unequal_blocks(t: Table, frames: Sequence[pd.DataFrame], what: str = "rows") -> None:
     """States the blocks the rows of ``t`` average over, and flags rows over different block sets.
 
@@ -455,6 +464,7 @@ def table_leaderboard(ctx: Context) -> Table:
         t.notes.append(f"no {MAIN_CONDITION} rows: generator rows are omitted")
     if anchors.empty:
         t.notes.append("no anchor rows (heldout_real, random_same_country, random_global)")
+    _note_left_out(t, ctx, set(gen["method"]))
 
     def row_for(group: str, method: str, condition: str, frame: pd.DataFrame, values: pd.DataFrame) -> dict:
         row = {"group": group, "method": method, "condition": condition, "n_blocks": int(frame["block_id"].nunique())}
@@ -536,6 +546,7 @@ def table_rank_stability(ctx: Context) -> Table:
         return t
     frames = []
     units = ctx.units[ctx.units["condition"] == MAIN_CONDITION]
+    _note_left_out(t, ctx, set(units["method"]))
     for metric in RANK_METRICS:
         if metric in ctx.metric_na:
             t.notes.append(f"{metric}: n/a ({ctx.metric_na[metric]})")
