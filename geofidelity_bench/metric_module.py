@@ -59,8 +59,9 @@ def metric_path() -> str:
 
 def load_metric(config_name: str | None = None, **kwargs: Any):
     """``evaluate.load(metric_path(), config_name, **kwargs)`` (imports ``evaluate``, ~10 s)."""
-    import evaluate
+    from .extras import require
 
+    evaluate = require("evaluate", "metric", "the evaluate metric")
     return evaluate.load(metric_path(), config_name, **kwargs)
 
 

@@ -649,13 +649,18 @@ def leave_one_city_out(
     return out
 
 
+RANK_WEIGHTINGS = ("city", "block")
+
+
 @dataclass(frozen=True)
 class RankStability:
     """Method ranks under one condition across city bootstraps.
 
-    ``table`` columns: method, n_blocks, score (mean over the method's blocks), rank (on the
-    full data; 1 = best), rank1_prob, rank_ci_low, rank_ci_high (the ``confidence`` interval
-    of the bootstrap ranks), mean_rank.
+    ``table`` columns: method, n_blocks, n_cities (the method's), score (city-balanced: the mean
+    over the method's cities of its per-city means; block-weighted: the mean over its blocks),
+    rank (on the full data; 1 = best), rank1_prob, rank_ci_low, rank_ci_high (the percentile
+    ``confidence`` interval of the bootstrap ranks, as for every bootstrap here), mean_rank.
+    ``weighting`` is ``"city"`` (default) or ``"block"``.
     """
 
     metric: str
@@ -666,12 +671,14 @@ class RankStability:
     seed: int
     confidence: float
     table: pd.DataFrame = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+    weighting: str = "city"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "metric": self.metric,
             "condition": self.condition,
             "higher_is_better": self.higher_is_better,
+            "weighting": self.weighting,
             "n_cities": self.n_cities,
             "n_resamples": self.n_resamples,
             "seed": self.seed,
@@ -700,18 +707,27 @@ def rank_stability(
     *,
     methods: Sequence[str] | None = None,
     confidence: float = 0.95,
+    weighting: str = "city",
 ) -> RankStability:
-    """How stable the ranking of methods under ``condition`` is when cities are resampled.
+    """How stable the ranking of methods under ``condition`` is when cities are resampled
+    (docs/benchmark.md section 7, Statistics and analyses).
 
-    Cluster bootstrap: each resample draws cities with replacement and keeps all their blocks;
-    a method's score is the mean of ``metric`` over its blocks in the resample, so the full-data
-    score is the usual per-method mean. Ranks are direction-aware (rank 1 = best; lower-is-better
-    metrics rank ascending) and ties share the best rank.
+    Cluster bootstrap: each resample draws cities with replacement (a city drawn twice counts
+    twice). With ``weighting="city"`` (the default, as the paper's city-balanced analyses) each
+    method is first averaged within each city (``groupby([city, method]).mean()``) and its score
+    in a resample is the mean of its city means over the drawn cities, so every city weighs the
+    same whatever its number of blocks. With ``weighting="block"`` a method's score is the mean
+    over all its blocks in the drawn cities (cities with more blocks weigh more). Ranks are
+    direction-aware (rank 1 = best; lower-is-better metrics rank ascending), ties share the best
+    rank, a method without a block in the drawn cities ranks last; rank intervals are percentile
+    intervals of the bootstrap ranks.
 
     Raises:
-        ValueError: unknown metric or condition, no direction known for the metric, fewer than
-            2 methods or 2 cities with finite values.
+        ValueError: unknown metric, condition or weighting, no direction known for the metric,
+            fewer than 2 methods or 2 cities with finite values.
     """
+    if weighting not in RANK_WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {RANK_WEIGHTINGS}, got {weighting!r}")
     _check_metric(df, metric)
     _check_conditions(df, [condition])
     _check_columns(df, ["method", "city"], "rank stability")
@@ -720,7 +736,7 @@ def rank_stability(
     confidence = _check_confidence(confidence)
     sub = df[df["condition"] == condition]
     sub = _filter_methods(sub, methods) if methods is not None else sub
-    sub = sub[np.isfinite(sub[metric].to_numpy(dtype=float))]
+    sub = sub[np.isfinite(sub[metric].to_numpy(dtype=float)) & sub["city"].notna()]
     method_names = sorted(sub["method"].unique())
     cities = sorted(sub["city"].unique())
     if len(method_names) < 2:
@@ -733,30 +749,38 @@ def rank_stability(
     counts = sub.pivot_table(index="city", columns="method", values=metric, aggfunc="count", fill_value=0)
     sums = sums.reindex(index=cities, columns=method_names, fill_value=0.0).to_numpy(dtype=float)
     counts = counts.reindex(index=cities, columns=method_names, fill_value=0).to_numpy(dtype=float)
+    if weighting == "city":
+        # one unit per (city, method): the city mean, present where the method has a block there
+        present = (counts > 0).astype(float)
+        sums = np.where(counts > 0, sums / np.maximum(counts, 1.0), 0.0)
+        weights = present
+    else:
+        weights = counts
     n_c = len(cities)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n_c, size=(n_resamples, n_c))
     mult = np.zeros((n_resamples, n_c))
     np.add.at(mult, (np.repeat(np.arange(n_resamples), n_c), idx.ravel()), 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        scores = (mult @ sums) / (mult @ counts)
-        full = sums.sum(axis=0) / counts.sum(axis=0)
+        scores = (mult @ sums) / (mult @ weights)
+        full = sums.sum(axis=0) / weights.sum(axis=0)
     ranks = _ranks_from_scores(scores, hib)
     full_rank = _ranks_from_scores(full[None, :], hib)[0]
-    alpha = (1.0 - confidence) / 2.0
+    intervals = np.array([_percentile_ci(ranks[:, j].astype(float), confidence) for j in range(len(method_names))])
     table = pd.DataFrame(
         {
             "method": method_names,
             "n_blocks": counts.sum(axis=0).astype(int),
+            "n_cities": (counts > 0).sum(axis=0).astype(int),
             "score": full,
             "rank": full_rank,
             "rank1_prob": (ranks == 1).mean(axis=0),
-            "rank_ci_low": np.quantile(ranks, alpha, axis=0, method="lower").astype(int),
-            "rank_ci_high": np.quantile(ranks, 1.0 - alpha, axis=0, method="higher").astype(int),
+            "rank_ci_low": intervals[:, 0],
+            "rank_ci_high": intervals[:, 1],
             "mean_rank": ranks.mean(axis=0),
         }
     ).sort_values(["rank", "method"], kind="mergesort").reset_index(drop=True)
-    return RankStability(metric, condition, hib, n_c, n_resamples, int(seed), confidence, table)
+    return RankStability(metric, condition, hib, n_c, n_resamples, int(seed), confidence, table, weighting)
 
 
 # -- controls -----------------------------------------------------------------------------
@@ -1108,6 +1132,7 @@ __all__ = [
     "PairedDelta",
     "Pairing",
     "RESULT_COLUMNS",
+    "RANK_WEIGHTINGS",
     "RankStability",
     "SANITY_CONDITION",
     "SANITY_METHODS",

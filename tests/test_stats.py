@@ -249,6 +249,64 @@ def test_rank_stability_is_direction_aware():
         stats.rank_stability(df2, "diversity_gap", "L1")
 
 
+def _unbalanced_frame():
+    """City A has 3 blocks, cities B and C one each: x wins when blocks weigh, y when cities do."""
+    spec = []
+    for b in range(3):
+        spec += [("x", "L1", f"A{b}", "A", 0.9), ("y", "L1", f"A{b}", "A", 0.6)]
+    for city in ("B", "C"):
+        spec += [("x", "L1", f"{city}0", city, 0.3), ("y", "L1", f"{city}0", city, 0.6)]
+    return _rows(spec)
+
+
+def _brute_force_ranks(df, metric, n_resamples, seed, weighting, confidence=0.95):
+    """An independent loop: per resample, select the drawn cities' rows with pandas and average."""
+    cities = sorted(df["city"].unique())
+    methods = sorted(df["method"].unique())
+    idx = np.random.default_rng(seed).integers(0, len(cities), size=(n_resamples, len(cities)))
+    city_means = df.groupby(["city", "method"])[metric].mean()
+    ranks = []
+    for row in idx:
+        drawn = [cities[i] for i in row]
+        if weighting == "city":
+            scores = pd.concat([city_means.loc[c] for c in drawn]).groupby(level=0).mean()
+        else:
+            scores = pd.concat([df[df["city"] == c] for c in drawn]).groupby("method")[metric].mean()
+        scores = scores.reindex(methods)
+        ranks.append([1 + sum(scores[o] > scores[m] for o in methods) for m in methods])
+    ranks = np.array(ranks, dtype=float)
+    a = (1 - confidence) / 2
+    return pd.DataFrame({"method": methods, "rank1_prob": (ranks == 1).mean(axis=0),
+                         "rank_ci_low": np.percentile(ranks, 100 * a, axis=0),
+                         "rank_ci_high": np.percentile(ranks, 100 * (1 - a), axis=0),
+                         "mean_rank": ranks.mean(axis=0)}).set_index("method")
+
+
+@pytest.mark.parametrize("weighting", ["city", "block"])
+def test_rank_stability_matches_brute_force(weighting):
+    df = _unbalanced_frame()
+    r = stats.rank_stability(df, "cos_sim", "L1", n_resamples=400, seed=7, weighting=weighting)
+    assert r.weighting == weighting and r.to_dict()["weighting"] == weighting
+    got = r.table.set_index("method")
+    want = _brute_force_ranks(df, "cos_sim", 400, 7, weighting)
+    for col in want.columns:
+        assert got.loc[want.index, col].to_numpy(dtype=float) == pytest.approx(want[col].to_numpy(dtype=float))
+
+
+def test_rank_stability_city_balanced_is_the_default():
+    df = _unbalanced_frame()
+    city = stats.rank_stability(df, "cos_sim", "L1", n_resamples=200).table.set_index("method")
+    block = stats.rank_stability(df, "cos_sim", "L1", n_resamples=200, weighting="block").table.set_index("method")
+    # hand-worked: city means x = (0.9 + 0.3 + 0.3) / 3 = 0.5, y = 0.6; block means x = 3.3 / 5 = 0.66, y = 0.6
+    assert city.loc["x", "score"] == pytest.approx(0.5) and city.loc["y", "score"] == pytest.approx(0.6)
+    assert block.loc["x", "score"] == pytest.approx(0.66) and block.loc["y", "score"] == pytest.approx(0.6)
+    assert (city.loc["y", "rank"], city.loc["x", "rank"]) == (1, 2)
+    assert (block.loc["x", "rank"], block.loc["y", "rank"]) == (1, 2)
+    assert list(city["n_blocks"].loc[["x", "y"]]) == [5, 5] and list(city["n_cities"].loc[["x", "y"]]) == [3, 3]
+    with pytest.raises(ValueError, match="weighting"):
+        stats.rank_stability(df, "cos_sim", "L1", weighting="blocks")
+
+
 # -- controls -------------------------------------------------------------------------------
 
 

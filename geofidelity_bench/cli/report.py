@@ -44,6 +44,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         for name, entry in report["tables"].items():
             status = "ok" if entry["status"] == "ok" else f"skipped: {entry.get('reason')}"
             print(f"{name:28s} {status}")
+            for note in entry.get("notes") or []:
+                if note.startswith("left out:") or "not comparable" in note:
+                    print(f"{'':28s} {note.replace('**', '')}")
     else:
         for enc, sub in report.get("sub_reports", {}).items():
             print(f"encoder {enc}: {out}/{sub['report_md']}")

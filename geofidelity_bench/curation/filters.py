@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..benchmark import Block
+from ..extras import require
 from ..images import ImageSource, load_image
 from ..segmentation.labels import GROUP_NAMES
 from ..segmentation.shares import SHARE_TOLERANCE
@@ -65,6 +66,7 @@ class FilterThresholds:
 def local_projection(lat: float, lon: float):
     """A pyproj Transformer from WGS84 (lon, lat) to metres in an azimuthal equidistant
     projection centered on (lat, lon): distances near the center are true to well under 0.1%."""
+    require("pyproj", "curate", "curation")
     from pyproj import CRS, Transformer
 
     crs = CRS.from_proj4(f"+proj=aeqd +lat_0={lat:.9f} +lon_0={lon:.9f} +datum=WGS84 +units=m +no_defs")
@@ -75,6 +77,7 @@ def distances_to_polyline_m(polyline: Sequence[Sequence[float]], lats: Sequence[
                             center: tuple[float, float] | None = None) -> np.ndarray:
     """Metres from each (lat, lon) to the polyline (a list of [lat, lon]), in a local
     azimuthal equidistant projection centered on ``center`` (default: the polyline's first point)."""
+    require("shapely", "curate", "curation")
     import shapely
 
     if len(lats) == 0:

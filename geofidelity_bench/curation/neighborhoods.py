@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from ..extras import require
 from ..geo import haversine_m
 from .osm import PlaceArea, PlaceNode
 
@@ -41,6 +42,7 @@ class NeighborhoodLabeler:
         self.release = release
         self._areas = []
         if not release and areas:
+            require("shapely", "curate", "curation")
             import shapely
 
             ranked = sorted(areas, key=lambda a: (a.area_m2, a.osm_type != "way", a.osm_id))

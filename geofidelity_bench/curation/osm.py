@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from ..extras import require
 from ..geo import haversine_m, polyline_length_m
 from .errors import CurationError
 from ..atomic import atomic_write_bytes
@@ -113,6 +114,7 @@ class PlaceArea:
     @property
     def area_m2(self) -> float:
         """Geodesic area on the WGS84 ellipsoid (pyproj)."""
+        require("pyproj", "curate", "curation")
         from pyproj import Geod
 
         area, _ = Geod(ellps="WGS84").geometry_area_perimeter(self.shape())
@@ -182,6 +184,7 @@ def area_kind(tags: Mapping[str, str]) -> str | None:
 def make_area(osm_type: str, osm_id: int, tags: Mapping[str, str], geometry) -> PlaceArea | None:
     """A :class:`PlaceArea` from a shapely (Multi)Polygon in (lon, lat) (rounded, made valid and
     normalized), or None when the tags are not a neighborhood area or nothing polygonal is left."""
+    require("shapely", "curate", "curation")
     import shapely
     from shapely.geometry import MultiPolygon, Polygon
 
@@ -281,6 +284,7 @@ def read_osm_xml(path: str | os.PathLike, *, areas: bool = True) -> OsmData:
 
 def _osmium():
     try:
+        require("osmium", "curate", "reading an OSM extract")
         import osmium
     except ImportError as err:  # pragma: no cover - osmium is in the curate extra
         raise CurationError(

@@ -15,6 +15,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..extras import require
 from .registry import GeneratorError, GeneratorSpec, torch_dtype
 from .seeds import torch_generator
 
@@ -105,7 +106,7 @@ class DiffusersGenerator(LoadedGenerator):
                 pipe.to(dtype=tdtype)
             pipe.to(self.device)
             return pipe
-        import diffusers
+        diffusers = require("diffusers", "gen", "generating images")
 
         cls_name = self.spec.pipeline_class or "DiffusionPipeline"
         cls = getattr(diffusers, cls_name, None)
@@ -116,6 +117,7 @@ class DiffusersGenerator(LoadedGenerator):
         )
         device = torch.device(self.device)
         if self.cpu_offload and device.type == "cuda":
+            require("accelerate", "gen", "--cpu-offload")
             pipe.enable_model_cpu_offload(device=device)
         else:
             pipe.to(device)

@@ -17,6 +17,8 @@ import json
 import os
 import tempfile
 
+from ..extras import require
+
 TINY_SIZE = 64
 # One token per byte: 512 positions hold every benchmark prompt whole (no truncation warnings).
 TINY_MAX_TOKENS = 512
@@ -64,6 +66,8 @@ def build_tiny_tokenizer():
 def build_tiny_pipeline():
     """A ``StableDiffusionPipeline`` with tiny random components (fp32, CPU)."""
     import torch
+
+    require("diffusers", "gen", "the tiny generator")
     from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
     from transformers import CLIPTextConfig, CLIPTextModel
 

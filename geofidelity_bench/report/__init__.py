@@ -27,7 +27,7 @@ Tables (``name``: content):
   only when CLIP scores are available.
 - ``leaderboard`` (Table 10): generators under L1, their mean, the real-image anchors (and
   demo sanity methods) on CosSim, DCSF, MMD, GAAS, retrieval, MRR and both margins, with
-  bootstrap intervals over blocks. ``rank_stability``: city-bootstrap ranks under L1.
+  bootstrap intervals over blocks. ``rank_stability``: city-balanced city-bootstrap ranks under L1.
 - ``city_by_method``: mean CosSim per city and method (L1 generators and held-out real).
 
 A table whose inputs are missing is skipped with a one-line reason (``skipped: no L0 rows``),

@@ -17,16 +17,38 @@ def _figure(width: float, height: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), dpi=110)
+    fig = Figure(figsize=(width, height), dpi=100)
     FigureCanvasAgg(fig)
     return fig
 
 
-def _save(fig, path: Path) -> str:
+def _save(fig, path: Path, layout: bool = True) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    if layout:
+        fig.tight_layout()
     fig.savefig(path, format="png")
     return str(path)
+
+
+#: The colour of each row group of the leaderboard, and its legend entry.
+GROUP_STYLES = {
+    "generator": ("#4C72B0", "Generators (L1 prompts)"),
+    "generator_mean": ("#2F4B7C", "Mean over generators"),
+    "anchor": ("#999999", "Real-image anchors"),
+    "sanity": ("#DD8452", "Sanity methods (demo)"),
+}
+#: What the whiskers and points of the plots are (also in report.md's plot captions).
+PLOT_CAPTIONS = {
+    "leaderboard": "Leaderboard under L1: bars are means over blocks, whiskers their bootstrap 95% intervals over "
+                   "blocks (Table 10); colours: generators, the real-image anchors and the demo's sanity methods.",
+    "cos_sim_by_condition": "CosSim per prompt condition: points are means over blocks, whiskers their bootstrap "
+                            "95% intervals over blocks (Table 5); n: the blocks of each point. Conditions are "
+                            "categories (no line joins them); points over different blocks are not comparable.",
+    "hierarchy": "Mean image-to-panel cosine of the query panels to the target block and to each negative (Table 4).",
+    "city_heatmap": "Mean CosSim per city and method (L1 generators and held-out real).",
+}
+
+_MIN_FONT = 8  # points; at the figures' 100 dpi about 11 px
 
 
 def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, str] = {}) -> str | None:
@@ -35,10 +57,9 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
     if not metrics:
         return None
     n = len(table)
-    fig = _figure(3.6 * len(metrics), 0.9 + 0.35 * n)
-    colors = {"generator": "#4C72B0", "generator_mean": "#2F4B7C", "anchor": "#999999", "sanity": "#DD8452"}
-    labels = ["Generator mean" if g == "generator_mean" else method_label(m)
-              for g, m in zip(table["group"], table["method"])]
+    fig = _figure(max(7.0, 1.6 + 2.6 * len(metrics)), 1.6 + 0.32 * n)
+    labels = [("Generator mean" if g == "generator_mean" else method_label(m)) + f" ({int(b)} blocks)"
+              for g, m, b in zip(table["group"], table["method"], table["n_blocks"])]
     y = np.arange(n)[::-1]
     for i, m in enumerate(metrics):
         ax = fig.add_subplot(1, len(metrics), i + 1)
@@ -46,30 +67,61 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
         lo = table[f"{m}_ci_low"].to_numpy(dtype=float)
         hi = table[f"{m}_ci_high"].to_numpy(dtype=float)
         err = np.vstack([np.where(np.isfinite(lo), v - lo, 0), np.where(np.isfinite(hi), hi - v, 0)])
-        ax.barh(y, np.nan_to_num(v), xerr=err, color=[colors.get(g, "#4C72B0") for g in table["group"]],
-                capsize=2, ecolor="black")
+        ax.barh(y, np.nan_to_num(v), xerr=err, color=[GROUP_STYLES.get(g, GROUP_STYLES["generator"])[0]
+                                                     for g in table["group"]], capsize=2, ecolor="black")
         ax.set_yticks(y)
-        ax.set_yticklabels(labels if i == 0 else [""] * n, fontsize=8)
+        ax.set_yticklabels(labels if i == 0 else [""] * n, fontsize=_MIN_FONT)
+        ax.tick_params(axis="x", labelsize=_MIN_FONT)
         ax.set_title(heading(m), fontsize=10)
         ax.grid(axis="x", alpha=0.3)
-    return _save(fig, path)
+    from matplotlib.patches import Patch
+
+    present = [g for g in GROUP_STYLES if g in set(table["group"])]
+    handles = [Patch(color=GROUP_STYLES[g][0], label=GROUP_STYLES[g][1]) for g in present]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=_MIN_FONT, frameon=False)
+    fig.suptitle("Bars: mean over blocks; whiskers: bootstrap 95% interval over blocks", fontsize=_MIN_FONT + 1)
+    height = fig.get_figheight()
+    fig.tight_layout(rect=(0, 0.4 / height, 1, 1 - 0.1 / height))
+    return _save(fig, path, layout=False)
 
 
 def plot_cos_sim_by_condition(table: pd.DataFrame, conditions: Sequence[str], path: Path) -> str | None:
     if not conditions:
         return None
-    fig = _figure(max(5.0, 1.1 * len(conditions) + 2.5), 4.0)
+    fig = _figure(max(6.0, 1.2 * len(conditions) + 3.0), 4.5)
     ax = fig.add_subplot(1, 1, 1)
     x = np.arange(len(conditions))
-    for _, r in table.iterrows():
-        name = "Generator mean" if r["method"] == "generator_mean" else method_label(r["method"])
-        style = dict(color="black", linewidth=2.5) if r["method"] == "generator_mean" else {}
-        ax.plot(x, r[list(conditions)].to_numpy(dtype=float), marker="o", label=name, **style)
+    n_rows = len(table)
+    width = min(0.7, 0.15 * n_rows)
+    offsets = np.linspace(-width / 2, width / 2, n_rows) if n_rows > 1 else np.zeros(1)
+    lows = []
+    for k, (_, r) in enumerate(table.iterrows()):
+        mean = "generator_mean" == r["method"]
+        name = "Generator mean" if mean else method_label(r["method"])
+        v = r[list(conditions)].to_numpy(dtype=float)
+        lo = np.array([r.get(f"{c}_ci_low", np.nan) for c in conditions], dtype=float)
+        hi = np.array([r.get(f"{c}_ci_high", np.nan) for c in conditions], dtype=float)
+        err = np.vstack([np.where(np.isfinite(lo), v - lo, 0), np.where(np.isfinite(hi), hi - v, 0)])
+        style = dict(color="black", marker="D") if mean else dict(marker="o")
+        xs = x + offsets[k]
+        ax.errorbar(xs, v, yerr=err, linestyle="none", capsize=3, label=name, **style)
+        lows.append(np.nanmin(np.where(np.isfinite(lo), lo, v)) if np.isfinite(v).any() else 0.0)
+        for xi, vi, hii, c in zip(xs, v, hi, conditions):
+            n = r.get(f"{c}_n_blocks")
+            if np.isfinite(vi) and n is not None and np.isfinite(float(n)):
+                top = hii if np.isfinite(hii) else vi
+                ax.annotate(f"n={int(n)}", (xi, top), textcoords="offset points", xytext=(0, 3), ha="center",
+                            fontsize=_MIN_FONT, color="#444444")
     ax.set_xticks(x)
-    ax.set_xticklabels(conditions, rotation=20, fontsize=8)
-    ax.set_ylabel("CosSim (mean over blocks)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.set_xticklabels(conditions, fontsize=_MIN_FONT)
+    ax.set_xlim(-0.6, len(conditions) - 0.4)
+    # An honest axis: from 0 (or the lowest interval below it) to the top of CosSim's range.
+    ax.set_ylim(min(0.0, float(np.nanmin(lows)) - 0.05) if lows else 0.0, 1.0)
+    ax.tick_params(axis="y", labelsize=_MIN_FONT)
+    ax.set_xlabel("prompt condition", fontsize=_MIN_FONT + 1)
+    ax.set_ylabel(f"{METRICS['cos_sim'].label} (mean over blocks, 95% CI)", fontsize=_MIN_FONT + 1)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=_MIN_FONT, loc="lower left")
     return _save(fig, path)
 
 
@@ -86,7 +138,7 @@ def plot_hierarchy(table: pd.DataFrame, path: Path) -> str | None:
     ax.set_xticklabels([METRICS[c].short for c in cols], fontsize=8)
     ax.set_ylabel("mean image-to-panel cosine")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=_MIN_FONT)
     return _save(fig, path)
 
 
@@ -95,15 +147,23 @@ def plot_city_heatmap(table: pd.DataFrame, path: Path) -> str | None:
     if values.size == 0:
         return None
     cities, methods = list(table["city"]), [method_label(c) for c in table.columns if c != "city"]
-    fig = _figure(1.2 + 0.9 * len(methods), 1.0 + 0.35 * len(cities))
+    # Sized from the content: room for the longest labels, cells wide enough for "0.00" at 8 pt.
+    label_w = 0.075 * max(len(str(c)) for c in cities)
+    rot_h = 0.055 * max(len(m) for m in methods)
+    fig = _figure(max(4.5, 1.8 + label_w + 0.85 * len(methods)), max(3.0, 1.0 + rot_h + 0.45 * len(cities)))
     ax = fig.add_subplot(1, 1, 1)
     im = ax.imshow(np.ma.masked_invalid(values), aspect="auto", cmap="viridis")
     ax.set_xticks(np.arange(len(methods)))
-    ax.set_xticklabels(methods, rotation=35, ha="right", fontsize=8)
+    ax.set_xticklabels(methods, rotation=35, ha="right", fontsize=_MIN_FONT)
     ax.set_yticks(np.arange(len(cities)))
-    ax.set_yticklabels(cities, fontsize=8)
+    ax.set_yticklabels(cities, fontsize=_MIN_FONT)
+    finite = values[np.isfinite(values)]
+    mid = (finite.min() + finite.max()) / 2 if finite.size else 0.0
     for (i, j), v in np.ndenumerate(values):
         if np.isfinite(v):
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="white")
-    fig.colorbar(im, ax=ax, label="CosSim")
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=_MIN_FONT,
+                    color="white" if v < mid else "black")
+    cbar = fig.colorbar(im, ax=ax)
+    cbar.set_label(f"{METRICS['cos_sim'].label} (mean over blocks)", fontsize=_MIN_FONT)
+    cbar.ax.tick_params(labelsize=_MIN_FONT)
     return _save(fig, path)

@@ -32,7 +32,7 @@ from .context import (
     Context,
     ReportError,
 )
-from .plots import plot_city_heatmap, plot_cos_sim_by_condition, plot_hierarchy, plot_leaderboard
+from .plots import PLOT_CAPTIONS, plot_city_heatmap, plot_cos_sim_by_condition, plot_hierarchy, plot_leaderboard
 from .tables import (
     Table,
     table_city_by_method,
@@ -222,7 +222,7 @@ def _write_plots(ctx: Context, tables: Mapping[str, Table], out: Path) -> dict[s
             res[name] = {"status": "skipped", "reason": f"table {table} skipped: {t.reason}"}
             return
         path = fn(t.data, out / "plots" / f"{name}.png")
-        res[name] = ({"status": "ok", "png": f"plots/{name}.png"} if path
+        res[name] = ({"status": "ok", "png": f"plots/{name}.png", "caption": PLOT_CAPTIONS[name]} if path
                      else {"status": "skipped", "reason": "nothing to plot"})
 
     run("leaderboard", "leaderboard", lambda d, p: plot_leaderboard(d, p, ctx.metric_na))
@@ -278,7 +278,7 @@ def _markdown(title: str, report: Mapping, tables: Sequence[Table]) -> str:
         lines += ["## Plots", ""]
         for name, entry in plots.items():
             if entry.get("status") == "ok":
-                lines += [f"![{name}]({entry['png']})", ""]
+                lines += [f"![{name}]({entry['png']})", "", entry.get("caption", ""), ""]
             else:
                 lines += [f"- {name}: skipped: {entry.get('reason')}"]
         lines.append("")

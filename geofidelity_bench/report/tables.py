@@ -135,6 +135,7 @@ def table_hierarchy(ctx: Context) -> Table:
     headers = ["Query set", *(METRIC_LABELS[c] for c in cols), "Blocks"]
     body = [[r["query_set"], *(_fmt(r[c]) for c in cols), _fmt(r["n_blocks"])] for r in rows]
     t.markdown = _md_table(headers, body)
+    _note_unequal_blocks(t, [held, gen])
     return t
 
 
@@ -143,30 +144,78 @@ def table_hierarchy(ctx: Context) -> Table:
 
 def table_cos_sim_by_condition(ctx: Context) -> Table:
     t = Table("cos_sim_by_condition", "Table 5: CosSim by prompt condition",
-              caption="Mean CosSim over blocks per generator and condition. Higher is better.")
+              caption=f"Mean CosSim over blocks per generator and condition, with a {ctx.n_resamples}-resample "
+                      f"percentile bootstrap {ctx.confidence:.0%} interval over blocks (seed {ctx.seed}); "
+                      "(n): the blocks each cell averages. Higher is better.")
     if ctx.generated.empty:
         t.reason = "no generated rows (only anchors or sanity methods)"
         return t
     if "cos_sim" in ctx.metric_na:
         t.reason = f"cos_sim is n/a ({ctx.metric_na['cos_sim']})"
         return t
-    pivot = ctx.generated.pivot_table(index="method", columns="condition", values="cos_sim", aggfunc="mean")
-    pivot = pivot.reindex(columns=ctx.conditions)
-    counts = ctx.generated.groupby("method")["block_id"].nunique()
-    data = pivot.reset_index()
-    data.insert(1, "n_blocks", data["method"].map(counts).astype(int))
-    if len(pivot) > 1:
-        means = {c: ctx.generated[ctx.generated["condition"] == c].groupby("block_id")["cos_sim"].mean().mean()
-                 for c in ctx.conditions}
-        data = pd.concat([data, pd.DataFrame([{"method": "generator_mean",
-                                                "n_blocks": int(ctx.generated["block_id"].nunique()), **means}])],
-                         ignore_index=True)
+    gen = ctx.generated
+    rows = []
+    frames = [(m, gen[gen["method"] == m]) for m in sorted(gen["method"].unique())]
+    if len(frames) > 1:
+        per_block = gen.groupby(["condition", "block_id"], as_index=False)["cos_sim"].mean()
+        frames.append(("generator_mean", per_block))
+    for method, frame in frames:
+        row: dict[str, Any] = {"method": method,
+                               "n_blocks": int(frame["block_id"].nunique() if method != "generator_mean"
+                                               else gen["block_id"].nunique())}
+        for cond in ctx.conditions:
+            values = frame.loc[frame["condition"] == cond, "cos_sim"].to_numpy(dtype=float)
+            ci = stats.bootstrap_mean_ci(values, n_resamples=ctx.n_resamples, seed=ctx.seed,
+                                         confidence=ctx.confidence)
+            row.update({cond: ci.mean, f"{cond}_ci_low": ci.ci_low, f"{cond}_ci_high": ci.ci_high,
+                        f"{cond}_n_blocks": ci.n})
+        rows.append(row)
+    data = pd.DataFrame(rows)
     t.data = data
     headers = ["Model", *ctx.conditions]
     body = [[method_label(r["method"]) if r["method"] != "generator_mean" else "Generator mean",
-             *(_fmt(r[c]) for c in ctx.conditions)] for _, r in data.iterrows()]
+             *(_fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], signed=False) + f" ({int(r[f'{c}_n_blocks'])})"
+               if _finite(r[c]) else "n/a" for c in ctx.conditions)] for _, r in data.iterrows()]
     t.markdown = _md_table(headers, body)
+    block_sets = {c: frozenset(gen.loc[gen["condition"] == c, "block_id"]) for c in ctx.conditions}
+    if len(set(block_sets.values())) > 1:
+        common = frozenset.intersection(*block_sets.values())
+        t.notes.append("not comparable across conditions: the conditions cover different blocks ("
+                       + ", ".join(f"{c} {len(b)}" for c, b in block_sets.items())
+                       + f"; {len(common)} in common), so a difference between columns mixes the prompt's effect "
+                       "with a change of blocks; Table 6 pairs matched blocks")
     return t
+
+
+def _note_left_out(t: Table, ctx: Context, shown: set) -> None:
+    """Names the evaluated generators a main-condition table leaves out (they have no L1 rows)."""
+    for method in sorted(set(ctx.generated["method"]) - shown):
+        conds = sorted(set(ctx.generated.loc[ctx.generated["method"] == method, "condition"]),
+                       key=list(CONDITIONS).index)
+        t.notes.append(f"left out: {method_label(method)} has no {MAIN_CONDITION} rows (evaluated under "
+                       f"{', '.join(conds)}); generate and evaluate {MAIN_CONDITION} to rank it")
+
+
+def _note_unequal_blocks(t: Table, frames: Sequence[pd.DataFrame], what: str = "rows") -> None:
+    """States the blocks the rows of ``t`` average over, and flags rows over different block sets.
+
+    ``frames``: the unit rows (``method``, ``block_id``) behind the table's rows.
+    """
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return
+    units = pd.concat([f[["method", "block_id"]] for f in frames], ignore_index=True)
+    sets = units.groupby("method")["block_id"].agg(frozenset)
+    if sets.empty:
+        return
+    if sets.nunique() == 1:
+        t.notes.append(f"every {what[:-1]} averages the same {len(sets.iloc[0])} block(s)")
+        return
+    common = frozenset.intersection(*sets.to_list())
+    sizes = ", ".join(f"{method_label(m)} {len(b)}" for m, b in sets.items())
+    t.notes.append(f"**not comparable across {what}**: the {what} average different blocks ({sizes}; {len(common)} "
+                   f"in common); a difference between {what} mixes the methods with a change of blocks. Evaluate "
+                   "every method on the same blocks to compare them")
 
 
 # Table 6 -------------------------------------------------------------------------------------
@@ -402,7 +451,8 @@ def table_leaderboard(ctx: Context) -> Table:
     t = Table("leaderboard", "Table 10: leaderboard with real-image anchors",
               caption=f"Generators under {MAIN_CONDITION} and the real-image anchors: mean over blocks with a "
                       f"{ctx.n_resamples}-resample percentile bootstrap {ctx.confidence:.0%} interval over blocks "
-                      f"(seed {ctx.seed}). ↑ higher is better, ↓ lower is better; bold: best generator.")
+                      f"(seed {ctx.seed}); the whiskers of leaderboard.png are these intervals. Blocks: the blocks each row "
+                      "averages. ↑ higher is better, ↓ lower is better; bold: best generator.")
     metrics = [m for m in LEADERBOARD_METRICS]
     gen = ctx.generated[ctx.generated["condition"] == MAIN_CONDITION]
     anchors = ctx.units[ctx.units["condition"] == stats.ANCHOR_CONDITION]
@@ -414,6 +464,7 @@ def table_leaderboard(ctx: Context) -> Table:
         t.notes.append(f"no {MAIN_CONDITION} rows: generator rows are omitted")
     if anchors.empty:
         t.notes.append("no anchor rows (heldout_real, random_same_country, random_global)")
+    _note_left_out(t, ctx, set(gen["method"]))
 
     def row_for(group: str, method: str, condition: str, frame: pd.DataFrame, values: pd.DataFrame) -> dict:
         row = {"group": group, "method": method, "condition": condition, "n_blocks": int(frame["block_id"].nunique())}
@@ -467,13 +518,21 @@ def table_leaderboard(ctx: Context) -> Table:
             cells.append(s)
         body.append([name, *cells, _fmt(r["n_blocks"])])
     t.markdown = _md_table(headers, body)
+    _note_unequal_blocks(t, [gen, anchors, sanity])
     return t
+
+
+def _fmt_rank(x: Any) -> str:
+    return _fmt(int(x)) if float(x).is_integer() else _fmt(float(x), 1)
 
 
 def table_rank_stability(ctx: Context) -> Table:
     t = Table("rank_stability", f"Rank stability under {MAIN_CONDITION}",
               caption=f"City bootstrap ({ctx.rank_resamples} resamples, seed {ctx.seed}) of generator ranks under "
-                      f"{MAIN_CONDITION}: probability of rank 1 and {ctx.confidence:.0%} rank interval (1 = best).")
+                      f"{MAIN_CONDITION}, city-balanced as in the paper: each generator is averaged within each city "
+                      "first and every drawn city weighs the same (a city drawn twice counts twice); score: the mean "
+                      f"of its city means. Probability of rank 1 and {ctx.confidence:.0%} percentile interval of the "
+                      "bootstrap ranks (1 = best). Blocks and cities: those the generator has.")
     gen = ctx.gen_raw[ctx.gen_raw["condition"] == MAIN_CONDITION]
     if gen.empty:
         t.reason = f"no {MAIN_CONDITION} rows"
@@ -487,32 +546,37 @@ def table_rank_stability(ctx: Context) -> Table:
         return t
     frames = []
     units = ctx.units[ctx.units["condition"] == MAIN_CONDITION]
+    _note_left_out(t, ctx, set(units["method"]))
     for metric in RANK_METRICS:
         if metric in ctx.metric_na:
             t.notes.append(f"{metric}: n/a ({ctx.metric_na[metric]})")
             continue
         try:
             r = stats.rank_stability(units, metric, MAIN_CONDITION, n_resamples=ctx.rank_resamples, seed=ctx.seed,
-                                     confidence=ctx.confidence)
+                                     confidence=ctx.confidence, weighting="city")
         except ValueError as err:
             t.notes.append(f"{metric}: {err}")
             continue
-        frames.append(r.table.assign(metric=metric, n_cities=r.n_cities))
+        frames.append(r.table.rename(columns={"n_cities": "method_n_cities"})
+                      .assign(metric=metric, n_cities=r.n_cities, weighting=r.weighting))
     if not frames:
         t.reason = "no rankable metric"
         return t
     data = pd.concat(frames, ignore_index=True)
     t.data = data
     body = [[METRIC_LABELS[r["metric"]], method_label(r["method"]), _fmt(r["score"]), _fmt(int(r["rank"])),
-             f"{r['rank1_prob']:.2f}", f"[{int(r['rank_ci_low'])}, {int(r['rank_ci_high'])}]"]
+             f"{r['rank1_prob']:.2f}", f"[{_fmt_rank(r['rank_ci_low'])}, {_fmt_rank(r['rank_ci_high'])}]",
+             _fmt(int(r["n_blocks"])), _fmt(int(r["method_n_cities"]))]
             for _, r in data.iterrows()]
-    t.markdown = _md_table(["Metric", "Model", "Score", "Rank", "P(rank 1)", "Rank interval"], body)
+    t.markdown = _md_table(["Metric", "Model", "Score (city-balanced)", "Rank", "P(rank 1)", "Rank interval",
+                            "Blocks", "Cities"], body)
+    _note_unequal_blocks(t, [units])
     return t
 
 
 def table_city_by_method(ctx: Context) -> Table:
     t = Table("city_by_method", f"CosSim per city ({MAIN_CONDITION} generators and held-out real)",
-              caption="Mean CosSim over the blocks of each city.")
+              caption="Mean CosSim over the blocks of each city; Blocks: the city's blocks with a row.")
     if "cos_sim" in ctx.metric_na:
         t.reason = f"cos_sim is n/a ({ctx.metric_na['cos_sim']})"
         return t
@@ -527,8 +591,11 @@ def table_city_by_method(ctx: Context) -> Table:
     cols += ["heldout_real"] if "heldout_real" in pivot.columns else []
     pivot = pivot[cols]
     t.data = pivot.reset_index()
-    t.markdown = _md_table(["City", *(method_label(c) for c in cols)],
-                           [[city, *(_fmt(v) for v in r.to_numpy())] for city, r in pivot.iterrows()])
+    n_blocks = frame.groupby("city")["block_id"].nunique().reindex(pivot.index)
+    t.markdown = _md_table(["City", *(method_label(c) for c in cols), "Blocks"],
+                           [[city, *(_fmt(v) for v in r.to_numpy()), _fmt(int(n_blocks[city]))]
+                            for city, r in pivot.iterrows()])
+    _note_unequal_blocks(t, [frame], what="columns")
     return t
 
 
