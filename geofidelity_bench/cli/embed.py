@@ -51,8 +51,11 @@ def _write_embeddings(path: Path, names, emb, encoder, bench) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from ..encoders.base import check_finite_rows
+
     if path.suffix != ".parquet":
         raise CLIError(f"--out must be a .parquet file, got {str(path)!r}")
+    check_finite_rows(emb, names)  # never a NaN row in the file
     kinds, ids = zip(*(n.split(" ", 1) if n.startswith("reference ") else ("world", n.split(" ", 2)[2]) for n in names))
     table = pa.table({
         "kind": list(kinds),
