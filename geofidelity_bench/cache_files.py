@@ -11,9 +11,13 @@ written to a new, checksummed shard: the numbers of the run equal those of a cle
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import warnings
 from pathlib import Path
+from typing import Any, Mapping
+
+from .atomic import atomic_write_bytes
 
 CORRUPT_SUFFIX = ".corrupt"
 UNVERIFIED_SUFFIX = ".unverified"
@@ -68,3 +72,21 @@ class WriteGuard:
                 f"without caching. {self.hint}",
                 stacklevel=4,
             )
+
+    def write(self, folder: Path, name: str, data: bytes, *, config_file: str, config: Mapping[str, Any] | None,
+              config_hash: str) -> Path | None:
+        """Writes shard ``folder/name`` (and the config file beside it, once) atomically; None if the folder
+        cannot be written (then one warning, and later writes are skipped)."""
+        if self.failed:
+            return None
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            if config is not None and not (folder / config_file).exists():
+                cfg = {k: v for k, v in config.items() if k != "device"}
+                cfg["config_hash"] = config_hash
+                text = json.dumps(cfg, indent=2, sort_keys=True) + "\n"
+                atomic_write_bytes(folder / config_file, text.encode("utf-8"), durable=True)
+            return atomic_write_bytes(folder / name, data, durable=True)
+        except OSError as err:  # read-only, a path under a file, disk full: keep going without the cache
+            self.fail(folder, err)
+            return None

@@ -396,19 +396,20 @@ def evaluate_panels(
     """
     from .panel_images import check_panel_images
 
+    panels = dict(panels)
+    for key in panels:
+        if not (isinstance(key, tuple) and len(key) == 3):
+            raise EvaluationError(f"panel key {key!r} must be a (method, condition, block_id) tuple")
+        if key[2] not in benchmark:
+            raise EvaluationError(f"panel {key}: unknown block id {key[2]!r} (not in benchmark {benchmark.name!r})")
     if image_check is None:
-        image_check = check_panel_images(dict(panels), skip_bad_images=skip_bad_images, progress=progress)
+        image_check = check_panel_images(panels, skip_bad_images=skip_bad_images, progress=progress)
     panels = dict(image_check.panels)
     if include_anchors:
         for key, value in anchor_panels(benchmark).items():
             panels.setdefault(key, value)
     if not panels and not image_check.too_small:
         raise EvaluationError("no panels to evaluate")
-    for key in [*panels, *image_check.too_small]:
-        if not (isinstance(key, tuple) and len(key) == 3):
-            raise EvaluationError(f"panel key {key!r} must be a (method, condition, block_id) tuple")
-        if key[2] not in benchmark:
-            raise EvaluationError(f"panel {key}: unknown block id {key[2]!r} (not in benchmark {benchmark.name!r})")
     needed = set()
     for _, _, bid in panels:
         needed.add(bid)

@@ -256,18 +256,8 @@ class EmbeddingCache:
         folder = self.root / config_hash
         if config is None and not isinstance(encoder_or_hash, str):
             config = encoder_or_hash.config
-        path = None
-        if not self._writes.failed:
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-                if config is not None and not (folder / CONFIG_FILE).exists():
-                    cfg = {k: v for k, v in config.items() if k != "device"}
-                    cfg["config_hash"] = config_hash
-                    atomic_write_bytes(folder / CONFIG_FILE,
-                                       (json.dumps(cfg, indent=2, sort_keys=True) + "\n").encode("utf-8"), durable=True)
-                path = atomic_write_bytes(_new_shard_path(folder), _shard_bytes(config_hash, raw_keys, emb), durable=True)
-            except OSError as err:  # read-only, a path under a file, disk full: keep going without the cache
-                self._writes.fail(folder, err)
+        path = self._writes.write(folder, _new_shard_path(folder).name, _shard_bytes(config_hash, raw_keys, emb),
+                                  config_file=CONFIG_FILE, config=config, config_hash=config_hash)
         index = self._indexes.get(config_hash)
         if index is not None and (index.dim is None or index.dim == emb.shape[1]):
             if path is not None:

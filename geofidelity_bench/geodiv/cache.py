@@ -28,7 +28,6 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..atomic import atomic_write_bytes
 from ..cache_files import CORRUPT_SUFFIX, UNVERIFIED_SUFFIX, CorruptShardError, WriteGuard, payload_sha256, set_aside
 
 FORMAT = "geofidelity-vqa-answers/2"  # /1 had no payload checksum
@@ -179,20 +178,11 @@ class AnswerCache:
         records = [{"question": q, "image": img, "reply": str(r)} for (q, img), r in replies.items()]
         data = json.dumps({"format": FORMAT, "config_hash": config_hash, CHECKSUM_KEY: answers_checksum(records),
                            "answers": records}, ensure_ascii=False)
-        path = None
-        if not self._writes.failed:
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-                if config is not None and not (folder / CONFIG_FILE).exists():
-                    cfg = {k: v for k, v in config.items() if k != "device"}
-                    cfg["config_hash"] = config_hash
-                    atomic_write_bytes(folder / CONFIG_FILE,
-                                       (json.dumps(cfg, indent=2, sort_keys=True) + "\n").encode("utf-8"), durable=True)
-                name = f"{SHARD_PREFIX}{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SHARD_SUFFIX}"
-                path = atomic_write_bytes(folder / name, data.encode("utf-8"), durable=True)
-                self._loaded.setdefault(config_hash, set()).add(path.name)
-            except OSError as err:  # read-only, a path under a file, disk full: keep going without the cache
-                self._writes.fail(folder, err)
+        name = f"{SHARD_PREFIX}{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SHARD_SUFFIX}"
+        path = self._writes.write(folder, name, data.encode("utf-8"), config_file=CONFIG_FILE, config=config,
+                                  config_hash=config_hash)
+        if path is not None:
+            self._loaded.setdefault(config_hash, set()).add(path.name)
         rows = self._rows.setdefault(config_hash, {})
         for key, reply in replies.items():
             rows.setdefault(key, str(reply))
