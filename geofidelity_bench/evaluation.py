@@ -399,6 +399,8 @@ def evaluate_panels(
     segmenter=None,
     segment_batch_size: int = 8,
     num_workers: int | None = None,
+    skip_bad_images: bool = False,
+    image_check=None,
 ) -> pd.DataFrame:
     """Scores panels of images (or precomputed embeddings) against their target blocks.
 
@@ -416,22 +418,38 @@ def evaluate_panels(
         num_workers: threads decoding and preprocessing images ahead of the encoder and the
             segmenter (default: the cores this process may use; 0: in the calling thread); it
             changes no number and is recorded in the stats.
+        skip_bad_images: leave undecodable files out of their panels (recorded, with the reason,
+            in ``df.attrs["skipped_images"]``; ``n_generated`` counts the images scored) instead
+            of raising one error that lists them all; a panel left with fewer than 2 images gets
+            a NaN row with the reason.
+        image_check: the :func:`~geofidelity_bench.panel_images.check_panel_images` result of
+            ``panels`` when the caller already ran it (the CLI does, before loading a model);
+            its panels are the ones scored.
 
     Returns:
         Result rows (:data:`RESULT_COLUMNS`); ``df.attrs`` holds ``nan_reasons``,
-        ``embedding_stats`` and, with a segmenter, ``segment_stats``.
+        ``embedding_stats``, ``skipped_images``, ``animated_images`` (files whose first frame was
+        scored) and, with a segmenter, ``segment_stats``.
+
+    Raises:
+        BadImagesError: images that cannot be decoded (all listed), unless ``skip_bad_images``.
     """
+    from .panel_images import check_panel_images
+
     panels = dict(panels)
-    if include_anchors:
-        for key, value in anchor_panels(benchmark).items():
-            panels.setdefault(key, value)
-    if not panels:
-        raise EvaluationError("no panels to evaluate")
     for key in panels:
         if not (isinstance(key, tuple) and len(key) == 3):
             raise EvaluationError(f"panel key {key!r} must be a (method, condition, block_id) tuple")
         if key[2] not in benchmark:
             raise EvaluationError(f"panel {key}: unknown block id {key[2]!r} (not in benchmark {benchmark.name!r})")
+    if image_check is None:
+        image_check = check_panel_images(panels, skip_bad_images=skip_bad_images, progress=progress)
+    panels = dict(image_check.panels)
+    if include_anchors:
+        for key, value in anchor_panels(benchmark).items():
+            panels.setdefault(key, value)
+    if not panels and not image_check.too_small:
+        raise EvaluationError("no panels to evaluate")
     needed = set()
     for _, _, bid in panels:
         needed.add(bid)
@@ -472,10 +490,36 @@ def evaluate_panels(
         gaas_reason = "the panel was given as precomputed embeddings; GAAS needs its images"
     df = score_embeddings(benchmark.blocks, galleries, panel_emb, encoder_name=encoder.name, shares=shares,
                           gaas_unavailable_reason=gaas_reason)
+    if image_check.too_small:
+        df = _with_too_small_panels(df, benchmark, image_check.too_small, encoder.name)
     df.attrs["embedding_stats"] = stats
+    df.attrs["skipped_images"] = image_check.skipped
+    df.attrs["animated_images"] = image_check.animated
     if segment_stats is not None:
         df.attrs["segment_stats"] = segment_stats
     return df
+
+
+def _with_too_small_panels(df: pd.DataFrame, benchmark: Benchmark, too_small: Mapping[PanelKey, int],
+                           encoder_name: str) -> pd.DataFrame:
+    """``df`` plus a NaN row (with its reasons) for every panel left under 2 images by skipped files."""
+    from .panel_images import too_small_reason
+
+    reasons = list(df.attrs.get("nan_reasons", []))
+    rows = []
+    for key, n_left in too_small.items():
+        block = benchmark.block(key[2])
+        rows.append({"method": key[0], "condition": key[1], "block_id": key[2], "city": block.city,
+                     "country": block.country, "stratum": block.stratum or "", "n_generated": n_left,
+                     "n_reference": len(benchmark.gallery(key[2])), **{c: float("nan") for c in METRIC_COLUMNS},
+                     "encoder": encoder_name})
+        for column in METRIC_COLUMNS:
+            _nan_row_reasons(key, reasons, column, too_small_reason(n_left))
+    extra = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    out = pd.concat([df, extra], ignore_index=True) if len(df) else extra
+    out = out.sort_values(["method", "condition", "block_id"], kind="stable").reset_index(drop=True)
+    out.attrs["nan_reasons"] = reasons
+    return out
 
 
 # -- summaries ------------------------------------------------------------------------------------

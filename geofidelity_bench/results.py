@@ -119,6 +119,8 @@ def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_
 
     Keys, in order: ``benchmark`` (name, source, fingerprint, sizes), ``encoder`` (name, dim,
     config, config hash), ``embedding_cache`` (its folder or None), ``embedding_stats``,
+    ``skipped_images`` and ``animated_images`` (files left out with ``skip_bad_images``, and
+    animated files of which the first frame was scored),
     ``gaas`` (the segmenter's name, config and hash, or why GAAS is n/a), ``anchors`` (the
     real-image anchor rule, docs/benchmark.md section 6, Real-image anchors), ``protocol``
     (:func:`protocol_record`) and ``versions``.
@@ -143,6 +145,8 @@ def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_
                     "config_hash": getattr(encoder, "config_hash", None)},
         "embedding_cache": str(cache.root) if cache is not None else None,
         "embedding_stats": results.attrs.get("embedding_stats"),
+        "skipped_images": results.attrs.get("skipped_images", []),
+        "animated_images": results.attrs.get("animated_images", []),
         "gaas": gaas,
         "anchors": {
             "methods": list(ANCHOR_METHODS),

@@ -38,12 +38,17 @@ def _run_info(args, bench, encoder, cache, results, started: float, segmenter, g
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ..benchmark import load_benchmark
     from ..evaluation import evaluate_panels, read_generated_folder
+    from ..panel_images import check_panel_images
 
     started = time.time()
     bench = load_benchmark(args.benchmark, revision=args.revision)
     panels = read_generated_folder(args.generated, bench, methods=args.methods, conditions=args.conditions,
                                    extra_conditions=args.extra_conditions, ignore_manifest=args.ignore_manifest)
     manifest = _manifest_info(args, panels)
+    # Every file is decoded once before any model is loaded: all bad files are reported together.
+    checked = check_panel_images(panels, skip_bad_images=args.skip_bad_images, progress=not args.no_progress)
+    for rec in checked.skipped:
+        print(f"skipping {rec['reason']}", file=sys.stderr)
     encoder, cache = encoder_and_cache(args)
     segmenter, gaas_reason = segmenter_or_reason(args)
     print(f"scoring {len(panels)} panel(s) from {args.generated} against {bench!r} with encoder {encoder.name}",
@@ -51,7 +56,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     results = evaluate_panels(bench, panels, encoder, cache=cache, batch_size=args.batch_size,
                               num_workers=args.num_workers,
                               progress=not args.no_progress, include_anchors=not args.no_anchors,
-                              segmenter=segmenter)
+                              segmenter=segmenter, image_check=checked)
     info = _run_info(args, bench, encoder, cache, results, started, segmenter, gaas_reason,
                      extra={"generation_manifest": manifest, "extra_conditions": list(args.extra_conditions or [])})
     out = Path(args.out)
@@ -90,6 +95,9 @@ def _add_evaluate(sub) -> None:
                         "or they were made with other settings (run.json records what was ignored)")
     p.add_argument("--out", required=True, help="output folder (results.csv, summary_*.csv, run.json)")
     p.add_argument("--no-anchors", action="store_true", help="do not score the three real-image anchors")
+    p.add_argument("--skip-bad-images", action="store_true",
+                   help="score the panels without their undecodable images (each recorded in run.json; a panel left "
+                        "with fewer than 2 images is NaN) instead of stopping with a list of them")
     add_encoder_args(p, "dinov2-base")
     add_segmenter_args(p)
     p.set_defaults(func=_cmd_evaluate)

@@ -301,6 +301,9 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         status = (f"Scored **{len(uploads)} images** against **{block_label(bench, block_id)}** with encoder "
                   f"`{data.encoder.name}` in {time.time() - started:.1f} s. Uploaded images are not stored "
                   "(they were deleted once read; upload them again to score another block).")
+        animated = [f"{u.name} ({u.frames} frames)" for u in uploads if u.frames > 1]
+        if animated:
+            status += " Animated images, of which the first frame was scored: " + ", ".join(animated) + "."
         ranking = pd.DataFrame(result.ranking_rows(), columns=RANKING_HEADERS)
         shown = [(_thumbnail(u.image, 320), f"{i}. {u.name} → {row[2]}")
                  for i, (u, row) in enumerate(zip(uploads, result.ranking_rows()), start=1)]

@@ -19,7 +19,7 @@ from typing import Sequence
 from PIL import Image
 
 from ..errors import GeoFidelityError
-from ..images import ImageDecodeError, load_image
+from ..images import ImageDecodeError, frame_count, load_image
 
 MIN_IMAGES = 2
 MAX_IMAGES = 16
@@ -35,7 +35,8 @@ class UploadError(GeoFidelityError, ValueError):
 @dataclass(frozen=True)
 class UploadedImage:
     name: str  # the file's own name (for messages; never used as a path)
-    image: Image.Image  # decoded RGB
+    image: Image.Image  # decoded RGB (of an animated file: its first frame)
+    frames: int = 1  # > 1 for an animated GIF / APNG / WebP
 
 
 def default_upload_root() -> Path:
@@ -114,7 +115,7 @@ def read_uploaded_images(
     Raises:
         UploadError: too few or too many files, a file over ``max_bytes``, a file that does
             not decode as an image, an image over ``max_pixels``, or a path outside the
-            upload folder. The message names the file.
+            upload folder. The message names every such file, not only the first.
     """
     files = [f for f in (files or []) if f]
     if len(files) < min_images:
@@ -125,21 +126,35 @@ def read_uploaded_images(
     if len(files) > max_images:
         raise UploadError(f"Upload at most {max_images} images at a time (you gave {len(files)}).")
     root = Path(upload_root).resolve() if upload_root else default_upload_root()
-    out = []
+    out, problems = [], []
     for i, item in enumerate(files, start=1):
-        path = _as_upload_path(item, root, f"file {i}")
-        name = path.name
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise UploadError(f"{name} is {_mb(size)}; the limit is {_mb(max_bytes)} per image.")
-        if size == 0:
-            raise UploadError(f"{name} is empty (0 bytes).")
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-        if len(data) > max_bytes:
-            raise UploadError(f"{name} is over the limit of {_mb(max_bytes)} per image.")
-        out.append(UploadedImage(name=name, image=decode_upload(data, name, max_pixels=max_pixels)))
+        try:
+            out.append(_read_one_upload(item, root, i, max_bytes=max_bytes, max_pixels=max_pixels))
+        except UploadError as err:  # every bad file is listed, not only the first
+            problems.append(str(err))
+    if len(problems) == 1:
+        raise UploadError(problems[0])
+    if problems:
+        raise UploadError(f"{len(problems)} of the {len(files)} files cannot be used:\n" + "\n".join(f"- {p}" for p in problems))
     return out
+
+
+def _read_one_upload(item, root: Path, i: int, *, max_bytes: int, max_pixels: int) -> UploadedImage:
+    path = _as_upload_path(item, root, f"file {i}")
+    name = path.name
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise UploadError(f"{name} is {_mb(size)}; the limit is {_mb(max_bytes)} per image.")
+    if size == 0:
+        raise UploadError(f"{name} is empty (0 bytes).")
+    with open(path, "rb") as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise UploadError(f"{name} is over the limit of {_mb(max_bytes)} per image.")
+    image = decode_upload(data, name, max_pixels=max_pixels)
+    with Image.open(io.BytesIO(data)) as probe:  # it decoded above, so it opens
+        frames = frame_count(probe)
+    return UploadedImage(name=name, image=image, frames=frames)
 
 
 def read_uploaded_results(

@@ -180,6 +180,21 @@ class EncoderOptionError(GeoFidelityError, ValueError):
     precision on CPU, or an embedding cache folder inside the package; the message lists the choices."""
 
 
+class NonFiniteEmbeddingError(GeoFidelityError, ValueError):
+    """An embedding that is NaN or infinite; the message names the image."""
+
+
+def check_finite_rows(rows: np.ndarray, names: Sequence[str]) -> None:
+    """Raises NonFiniteEmbeddingError naming the first image whose row is not finite (and how many are)."""
+    bad = np.flatnonzero(~np.isfinite(np.asarray(rows, dtype=np.float64)).all(axis=1))
+    if bad.size:
+        more = f" (and {bad.size - 1} more image(s))" if bad.size > 1 else ""
+        raise NonFiniteEmbeddingError(
+            f"the embedding of {names[bad[0]]} is not finite (NaN or inf){more}; nothing was written. "
+            "Check the image and the encoder (e.g. --dtype float32)"
+        )
+
+
 def resolve_device(device: Any | None) -> str:
     import torch
 

@@ -4,11 +4,16 @@ Layout::
 
     <cache_dir>/<config_hash>/encoder.json                     the encoder config (device left out)
     <cache_dir>/<config_hash>/shard-<time_ns>-<pid>-<rand>.safetensors
-        tensors "keys" uint8 (n, 32) = sha256 digests, "embeddings" float32 (n, dim)
+        tensors "keys" uint8 (n, 32) = sha256 digests, "embeddings" float32 (n, dim); metadata
+        "payload_sha256" = the checksum of keys and embeddings (see :mod:`geofidelity_bench.cache_files`)
 
 Every file is written to a temporary name in the same folder and then ``os.replace``-d into
 place, so a reader never sees half a shard and any number of processes may write at once;
 shards are only ever added (``compact`` merges them, and readers tolerate shards vanishing).
+Every shard is checked on read (checksum, shapes, finite rows): a damaged one is renamed
+``*.corrupt``, one without a checksum (written by version 1 of the format) ``*.unverified``, a
+warning names it, and its rows are recomputed. A folder that cannot be written gives one warning
+and the run continues without caching.
 The default folder is ``$GEOFIDELITY_CACHE`` if set, else ``<HF_HOME>/geofidelity_bench/embeddings``.
 """
 
@@ -28,12 +33,22 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from geofidelity_bench.atomic import atomic_write_bytes
+from geofidelity_bench.cache_files import (
+    CORRUPT_SUFFIX,
+    UNVERIFIED_SUFFIX,
+    CorruptShardError,
+    WriteGuard,
+    payload_sha256,
+    set_aside,
+)
 from geofidelity_bench.encoders.base import EncoderOptionError
 
 SHARD_PREFIX = "shard-"
 SHARD_SUFFIX = ".safetensors"
 CONFIG_FILE = "encoder.json"
-FORMAT = "geofidelity-embeddings/1"
+FORMAT = "geofidelity-embeddings/2"  # /1 had no payload checksum
+CHECKSUM_KEY = "payload_sha256"
+_WHAT = "embedding cache"
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
@@ -65,6 +80,34 @@ def _check_key(key: str) -> bytes:
     return raw
 
 
+def shard_checksum(raw_keys: np.ndarray, embeddings: np.ndarray) -> str:
+    """The payload checksum of a shard: sha256 over its shapes, key bytes and little-endian float32 rows."""
+    shape = f"{raw_keys.shape[0]}x{embeddings.shape[1]}".encode()
+    return payload_sha256(shape, np.ascontiguousarray(raw_keys, dtype=np.uint8).tobytes(),
+                          np.ascontiguousarray(embeddings, dtype="<f4").tobytes())
+
+
+def _header_metadata(data: bytes) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors file (its JSON header follows an 8-byte length)."""
+    n = int.from_bytes(data[:8], "little")
+    meta = json.loads(data[8 : 8 + n].decode("utf-8")).get("__metadata__") or {}
+    if not isinstance(meta, dict):
+        raise CorruptShardError("bad metadata")
+    return meta
+
+
+def _shard_bytes(config_hash: str, raw_keys: np.ndarray, emb: np.ndarray) -> bytes:
+    from safetensors.numpy import save
+
+    raw_keys, emb = np.ascontiguousarray(raw_keys), np.ascontiguousarray(emb, dtype=np.float32)
+    return save({"keys": raw_keys, "embeddings": emb},
+                metadata={"format": FORMAT, "config_hash": config_hash, CHECKSUM_KEY: shard_checksum(raw_keys, emb)})
+
+
+def _new_shard_path(folder: Path) -> Path:
+    return folder / f"{SHARD_PREFIX}{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SHARD_SUFFIX}"
+
+
 @dataclass
 class _Index:
     rows: dict[str, np.ndarray] = field(default_factory=dict)
@@ -93,6 +136,7 @@ class EmbeddingCache:
             raise EncoderOptionError(f"the embedding cache must not live inside the package ({resolved})")
         self.root = root
         self._indexes: dict[str, _Index] = {}
+        self._writes = WriteGuard(_WHAT, "Pass --cache-dir with a writable folder (cache_dir= in Python), or --no-cache.")
 
     def __repr__(self) -> str:
         return f"EmbeddingCache({str(self.root)!r})"
@@ -104,28 +148,44 @@ class EmbeddingCache:
     def _shard_names(self, folder: Path) -> list[str]:
         try:
             names = os.listdir(folder)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError, PermissionError):  # nothing readable there
             return []
         return sorted(n for n in names if n.startswith(SHARD_PREFIX) and n.endswith(SHARD_SUFFIX))
 
     def _read_shard(self, path: Path) -> tuple[list[str], np.ndarray] | None:
+        """The shard's keys and rows, or None (vanished; or damaged / unverified: set aside, with a warning)."""
         from safetensors.numpy import load
 
         try:
             data = path.read_bytes()
         except FileNotFoundError:  # merged away by a concurrent compact(); its rows live on elsewhere
             return None
+        except OSError as err:
+            warnings.warn(f"ignoring unreadable {_WHAT} shard {path}: {err}", stacklevel=3)
+            return None
         try:
+            meta = _header_metadata(data)
             tensors = load(data)
             keys, emb = tensors["keys"], tensors["embeddings"]
             if keys.dtype != np.uint8 or keys.ndim != 2 or keys.shape[1] != 32:
-                raise ValueError(f"bad keys tensor {keys.dtype} {keys.shape}")
-            if emb.ndim != 2 or emb.shape[0] != keys.shape[0]:
-                raise ValueError(f"bad embeddings tensor {emb.shape} for {keys.shape[0]} keys")
+                raise CorruptShardError(f"bad keys tensor {keys.dtype} {keys.shape}")
+            if emb.dtype != np.float32 or emb.ndim != 2 or emb.shape[0] != keys.shape[0]:
+                raise CorruptShardError(f"bad embeddings tensor {emb.dtype} {emb.shape} for {keys.shape[0]} keys")
+            if CHECKSUM_KEY not in meta:
+                set_aside(path, UNVERIFIED_SUFFIX, "unverified", "no checksum: written by an older version", _WHAT)
+                return None
+            if shard_checksum(keys, emb) != meta[CHECKSUM_KEY]:
+                raise CorruptShardError("it does not match its checksum: its bytes changed after it was written")
+            bad = int((~np.isfinite(emb).all(axis=1)).sum())
+            if bad:
+                raise CorruptShardError(f"it holds {bad} non-finite row(s)")
         except Exception as err:  # noqa: BLE001 - one foreign or damaged file must not break the cache
-            warnings.warn(f"ignoring unreadable embedding cache shard {path}: {err}", stacklevel=3)
+            if isinstance(err, CorruptShardError):
+                set_aside(path, CORRUPT_SUFFIX, "damaged", str(err), _WHAT)
+            else:
+                set_aside(path, CORRUPT_SUFFIX, "unreadable", f"{type(err).__name__}: {err}", _WHAT)
             return None
-        return [bytes(k).hex() for k in keys], emb.astype(np.float32, copy=False)
+        return [bytes(k).hex() for k in keys], emb
 
     def _refresh(self, config_hash: str) -> _Index:
         index = self._indexes.setdefault(config_hash, _Index())
@@ -179,12 +239,11 @@ class EmbeddingCache:
         *,
         config: dict[str, Any] | None = None,
     ) -> Path | None:
-        """Writes one shard with ``embeddings[i]`` under ``keys[i]``; returns its path (None if empty).
+        """Writes one shard with ``embeddings[i]`` under ``keys[i]``; returns its path (None if empty, or if
+        the folder cannot be written: then one warning names it and the rows stay in memory only).
 
         ``config`` (default: the encoder's, when an encoder is passed) is stored once as encoder.json.
         """
-        from safetensors.numpy import save
-
         config_hash = _config_hash_of(encoder_or_hash)
         if len(keys) == 0:
             return None
@@ -195,22 +254,14 @@ class EmbeddingCache:
             raise ValueError("refusing to cache non-finite embeddings")
         raw_keys = np.frombuffer(b"".join(_check_key(k) for k in keys), dtype=np.uint8).reshape(len(keys), 32)
         folder = self.root / config_hash
-        folder.mkdir(parents=True, exist_ok=True)
         if config is None and not isinstance(encoder_or_hash, str):
             config = encoder_or_hash.config
-        if config is not None and not (folder / CONFIG_FILE).exists():
-            cfg = {k: v for k, v in config.items() if k != "device"}
-            cfg["config_hash"] = config_hash
-            atomic_write_bytes(folder / CONFIG_FILE, (json.dumps(cfg, indent=2, sort_keys=True) + "\n").encode("utf-8"), durable=True)
-        data = save(
-            {"keys": np.ascontiguousarray(raw_keys), "embeddings": emb},
-            metadata={"format": FORMAT, "config_hash": config_hash},
-        )
-        path = folder / f"{SHARD_PREFIX}{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SHARD_SUFFIX}"
-        atomic_write_bytes(path, data, durable=True)
+        path = self._writes.write(folder, _new_shard_path(folder).name, _shard_bytes(config_hash, raw_keys, emb),
+                                  config_file=CONFIG_FILE, config=config, config_hash=config_hash)
         index = self._indexes.get(config_hash)
         if index is not None and (index.dim is None or index.dim == emb.shape[1]):
-            index.loaded.add(path.name)
+            if path is not None:
+                index.loaded.add(path.name)
             index.dim = int(emb.shape[1])
             for key, row in zip(keys, emb):
                 index.rows.setdefault(key, row)
@@ -218,8 +269,6 @@ class EmbeddingCache:
 
     def compact(self, encoder_or_hash: Any) -> Path | None:
         """Merges this config's shards into one (safe while other processes read or write)."""
-        from safetensors.numpy import save
-
         config_hash = _config_hash_of(encoder_or_hash)
         folder = self.root / config_hash
         names = self._shard_names(folder)
@@ -244,12 +293,8 @@ class EmbeddingCache:
             return None
         keys = list(rows)
         raw = np.frombuffer(b"".join(bytes.fromhex(k) for k in keys), dtype=np.uint8).reshape(len(keys), 32)
-        data = save(
-            {"keys": np.ascontiguousarray(raw), "embeddings": np.stack([rows[k] for k in keys]).astype(np.float32)},
-            metadata={"format": FORMAT, "config_hash": config_hash},
-        )
-        path = folder / f"{SHARD_PREFIX}{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SHARD_SUFFIX}"
-        atomic_write_bytes(path, data, durable=True)
+        data = _shard_bytes(config_hash, raw, np.stack([rows[k] for k in keys]).astype(np.float32))
+        path = atomic_write_bytes(_new_shard_path(folder), data, durable=True)
         for name in merged:  # only after the merged shard is in place
             with contextlib.suppress(OSError):
                 (folder / name).unlink()

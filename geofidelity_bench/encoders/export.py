@@ -33,13 +33,17 @@ def write_embeddings_parquet(
     path: str | os.PathLike, kinds: Sequence[str], ids: Sequence[str], embeddings: np.ndarray, encoder, bench
 ) -> Path:
     """Writes one row per image (``kind``, ``id``, ``embedding``) with the encoder config, its
-    hash and ``bench``'s fingerprint in the schema metadata; returns the path."""
+    hash and ``bench``'s fingerprint in the schema metadata; returns the path. A row that is not
+    finite is refused (:class:`~geofidelity_bench.encoders.base.NonFiniteEmbeddingError` naming
+    the image) and nothing is written."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from geofidelity_bench.atomic import atomic_write
+    from geofidelity_bench.encoders.base import check_finite_rows
 
     path = check_parquet_path(path, "path")
+    check_finite_rows(embeddings, [f"{kind} {id_}" for kind, id_ in zip(kinds, ids)])  # never a NaN row in the file
     table = pa.table({
         "kind": list(kinds),
         "id": list(ids),

@@ -4,8 +4,13 @@ Layout (the embedding cache's, with JSON shards since the values are short strin
 
     <cache_dir>/<config_hash>/model.json                          the VQA config (device left out)
     <cache_dir>/<config_hash>/answers-<time_ns>-<pid>-<rand>.json
-        {"format": "geofidelity-vqa-answers/1", "config_hash": ...,
+        {"format": "geofidelity-vqa-answers/2", "config_hash": ..., "payload_sha256": ...,
          "answers": [{"question": "<id>@<fingerprint>", "image": "<sha256>", "reply": "..."}]}
+
+``payload_sha256`` is the checksum of the answers (:func:`answers_checksum`), checked on read
+like the embedding cache's: a damaged file is renamed ``*.corrupt``, a file of format /1 (no
+checksum) ``*.unverified``, a warning names it and its questions are asked again. A folder that
+cannot be written gives one warning and the run continues without caching.
 
 The raw reply is stored, not the parsed option, so a change of the parser never needs the model
 again, while a change of a question's wording changes its fingerprint and misses the cache.
@@ -20,13 +25,15 @@ import json
 import os
 import time
 import uuid
-import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..atomic import atomic_write_bytes
+from ..cache_files import CORRUPT_SUFFIX, UNVERIFIED_SUFFIX, CorruptShardError, WriteGuard, payload_sha256, set_aside
 
-FORMAT = "geofidelity-vqa-answers/1"
+FORMAT = "geofidelity-vqa-answers/2"  # /1 had no payload checksum
+OLD_FORMATS = ("geofidelity-vqa-answers/1",)
+CHECKSUM_KEY = "payload_sha256"
+_WHAT = "VQA answer cache"
 CONFIG_FILE = "model.json"
 SHARD_PREFIX = "answers-"
 SHARD_SUFFIX = ".json"
@@ -44,6 +51,25 @@ def default_answer_cache_dir() -> Path:
     from huggingface_hub import constants
 
     return Path(constants.HF_HOME).expanduser() / "geofidelity_bench" / "vqa-answers"
+
+
+def answers_checksum(answers: list) -> str:
+    """The checksum of a file's ``answers`` list: sha256 of its canonical JSON (sorted keys, no spaces)."""
+    return payload_sha256(json.dumps(answers, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def _check_records(answers: Any) -> list[tuple[tuple[str, str], str]]:
+    if not isinstance(answers, list):
+        raise CorruptShardError("'answers' is not a list")
+    out = []
+    for i, rec in enumerate(answers):
+        if not isinstance(rec, dict) or not all(isinstance(rec.get(k), str) for k in ("question", "image", "reply")):
+            raise CorruptShardError(f"answer {i} is not a record of question, image and reply strings")
+        image = rec["image"]
+        if len(image) != 64 or any(c not in "0123456789abcdef" for c in image):
+            raise CorruptShardError(f"answer {i} has an image key that is not a sha256 digest")
+        out.append(((rec["question"], image), rec["reply"]))
+    return out
 
 
 def _check_hash(config_hash: str) -> str:
@@ -73,6 +99,7 @@ class AnswerCache:
         self.root = root
         self._rows: dict[str, dict[tuple[str, str], str]] = {}
         self._loaded: dict[str, set[str]] = {}
+        self._writes = WriteGuard(_WHAT, "Pass --cache-dir with a writable folder (cache_dir= in Python), or --no-cache.")
 
     def __repr__(self) -> str:
         return f"AnswerCache({str(self.root)!r})"
@@ -83,23 +110,41 @@ class AnswerCache:
         folder = self.root / config_hash
         try:
             names = sorted(n for n in os.listdir(folder) if n.startswith(SHARD_PREFIX) and n.endswith(SHARD_SUFFIX))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
             return rows
         for name in names:
             if name in loaded:
                 continue
             loaded.add(name)
-            try:
-                data = json.loads((folder / name).read_text(encoding="utf-8"))
-                if data.get("format") != FORMAT:
-                    raise ValueError(f"format {data.get('format')!r}")
-                for rec in data["answers"]:
-                    rows.setdefault((str(rec["question"]), str(rec["image"])), str(rec["reply"]))
-            except FileNotFoundError:
-                continue
-            except Exception as err:  # noqa: BLE001 - one damaged file must not break the cache
-                warnings.warn(f"ignoring unreadable VQA answer cache file {folder / name}: {err}", stacklevel=3)
+            records = self._read_file(folder / name)
+            for key, reply in records or []:
+                rows.setdefault(key, reply)
         return rows
+
+    @staticmethod
+    def _read_file(path: Path) -> list[tuple[tuple[str, str], str]] | None:
+        """The file's ((question, image), reply) records, or None (vanished, damaged or unverified: set aside)."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise CorruptShardError("not a JSON object")
+            if data.get("format") in OLD_FORMATS:
+                set_aside(path, UNVERIFIED_SUFFIX, "unverified", "no checksum: written by an older version", _WHAT)
+                return None
+            if data.get("format") != FORMAT:
+                raise CorruptShardError(f"format {data.get('format')!r}")
+            records = _check_records(data.get("answers"))
+            if answers_checksum(data["answers"]) != data.get(CHECKSUM_KEY):
+                raise CorruptShardError("it does not match its checksum: its bytes changed after it was written")
+        except FileNotFoundError:
+            return None
+        except CorruptShardError as err:
+            set_aside(path, CORRUPT_SUFFIX, "damaged", str(err), _WHAT)
+            return None
+        except Exception as err:  # noqa: BLE001 - one damaged file must not break the cache
+            set_aside(path, CORRUPT_SUFFIX, "unreadable", f"{type(err).__name__}: {err}", _WHAT)
+            return None
+        return records
 
     def get(self, config_hash: str, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """Cached replies among ``keys`` = (question cache key, image sha256) pairs (hits only)."""
@@ -112,7 +157,7 @@ class AnswerCache:
     def config_hashes(self) -> list[str]:
         try:
             return sorted(p.name for p in self.root.iterdir() if p.is_dir() and len(p.name) == 64)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
             return []
 
     def config(self, config_hash: str) -> dict[str, Any] | None:
@@ -124,22 +169,21 @@ class AnswerCache:
     def put(
         self, config_hash: str, replies: Mapping[tuple[str, str], str], *, config: Mapping[str, Any] | None = None
     ) -> Path | None:
-        """Writes one file with ``replies`` {(question cache key, image sha256): reply}; returns its path."""
+        """Writes one file with ``replies`` {(question cache key, image sha256): reply}; returns its path
+        (None if the folder cannot be written: one warning names it, the replies stay in memory)."""
         config_hash = _check_hash(config_hash)
         if not replies:
             return None
         folder = self.root / config_hash
-        folder.mkdir(parents=True, exist_ok=True)
-        if config is not None and not (folder / CONFIG_FILE).exists():
-            cfg = {k: v for k, v in config.items() if k != "device"}
-            cfg["config_hash"] = config_hash
-            atomic_write_bytes(folder / CONFIG_FILE, (json.dumps(cfg, indent=2, sort_keys=True) + "\n").encode("utf-8"), durable=True)
         records = [{"question": q, "image": img, "reply": str(r)} for (q, img), r in replies.items()]
-        data = json.dumps({"format": FORMAT, "config_hash": config_hash, "answers": records}, ensure_ascii=False)
-        path = folder / f"{SHARD_PREFIX}{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SHARD_SUFFIX}"
-        atomic_write_bytes(path, data.encode("utf-8"), durable=True)
+        data = json.dumps({"format": FORMAT, "config_hash": config_hash, CHECKSUM_KEY: answers_checksum(records),
+                           "answers": records}, ensure_ascii=False)
+        name = f"{SHARD_PREFIX}{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SHARD_SUFFIX}"
+        path = self._writes.write(folder, name, data.encode("utf-8"), config_file=CONFIG_FILE, config=config,
+                                  config_hash=config_hash)
+        if path is not None:
+            self._loaded.setdefault(config_hash, set()).add(path.name)
         rows = self._rows.setdefault(config_hash, {})
-        self._loaded.setdefault(config_hash, set()).add(path.name)
         for key, reply in replies.items():
             rows.setdefault(key, str(reply))
         return path
