@@ -168,11 +168,15 @@ def test_python_results_folder_matches_the_command(scoring_example, tmp_path):
                  "summary_by_city_method.csv", "summary_by_condition.csv"):
         assert (py_out / name).read_bytes() == (cli_out / name).read_bytes(), name
     py_run, cli_run = (json.loads((d / RUN_FILE).read_text()) for d in (py_out, cli_out))
-    for key in ("benchmark", "encoder", "embedding_cache", "anchors", "versions", "nan_reasons", "files"):
+    for key in ("benchmark", "encoder", "embedding_cache", "skipped_images", "animated_images", "anchors", "protocol",
+                "versions", "nan_reasons", "files"):
         assert py_run[key] == cli_run[key], key
     assert py_run["gaas"]["segmenter"] is None and cli_run["gaas"]["segmenter"] is None
-    # Only the command's own record (command line, parameters, timing) is extra.
-    assert set(cli_run) - set(py_run) == {"command", "elapsed_s", "parameters"}
+    # Only the command's own record is extra: command line, parameters, timing, and what it checked
+    # of the generated folder (the generation manifest, declared extra conditions).
+    assert set(cli_run) - set(py_run) == {"command", "elapsed_s", "parameters", "generation_manifest",
+                                          "extra_conditions"}
+    assert cli_run["generation_manifest"]["file"] is None and cli_run["extra_conditions"] == []
 
 
 # -- the evaluate metric example ------------------------------------------------------------------
