@@ -125,3 +125,34 @@ def test_two_processes_equal_one(tiny_dinov2_dir, images, tmp_path, monkeypatch)
     assert shard_pids == {m["pid"] for m in markers}
     cached = EmbeddingCache(cache_dir).get(enc, [content_sha256(p) for p in images])
     assert len(cached) == len(images)
+
+
+@pytest.mark.timeout(300)
+def test_resumed_two_process_run_splits_what_is_not_cached(tiny_dinov2_dir, images, tmp_path, monkeypatch):
+    """Three of five images cached: the old contiguous split gave process 0 only cached images (it
+    computed nothing and waited); the two missing ones must be shared, one per process."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    enc = get_encoder("dinov2-base", weights=tiny_dinov2_dir, device="cpu")
+    expected = embed_images(enc, images, progress=False)
+    out, cache_dir = tmp_path / "out", tmp_path / "cache"
+    out.mkdir()
+    embed_images(enc, images[:3], cache=EmbeddingCache(cache_dir), progress=False)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"), OMP_NUM_THREADS="1",
+               CUDA_VISIBLE_DEVICES="",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+        str(HERE / "scripts" / "embed_2proc.py"),
+        "--weights", str(tiny_dinov2_dir), "--cache", str(cache_dir), "--out", str(out), "--batch-size", "2",
+        *map(str, images),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    markers = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    for r in range(2):
+        np.testing.assert_allclose(np.load(out / f"emb_rank{r}.npy"), expected, atol=1e-5)
+    shard_pids = [int(p.name.split("-")[2]) for p in (cache_dir / enc.config_hash).glob("shard-*.safetensors")]
+    new = [pid for pid in shard_pids if pid != os.getpid()]
+    assert sorted(new) == sorted(m["pid"] for m in markers), "each process computes one of the two missing images"

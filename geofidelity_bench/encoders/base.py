@@ -157,14 +157,12 @@ class EncoderOptionError(GeoFidelityError, ValueError):
 
 
 def resolve_device(device: Any | None) -> str:
-    import torch
+    """The device a model is built on: under a launcher ``None``/``cuda`` is this process's own GPU,
+    CUDA without a visible GPU is an :class:`EncoderOptionError` (see
+    :func:`geofidelity_bench.encoders.devices.pick_device`)."""
+    from geofidelity_bench.encoders.devices import this_process_device
 
-    if device is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        return str(torch.device(device))
-    except (RuntimeError, TypeError) as err:
-        raise EncoderOptionError(f"unknown device {device!r}: {err}") from None
+    return this_process_device(device)
 
 
 def resolve_dtype(dtype: Any, device: str):

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from ..encoders.devices import DEFAULT_DIST_TIMEOUT_S, distributed_state
 from ..provenance import installed_version, utc_timestamp
 from ..prompts import CONDITIONS, PromptError, build_prompt
 from .backends import ImageRequest, load_generator
@@ -69,10 +70,6 @@ if TYPE_CHECKING:
 
 #: Seconds to sleep after each image (tests and crash-safety demos only).
 UNIT_DELAY_ENV = "GEOFIDELITY_BENCH_UNIT_DELAY_S"
-
-#: Default timeout of the process group's collectives (seconds): a process may wait this long at
-#: a barrier for the others (the slowest model load plus a batch, or the main process merging).
-DEFAULT_DIST_TIMEOUT_S = 4 * 3600
 
 
 @dataclass(frozen=True)
@@ -287,14 +284,7 @@ def _utcnow() -> str:
 def default_state(timeout_s: float = DEFAULT_DIST_TIMEOUT_S):
     """``accelerate.PartialState`` of this process (CPU backend when no GPU is visible), its process
     group created with a ``timeout_s`` timeout (an existing state is returned unchanged)."""
-    from datetime import timedelta
-
-    import torch
-    from accelerate import PartialState
-
-    if PartialState._shared_state:
-        return PartialState()
-    return PartialState(cpu=not torch.cuda.is_available(), timeout=timedelta(seconds=float(timeout_s)))
+    return distributed_state(timeout_s)
 
 
 def run_generation(
