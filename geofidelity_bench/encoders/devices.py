@@ -24,6 +24,11 @@ import contextlib
 import os
 from typing import Any, Iterator, Mapping
 
+#: The config field recording how float32 forwards compute (left out of the config hash: float32 is
+#: IEEE float32 on every device, so a GPU row and a CPU row of one config are the same computation).
+FLOAT32_PRECISION_KEY = "float32_precision"
+FLOAT32_PRECISION = "ieee (TF32 off for cuBLAS matmuls and cuDNN convolutions)"
+
 #: Default timeout of the process group's collectives (seconds), for generation and embedding:
 #: a process may wait this long at a barrier for the others.
 DEFAULT_DIST_TIMEOUT_S = 4 * 3600
@@ -137,6 +142,8 @@ def distributed_state(timeout_s: float = DEFAULT_DIST_TIMEOUT_S):
 
 __all__ = [
     "DEFAULT_DIST_TIMEOUT_S",
+    "FLOAT32_PRECISION",
+    "FLOAT32_PRECISION_KEY",
     "distributed_state",
     "exact_float32",
     "launcher_rank",

@@ -398,7 +398,8 @@ def run_generation(
                     continue
                 if bar is not None:
                     bar.set_description(f"[{rank}/{world}] {spec.key}")
-                gen = load_generator(spec, device=device, cpu_offload=cpu_offload, benchmark=benchmark)
+                gen = load_generator(spec, device=device, cpu_offload=cpu_offload, benchmark=benchmark,
+                                     batch_size=batch_size)
                 try:
                     for i in range(0, len(model_units), batch_size):
                         batch = model_units[i : i + batch_size]
