@@ -56,6 +56,25 @@ def images(tmp_path_factory) -> list[Path]:
     return [*PHOTOS[:4], extra]
 
 
+def _run_two_processes(launcher, weights, images, cache_dir, out, tmp_path) -> None:
+    """tests/scripts/embed_2proc.py under ``python -m <launcher...>``: two CPU (gloo) processes."""
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        HF_HOME=str(tmp_path / "hf-home"),  # no user accelerate config leaks in
+        OMP_NUM_THREADS="1",
+        CUDA_VISIBLE_DEVICES="",  # two CPU (gloo) processes, even on a one-GPU machine
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
+    cmd = [
+        sys.executable, "-m", *launcher, str(HERE / "scripts" / "embed_2proc.py"),
+        "--weights", str(weights), "--cache", str(cache_dir), "--out", str(out), "--batch-size", "2",
+        *map(str, images),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
 @pytest.fixture
 def fresh_partial_state():
     """Leaves accelerate's process-wide state as this test found it."""
@@ -88,27 +107,13 @@ def test_two_processes_equal_one(tiny_dinov2_dir, images, tmp_path, monkeypatch)
 
     out, cache_dir = tmp_path / "out", tmp_path / "cache"
     out.mkdir()
-    env = dict(
-        os.environ,
-        HF_HUB_OFFLINE="1",
-        HF_HOME=str(tmp_path / "hf-home"),  # no user accelerate config leaks in
-        OMP_NUM_THREADS="1",
-        CUDA_VISIBLE_DEVICES="",  # two CPU (gloo) processes, even on a one-GPU machine
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    )
     # --multi_gpu with 2 processes: on a CPU-only machine this starts two gloo processes;
     # "--cpu --num_processes 2" would start only one.
-    cmd = [
-        sys.executable, "-m", "accelerate.commands.launch",
-        "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(_free_port()),
-        str(HERE / "scripts" / "embed_2proc.py"),
-        "--weights", str(tiny_dinov2_dir), "--cache", str(cache_dir), "--out", str(out), "--batch-size", "2",
-        *map(str, images),
+    launcher = [
+        "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
     ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _run_two_processes(launcher, tiny_dinov2_dir, images, cache_dir, out, tmp_path)
 
     markers = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     assert [m["process_index"] for m in markers] == [0, 1]
@@ -125,3 +130,25 @@ def test_two_processes_equal_one(tiny_dinov2_dir, images, tmp_path, monkeypatch)
     assert shard_pids == {m["pid"] for m in markers}
     cached = EmbeddingCache(cache_dir).get(enc, [content_sha256(p) for p in images])
     assert len(cached) == len(images)
+
+
+@pytest.mark.timeout(300)
+def test_resumed_two_process_run_splits_what_is_not_cached(tiny_dinov2_dir, images, tmp_path, monkeypatch):
+    """Three of five images cached: the old contiguous split gave process 0 only cached images (it
+    computed nothing and waited); the two missing ones must be shared, one per process."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    enc = get_encoder("dinov2-base", weights=tiny_dinov2_dir, device="cpu")
+    expected = embed_images(enc, images, progress=False)
+    out, cache_dir = tmp_path / "out", tmp_path / "cache"
+    out.mkdir()
+    embed_images(enc, images[:3], cache=EmbeddingCache(cache_dir), progress=False)
+    launcher = ["torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port())]
+    _run_two_processes(launcher, tiny_dinov2_dir, images, cache_dir, out, tmp_path)
+    markers = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    for r in range(2):
+        np.testing.assert_allclose(np.load(out / f"emb_rank{r}.npy"), expected, atol=1e-5)
+    shard_pids = [int(p.name.split("-")[2]) for p in (cache_dir / enc.config_hash).glob("shard-*.safetensors")]
+    new = [pid for pid in shard_pids if pid != os.getpid()]
+    assert sorted(new) == sorted(m["pid"] for m in markers), "each process computes one of the two missing images"

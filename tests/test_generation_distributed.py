@@ -146,3 +146,36 @@ def test_killed_run_resumes_to_the_uninterrupted_result(baseline, tmp_path):
     assert all_files(out) == all_files(baseline)  # no journal, no temp file left
     assert jpg_hashes(out) == jpg_hashes(baseline)
     assert stable_manifest(out) == stable_manifest(baseline)
+
+
+@pytest.mark.slow
+def test_resumed_two_process_run_splits_the_remaining_work(baseline, tmp_path):
+    """First --images-per-block 1, then 2 on two processes: with all units split round-robin,
+    process 0 would own only k = 0 images (all done) and sit idle at the barrier; the remaining
+    work must be shared instead, within a short process-group timeout (a hang fails fast)."""
+    import json
+
+    out = tmp_path / "resumed"
+    first = [sys.executable, "-m", "geofidelity_bench.cli", *generate_args(out, conditions=["L0"], n=1)]
+    subprocess.run(first, cwd=ROOT, env=env(), check=True, capture_output=True, timeout=240)
+    done_before = set(jpg_hashes(out))
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+        "-m", "geofidelity_bench.cli", *generate_args(out, conditions=["L0"], n=2), "--dist-timeout", "60",
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env(**{UNIT_DELAY_ENV: "0.5"}), capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    new = load_manifest(out)
+    new = new[~new["path"].isin(done_before)]
+    counts = new["process_index"].value_counts().to_dict()
+    assert len(new) == len(done_before) == 7
+    assert set(counts) == {0, 1} and abs(counts[0] - counts[1]) <= 1, counts
+    summary = json.loads((out / "generation_summary.json").read_text())
+    assert summary["dist_timeout_s"] == 60.0
+    assert summary["generated"] == 7 and summary["skipped"] == 7
+    assert sorted(p["generated"] for p in summary["per_process"]) == [3, 4]
+    expected = {p: h for p, h in jpg_hashes(baseline).items() if p.startswith("tiny/L0/")}
+    assert jpg_hashes(out) == expected
+    l0 = [r for r in stable_manifest(baseline) if r["condition"] == "L0"]
+    assert stable_manifest(out) == l0

@@ -21,14 +21,20 @@ def _cmd_embed(args: argparse.Namespace) -> int:
 
     out = check_parquet_path(args.out) if args.out else None  # before the work, not after it
     bench = load_benchmark(args.benchmark, revision=args.revision)
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1:
+        # Under `accelerate launch` / `torchrun`: the process group first (with a timeout that fits
+        # the work); the encoder is then built on this process's own device unless --device says otherwise.
+        from ..encoders.devices import distributed_state
+
+        distributed_state()
     encoder, cache = encoder_and_cache(args)
     rows = [("reference", r.reference_id, r.image_bytes) for r in bench.references]
     if args.include_world:
         rows += [("world", w.image_id, w.image_bytes) for w in bench.world]
     items = [(f"reference {i}" if kind == "reference" else f"world image {i}", src) for kind, i, src in rows]
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size > 1:
-        # Under `accelerate launch` / `torchrun`: split across processes, gather in order.
+        # split what is not cached across processes, gather in order
         from accelerate import PartialState
 
         emb = embed_distributed(encoder, [src for _, src in items], names=[n for n, _ in items], cache=cache,

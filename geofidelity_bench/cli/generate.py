@@ -80,6 +80,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         raise CLIError("--images-per-block must be >= 1")
     if args.batch_size < 1:
         raise CLIError("--batch-size must be >= 1")
+    if args.dist_timeout is not None and not args.dist_timeout > 0:
+        raise CLIError("--dist-timeout must be > 0 seconds")
     bench = load_benchmark(args.benchmark, revision=args.revision)
     try:
         summary = run_generation(
@@ -95,6 +97,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             strict=args.strict,
             overwrite=args.overwrite,
             progress=not args.no_progress,
+            **({"dist_timeout_s": args.dist_timeout} if args.dist_timeout is not None else {}),
         )
     except GeneratorError as err:
         raise CLIError(str(err)) from None
@@ -192,6 +195,9 @@ def register(sub) -> None:
                    help="regenerate images that --out holds from a run with other settings (model, steps, guidance, "
                         "size, prompts, seeds), and delete images beyond --images-per-block; without it such a folder "
                         "is refused before anything is generated")
+    p.add_argument("--dist-timeout", type=float, default=None, metavar="SECONDS",
+                   help="multi-process runs: how long a process may wait for the others at a barrier "
+                        "(default: 14400 = 4 h; recorded in generation_summary.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list-models", action="store_true", help="print the registered generators and exit")
     p.add_argument("--push-to-hub", metavar="REPO", default=None,

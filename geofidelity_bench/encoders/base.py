@@ -20,6 +20,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from PIL import Image
 
+from geofidelity_bench.encoders.devices import FLOAT32_PRECISION, FLOAT32_PRECISION_KEY, exact_float32
 from geofidelity_bench.errors import GeoFidelityError, ModelUnavailableError, offline_hint
 from geofidelity_bench.images import ImageSource, load_image
 
@@ -27,7 +28,7 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 #: Config keys that describe where an encoder runs, not what it computes; left out of the hash.
-_UNHASHED_KEYS = ("device",)
+_UNHASHED_KEYS = ("device", "float32_precision")
 
 _DTYPES = ("float32", "bfloat16", "float16")
 
@@ -196,14 +197,12 @@ def check_finite_rows(rows: np.ndarray, names: Sequence[str]) -> None:
 
 
 def resolve_device(device: Any | None) -> str:
-    import torch
+    """The device a model is built on: under a launcher ``None``/``cuda`` is this process's own GPU,
+    CUDA without a visible GPU is an :class:`EncoderOptionError` (see
+    :func:`geofidelity_bench.encoders.devices.pick_device`)."""
+    from geofidelity_bench.encoders.devices import this_process_device
 
-    if device is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        return str(torch.device(device))
-    except (RuntimeError, TypeError) as err:
-        raise EncoderOptionError(f"unknown device {device!r}: {err}") from None
+    return this_process_device(device)
 
 
 def resolve_dtype(dtype: Any, device: str):
@@ -276,6 +275,7 @@ class Encoder(abc.ABC):
     def config(self) -> dict[str, Any]:
         cfg = json.loads(canonical_json(self._config))  # a deep, JSON-clean copy
         cfg["device"] = self.device
+        cfg[FLOAT32_PRECISION_KEY] = FLOAT32_PRECISION
         return cfg
 
     @property
@@ -311,7 +311,7 @@ class Encoder(abc.ABC):
             return np.zeros((0, self.dim), dtype=np.float32)
         dtype = next(self.model.parameters()).dtype
         batch = to_device(torch.from_numpy(np.stack(arrays)), self.device, dtype)
-        with torch.inference_mode():
+        with torch.inference_mode(), exact_float32(dtype == torch.float32):
             out = self._forward(batch)
         return out.float().cpu().numpy().astype(np.float32, copy=False)
 

@@ -45,6 +45,7 @@ from geofidelity_bench.encoders.base import (
     hash_config,
     resolve_device,
 )
+from geofidelity_bench.encoders.devices import FLOAT32_PRECISION, FLOAT32_PRECISION_KEY, exact_float32
 from geofidelity_bench.errors import offline_hint
 from geofidelity_bench.images import ImageSource, load_image
 from geofidelity_bench.metrics.mfp import DEFAULT_IMAGE_SIZE, INPUT_RANGES, MFPFeatures
@@ -119,6 +120,7 @@ class DinoViTFeatureExtractor(torch.nn.Module):
 
         if cls_source not in CLS_SOURCES:
             raise ValueError(f"unknown cls_source {cls_source!r}; one of {list(CLS_SOURCES)}")
+        target_device = resolve_device(device)  # a device that cannot be had fails before the weights load
         image_size = int(image_size)
         if len(mean) != 3 or len(std) != 3 or any(s <= 0 for s in std):
             raise ValueError(f"mean and std must have 3 values each (std > 0), got {mean} and {std}")
@@ -175,7 +177,7 @@ class DinoViTFeatureExtractor(torch.nn.Module):
             "self_similarity": "cosine similarity of key vectors, (n+1)x(n+1) per image",
             "attn_implementation": getattr(vit.config, "_attn_implementation", None),
         }
-        self.to(resolve_device(device))
+        self.to(target_device)
 
     # -- identity ---------------------------------------------------------------------------------
     @property
@@ -186,6 +188,7 @@ class DinoViTFeatureExtractor(torch.nn.Module):
     def config(self) -> dict[str, Any]:
         out = json.loads(canonical_json(self._config))  # a deep, JSON-clean copy
         out["device"] = self.device
+        out[FLOAT32_PRECISION_KEY] = FLOAT32_PRECISION
         return out
 
     @property
@@ -266,7 +269,8 @@ class DinoViTFeatureExtractor(torch.nn.Module):
             handles.append(self.key_projection.register_forward_hook(keep_keys))
             if self.cls_source == "last_block":
                 handles.append(self.last_layer.register_forward_hook(keep_block))
-            out = self.model(pixel_values=pixel_values, interpolate_pos_encoding=self._interpolate_pos)
+            with exact_float32():
+                out = self.model(pixel_values=pixel_values, interpolate_pos_encoding=self._interpolate_pos)
         finally:
             for handle in handles:
                 handle.remove()

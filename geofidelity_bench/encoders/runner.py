@@ -118,47 +118,53 @@ def embed_distributed(
     cache: EmbeddingCache | None = None,
     batch_size: int = 32,
     num_workers: int | None = None,
+    dist_timeout_s: float | None = None,
 ) -> np.ndarray:
     """:func:`embed_images` split across the processes of an ``accelerate`` launch.
 
-    Every process gets a contiguous slice (``PartialState.split_between_processes`` with
-    padding), embeds it (through the cache, if given; concurrent writers are safe), and the
-    slices are gathered in order: every process returns the full (n, dim) array. On one
-    process this is exactly :func:`embed_images`. If any process fails on an image, every
-    process raises (so none is left waiting in the gather). ``num_workers`` is per process (the
-    default divides this machine's cores among the processes of the launch).
+    Every process hashes all images and looks them up in the cache, so all get the same list of
+    images still to compute (each distinct content once); after a barrier, process ``i`` of ``n``
+    computes items ``i, i+n, ...`` of that list (through the cache; concurrent writers are safe).
+    Splitting what is *not* cached keeps every process busy on a resumed run. The computed rows
+    are gathered, the cached ones read from the cache, and every process returns the full
+    (n, dim) array in input order. On one process this is exactly :func:`embed_images`. If any
+    process fails on an image, every process raises (so none is left waiting in the gather).
+    ``num_workers`` is per process (the default divides this machine's cores among the processes
+    of the launch). The encoder runs where it was built (see
+    :func:`~geofidelity_bench.encoders.devices.pick_device`: under a launcher, by default this
+    process's GPU; an explicit ``cpu`` is honoured). ``dist_timeout_s``: the process group's timeout
+    when this call creates it (default
+    :data:`~geofidelity_bench.encoders.devices.DEFAULT_DIST_TIMEOUT_S`).
     """
     try:
-        import torch
-        from accelerate import PartialState
         from accelerate.utils import gather_object
     except ImportError as err:  # accelerate is an optional extra
         raise ImportError("embed_distributed needs accelerate: pip install 'geofidelity-bench[gen]'") from err
+    from geofidelity_bench.cached_batches import content_keys
+    from geofidelity_bench.encoders.devices import DEFAULT_DIST_TIMEOUT_S, distributed_state
 
     items = as_image_list(images)
     labels = [str(n) for n in names] if names is not None else default_names(items)
     if len(labels) != len(items):
         raise ValueError(f"got {len(labels)} names for {len(items)} images")
-    state = PartialState() if PartialState._shared_state else PartialState(cpu=not torch.cuda.is_available())
+    state = distributed_state(dist_timeout_s or DEFAULT_DIST_TIMEOUT_S)
     if state.num_processes == 1 or not items:
         return embed_images(encoder, items, names=labels, cache=cache, batch_size=batch_size, num_workers=num_workers)
-    if state.device is not None and state.device.type == "cuda" and encoder.device != str(state.device):
-        encoder.to(state.device)
 
-    with state.split_between_processes(list(range(len(items))), apply_padding=True) as mine:
-        mine = list(mine)
+    keys = content_keys(items, labels)  # an unreadable file fails here in every process alike
+    cached = cache.keys(encoder) if cache is not None else set()
+    first: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if key not in cached:
+            first.setdefault(key, i)
+    state.wait_for_everyone()  # every process has its list before any cache write
+    mine = list(first.values())[state.process_index :: state.num_processes]
     error: tuple[str, str] | None = None
     local = np.zeros((0, encoder.dim), dtype=np.float32)
     try:
-        local = embed_images(
-            encoder,
-            [items[i] for i in mine],
-            names=[labels[i] for i in mine],
-            cache=cache,
-            batch_size=batch_size,
-            progress=state.is_main_process,
-            num_workers=num_workers,
-        )
+        if mine:
+            local = embed_images(encoder, [items[i] for i in mine], names=[labels[i] for i in mine], cache=cache,
+                                 batch_size=batch_size, progress=state.is_main_process, num_workers=num_workers)
     except Exception as err:  # noqa: BLE001 - re-raised on every process below
         error = (type(err).__name__, f"process {state.process_index}: {err}")
     parts = gather_object([(state.process_index, mine, local, error)])
@@ -167,14 +173,17 @@ def embed_distributed(
     if failures:
         kind, message = failures[0]
         raise (ImageDecodeError if kind == "ImageDecodeError" else RuntimeError)(message)
+    computed = {keys[i]: row for _, idx, emb, _ in parts for i, row in zip(idx, emb)}
     out = np.zeros((len(items), encoder.dim), dtype=np.float32)
-    filled = np.zeros(len(items), dtype=bool)
-    for _, idx, emb, _ in sorted(parts, key=lambda p: p[0]):
-        for i, row in zip(idx, emb):
-            if not filled[i]:  # padding repeats the last image; keep its first copy
-                out[i], filled[i] = row, True
-    if not filled.all():
-        raise RuntimeError(f"embed_distributed gathered {int(filled.sum())} of {len(items)} embeddings")
+    rest = []
+    for i, key in enumerate(keys):
+        if key in computed:
+            out[i] = computed[key]
+        else:
+            rest.append(i)
+    if rest:  # cached before the run: read here (computed again only if the cache lost them meanwhile)
+        out[rest] = embed_images(encoder, [items[i] for i in rest], names=[labels[i] for i in rest], cache=cache,
+                                 batch_size=batch_size, progress=False, num_workers=num_workers)
     return out
 
 

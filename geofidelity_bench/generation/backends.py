@@ -90,11 +90,13 @@ class LoadedGenerator(abc.ABC):
 class DiffusersGenerator(LoadedGenerator):
     """A diffusers text-to-image pipeline (from the Hub, a folder, or an in-memory factory)."""
 
-    def __init__(self, spec: GeneratorSpec, device: Any, dtype: str, cpu_offload: bool, pipeline: Any = None):
+    def __init__(self, spec: GeneratorSpec, device: Any, dtype: str, cpu_offload: bool, pipeline: Any = None,
+                 batch_size: int = 1):
         super().__init__(spec, device, dtype, cpu_offload)
         self.pipe = pipeline if pipeline is not None else self._load()
         if hasattr(self.pipe, "set_progress_bar_config"):
             self.pipe.set_progress_bar_config(disable=True)
+        self.vae_slicing = batch_size > 1 and enable_vae_slicing(self.pipe)
 
     def _load(self) -> Any:
         import torch
@@ -157,6 +159,16 @@ class DiffusersGenerator(LoadedGenerator):
     def close(self) -> None:
         self.pipe = None
         super().close()
+
+
+def enable_vae_slicing(pipe: Any) -> bool:
+    """Decodes a batch's latents through the VAE one image at a time (SDXL's fp32 VAE on a batch of
+    1024 px latents otherwise needs several GB at once); True when the pipeline has such a VAE."""
+    vae = getattr(pipe, "vae", None)
+    if vae is None or not hasattr(vae, "enable_slicing"):
+        return False
+    vae.enable_slicing()
+    return True
 
 
 class CallableGenerator(LoadedGenerator):
@@ -227,6 +239,7 @@ def load_generator(
     cpu_offload: bool | None = None,
     benchmark: "Benchmark | None" = None,
     pipeline: Any = None,
+    batch_size: int = 1,
 ) -> LoadedGenerator:
     """Builds the generator of ``spec`` on ``device``.
 
@@ -238,9 +251,10 @@ def load_generator(
         cpu_offload: override of ``spec.cpu_offload`` (ignored on a CPU device).
         benchmark: handed to callables as ``benchmark=``.
         pipeline: an already built pipeline to use instead of loading one.
+        batch_size: prompts per call; above 1 a diffusers pipeline's VAE decodes with slicing.
     """
     dtype = dtype or spec.dtype
     offload = spec.cpu_offload if cpu_offload is None else bool(cpu_offload)
     if spec.kind == "callable":
         return CallableGenerator(spec, device, dtype, offload, benchmark=benchmark)
-    return DiffusersGenerator(spec, device, dtype, offload, pipeline=pipeline)
+    return DiffusersGenerator(spec, device, dtype, offload, pipeline=pipeline, batch_size=batch_size)

@@ -204,7 +204,7 @@ BUILTIN_GENERATORS: Mapping[str, GeneratorSpec] = MappingProxyType(
                 guidance=3.5,
                 dtype="bf16",
                 cpu_offload=True,
-                vram="~28 GB resident, ~18 GB with model CPU offload; gated",
+                vram="~28 GB resident, ~18 GB with model CPU offload (~27 GB host RAM per process); gated",
             ),
             GeneratorSpec(
                 "flux_dev",
@@ -216,7 +216,7 @@ BUILTIN_GENERATORS: Mapping[str, GeneratorSpec] = MappingProxyType(
                 cpu_offload=True,
                 negative_prompt=False,
                 call_kwargs={"max_sequence_length": 256},
-                vram="~34 GB resident, ~24 GB with model CPU offload; gated",
+                vram="~34 GB resident, ~24 GB with model CPU offload (~33 GB host RAM per process); gated",
             ),
             GeneratorSpec(
                 "flux_schnell",
@@ -228,7 +228,7 @@ BUILTIN_GENERATORS: Mapping[str, GeneratorSpec] = MappingProxyType(
                 cpu_offload=True,
                 negative_prompt=False,
                 call_kwargs={"max_sequence_length": 256},
-                vram="~34 GB resident, ~24 GB with model CPU offload",
+                vram="~34 GB resident, ~24 GB with model CPU offload (~33 GB host RAM per process)",
             ),
             GeneratorSpec(
                 "pixart_sigma",

@@ -1,11 +1,17 @@
 """The generation run: work units split across processes, resumable, crash safe.
 
 A work unit is one image: (model, condition, block, k). All units are listed in a fixed order
-(model, condition, block id, k) and process ``i`` of ``n`` takes units ``i, i+n, i+2n, ...``
-(``accelerate.PartialState`` says which process this is; under a plain ``python`` call it is
-process 0 of 1). Only the owner of a unit ever checks or writes its file, so processes need no
-coordination until the end, when the main process merges the manifest after
-``wait_for_everyone``.
+(model, condition, block id, k); every process checks all of them against the output folder and
+gets the same to-do list (the units not already done), waits for the others (so no file is
+written while a process is still checking), and then process ``i`` of ``n`` takes to-do units
+``i, i+n, i+2n, ...`` (``accelerate.PartialState`` says which process this is; under a plain
+``python`` call it is process 0 of 1). Splitting the *remaining* work, not all of it, keeps every
+process busy on a resumed run (a run first made with ``--images-per-block 4`` and resumed with
+``8`` on 8 GPUs would otherwise leave 4 of them idle at the final barrier). Only the owner of a
+unit writes its file; at the end the main process merges the manifest after
+``wait_for_everyone``. The process group is created with a timeout that fits generation
+(``dist_timeout_s``, ``--dist-timeout``, default :data:`DEFAULT_DIST_TIMEOUT_S`), never NCCL's
+10-minute default, and the summary records it.
 
 Reproducibility. Every image has its own seed (docs/benchmark.md section 3, :func:`image_seed`) and its own
 ``torch.Generator``, so the noise of an image does not depend on the batch it is in, on the
@@ -40,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from ..encoders.devices import DEFAULT_DIST_TIMEOUT_S, distributed_state
 from ..provenance import installed_version, utc_timestamp
 from ..prompts import CONDITIONS, PromptError, build_prompt
 from .backends import ImageRequest, load_generator
@@ -114,6 +121,7 @@ class GenerationSummary:
     per_process: list[dict[str, Any]]
     out_dir: str
     manifest_rows: int | None = None
+    dist_timeout_s: float | None = None  # the process group's timeout when this run created it
     started_at: str = ""
     finished_at: str = ""
 
@@ -291,6 +299,23 @@ def format_folder_conflicts(out: Path, conflicts, stale: Sequence[Path], shown: 
     return "\n".join(lines)
 
 
+def remaining_units(
+    units: Sequence[WorkUnit], specs: dict[str, GeneratorSpec], out: Path
+) -> tuple[list[WorkUnit], list[WorkUnit]]:
+    """(to do, already done) in the fixed unit order: a unit is done when its file matches a
+    manifest row with the current settings. Every process computes the same lists."""
+    known = index_rows(read_all_rows(out))
+    todo: list[WorkUnit] = []
+    done: list[WorkUnit] = []
+    for unit in units:
+        spec = specs[unit.model]
+        row = matching_row(known.get((unit.model, unit.condition, unit.block_id, unit.k), []),
+                           file_sha256(out / unit.relpath))
+        ok = row is not None and _same_settings(row, _expected_row(spec, unit, spec.dtype))
+        (done if ok else todo).append(unit)
+    return todo, done
+
+
 def _device_label(device: Any) -> str:
     import torch
 
@@ -305,12 +330,10 @@ def _utcnow() -> str:
     return utc_timestamp("microseconds")
 
 
-def default_state():
-    """``accelerate.PartialState`` of this process (CPU backend when no GPU is visible)."""
-    import torch
-    from accelerate import PartialState
-
-    return PartialState(cpu=not torch.cuda.is_available())
+def default_state(timeout_s: float = DEFAULT_DIST_TIMEOUT_S):
+    """``accelerate.PartialState`` of this process (CPU backend when no GPU is visible), its process
+    group created with a ``timeout_s`` timeout (an existing state is returned unchanged)."""
+    return distributed_state(timeout_s)
 
 
 def run_generation(
@@ -330,6 +353,7 @@ def run_generation(
     state: Any = None,
     log: Callable[[str], None] | None = None,
     unit_delay_s: float | None = None,
+    dist_timeout_s: float = DEFAULT_DIST_TIMEOUT_S,
 ) -> GenerationSummary:
     """Generates the panels of ``models`` x ``conditions`` x blocks into ``out_dir``.
 
@@ -352,6 +376,7 @@ def run_generation(
             :class:`GenerationFolderError` naming them, before anything is generated.
         progress: show a tqdm bar per process.
         state: an ``accelerate.PartialState`` (default: one for this process).
+        dist_timeout_s: timeout of the process group when ``state`` is created here (seconds).
         log: where messages go (default: print to stdout, refusals to stderr).
         unit_delay_s: sleep after each image (tests); default from ``GEOFIDELITY_BENCH_UNIT_DELAY_S``.
 
@@ -380,7 +405,10 @@ def run_generation(
     )
     if refused and strict:
         raise PromptError(format_refusals(refused))
-    state = state if state is not None else default_state()
+    if dist_timeout_s <= 0:
+        raise ValueError(f"dist_timeout_s must be > 0, got {dist_timeout_s}")
+    made_state = state is None
+    state = state if state is not None else default_state(dist_timeout_s)
     rank, world = int(state.process_index), int(state.num_processes)
     is_main = bool(state.is_main_process)
     if refused and is_main:
@@ -398,14 +426,11 @@ def run_generation(
         for path in stale:
             path.unlink(missing_ok=True)
         say(f"--overwrite: removed {len(stale)} image(s) with k >= {images_per_block} left by an earlier run")
-    mine = units[rank::world]
-    todo: list[WorkUnit] = []
-    for unit in mine:
-        spec = by_key[unit.model]
-        row = matching_row(known.get((unit.model, unit.condition, unit.block_id, unit.k), []), file_sha256(out / unit.relpath))
-        if row is None or not _same_settings(row, _expected_row(spec, unit, spec.dtype)):
-            todo.append(unit)
-    skipped = len(mine) - len(todo)
+    remaining, done = remaining_units(units, by_key, out)
+    if world > 1:
+        state.wait_for_everyone()  # every process has its to-do list before any file changes
+    todo = remaining[rank::world]
+    skipped = len(done[rank::world])  # the already-done units, shared out for the counts only
 
     versions = library_versions()
     device = state.device
@@ -418,7 +443,7 @@ def run_generation(
         from tqdm import tqdm
 
         bar = tqdm(
-            total=len(mine),
+            total=len(todo) + skipped,
             initial=skipped,
             position=rank,
             desc=f"[{rank}/{world}] generate",
@@ -435,7 +460,8 @@ def run_generation(
                     continue
                 if bar is not None:
                     bar.set_description(f"[{rank}/{world}] {spec.key}")
-                gen = load_generator(spec, device=device, cpu_offload=cpu_offload, benchmark=benchmark)
+                gen = load_generator(spec, device=device, cpu_offload=cpu_offload, benchmark=benchmark,
+                                     batch_size=batch_size)
                 try:
                     for i in range(0, len(model_units), batch_size):
                         batch = model_units[i : i + batch_size]
@@ -489,7 +515,7 @@ def run_generation(
     mine_stats = {
         "process_index": rank,
         "device": device_label,
-        "planned": len(mine),
+        "planned": len(todo) + skipped,
         "generated": generated,
         "skipped": skipped,
         "seconds": round(seconds, 3),
@@ -497,7 +523,7 @@ def run_generation(
     }
     say(
         f"[rank {rank}/{world}] {device_label}: generated {generated}, skipped {skipped} (already done) "
-        f"of {len(mine)} in {seconds:.1f} s ({mine_stats['images_per_s']:.3f} images/s)"
+        f"of {len(todo) + skipped} in {seconds:.1f} s ({mine_stats['images_per_s']:.3f} images/s)"
     )
     per_process = [mine_stats]
     if world > 1:
@@ -513,7 +539,7 @@ def run_generation(
         batch_size=batch_size,
         num_processes=world,
         process_index=rank,
-        planned=len(units) if is_main else len(mine),
+        planned=len(units) if is_main else len(todo) + skipped,
         generated=generated,
         skipped=skipped,
         refused=[asdict(r) for r in refused],
@@ -521,6 +547,7 @@ def run_generation(
         images_per_s=mine_stats["images_per_s"],
         per_process=per_process,
         out_dir=str(out),
+        dist_timeout_s=float(dist_timeout_s) if made_state else None,
         started_at=started,
     )
     if is_main:

@@ -139,6 +139,14 @@ def _unavailable(source: str, revision: str | None, err: BaseException, part: st
     )
 
 
+def default_vqa_dtype(device: str, *, bf16_supported: bool) -> str:
+    """The VQA model's dtype when none is given: bfloat16 on a GPU that supports it (Ampere and
+    later), float16 on older GPUs (V100, T4: ``torch.cuda.is_bf16_supported()`` is False), float32 on CPU."""
+    if not str(device).startswith("cuda"):
+        return "float32"
+    return "bfloat16" if bf16_supported else "float16"
+
+
 class TransformersVQA(VQABackend):
     """A transformers image-text-to-text model as the GeoDiv VQA backend.
 
@@ -148,7 +156,7 @@ class TransformersVQA(VQABackend):
         revision: Hub revision; the commit actually loaded is recorded.
         device: torch device (default: cuda if available, else cpu).
         dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"`` (half precision on GPU only);
-            default bfloat16 on GPU, float32 on CPU.
+            default bfloat16 on a GPU with bf16 support, else float16; float32 on CPU (:func:`default_vqa_dtype`).
         batch_size: (image, question) pairs per ``generate`` call.
         max_new_tokens: reply length cap (a letter needs 1-3 tokens; default 8).
         max_image_side: images whose longer side exceeds this are downscaled (bicubic, aspect
@@ -185,7 +193,8 @@ class TransformersVQA(VQABackend):
         if max_image_side is not None and int(max_image_side) < 8:
             raise ValueError(f"max_image_side must be >= 8, or None / 0 for no cap, got {max_image_side}")
         self.device = resolve_device(device)
-        dtype_name, torch_dtype = resolve_dtype(dtype or ("bfloat16" if self.device.startswith("cuda") else "float32"),
+        bf16 = self.device.startswith("cuda") and torch.cuda.is_bf16_supported()
+        dtype_name, torch_dtype = resolve_dtype(dtype or default_vqa_dtype(self.device, bf16_supported=bf16),
                                                 self.device)
         source, local = _resolve_source(model)
         kwargs: dict[str, Any] = {"revision": revision}

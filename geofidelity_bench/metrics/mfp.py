@@ -86,28 +86,45 @@ class MFPFeatures(NamedTuple):
 # -- the terms ---------------------------------------------------------------------------------
 
 
+def _float32_math(tensor: torch.Tensor):
+    """A context in which ``tensor``'s device runs no autocast: the MFP terms are float32 math even
+    inside a caller's ``torch.autocast`` (a bf16 ``k @ k.T`` moves self-similarities by ~1e-3)."""
+    import contextlib
+
+    import torch
+
+    try:
+        return torch.autocast(device_type=tensor.device.type, enabled=False)
+    except RuntimeError:  # a device type without autocast support runs none anyway
+        return contextlib.nullcontext()
+
+
 def self_similarity(keys: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Cosine self-similarity of token keys: (B, N, d) -> (B, N, N)."""
+    """Cosine self-similarity of token keys: (B, N, d) -> (B, N, N), in float32 (autocast off)."""
     import torch.nn.functional as F
 
-    k = F.normalize(keys, dim=-1, eps=eps)
-    return k @ k.transpose(-1, -2)
+    with _float32_math(keys):
+        k = F.normalize(keys.float(), dim=-1, eps=eps)
+        return k @ k.transpose(-1, -2)
 
 
 def pair_terms(generated: MFPFeatures, target: MFPFeatures) -> dict[str, torch.Tensor]:
-    """Per-pair MFP terms of two feature batches: ``global_score``, ``spatial_distance``, ``spatial_mse`` (each (B,))."""
+    """Per-pair MFP terms of two feature batches: ``global_score``, ``spatial_distance``, ``spatial_mse`` (each (B,)).
+
+    Computed in float32 with autocast off, whatever the features' dtype or the caller's autocast."""
     if generated.cls.shape != target.cls.shape or generated.keys.shape != target.keys.shape:
         raise ValueError(
             f"feature shapes differ: generated {tuple(generated.keys.shape)}, target {tuple(target.keys.shape)}"
         )
-    global_score = 1.0 - (generated.cls - target.cls).pow(2).mean(dim=-1)
-    diff = (self_similarity(generated.keys) - self_similarity(target.keys)).flatten(1)
-    squared = diff.pow(2)
-    return {
-        "global_score": global_score,
-        "spatial_distance": squared.sum(dim=1).sqrt(),
-        "spatial_mse": squared.mean(dim=1),
-    }
+    with _float32_math(generated.keys):
+        global_score = 1.0 - (generated.cls.float() - target.cls.float()).pow(2).mean(dim=-1)
+        diff = (self_similarity(generated.keys) - self_similarity(target.keys)).flatten(1)
+        squared = diff.pow(2)
+        return {
+            "global_score": global_score,
+            "spatial_distance": squared.sum(dim=1).sqrt(),
+            "spatial_mse": squared.mean(dim=1),
+        }
 
 
 def combine_loss(global_score, spatial_mse, *, global_weight: float = GLOBAL_WEIGHT,

@@ -155,6 +155,7 @@ class _TransformersSegmenter(Segmenter):
         import torch
 
         from geofidelity_bench.encoders.base import to_device
+        from geofidelity_bench.encoders.devices import exact_float32
 
         # One forward per group of images that preprocess to the same size, so nothing is padded
         # and the post-processing (which resizes the whole padded mask) sees only the image.
@@ -165,7 +166,7 @@ class _TransformersSegmenter(Segmenter):
         maps: list[Any] = [None] * len(images)
         for idx in by_shape.values():
             batch = to_device(torch.cat([pixels[i] for i in idx]), self.device)
-            with torch.inference_mode():
+            with torch.inference_mode(), exact_float32():
                 outputs = self.model(pixel_values=batch)
                 self.forward_calls += 1
                 for j, i in enumerate(idx):

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from geofidelity_bench.encoders.base import canonical_json, hash_config, resolve_device
+from geofidelity_bench.encoders.devices import FLOAT32_PRECISION, FLOAT32_PRECISION_KEY
 from geofidelity_bench.errors import ModelUnavailableError, offline_hint
 from geofidelity_bench.images import ImageSource
 from geofidelity_bench.segmentation.labels import GROUP_NAMES
@@ -79,6 +80,7 @@ class Segmenter(abc.ABC):
         """Everything that determines the shares, plus the device (left out of the hash)."""
         cfg = json.loads(canonical_json(self._config))
         cfg["device"] = self.device
+        cfg[FLOAT32_PRECISION_KEY] = FLOAT32_PRECISION
         return cfg
 
     @property

@@ -1,0 +1,200 @@
+"""Device and precision paths checked on the CPU (issue 24): where each model is built under a
+launcher, clean errors for CUDA that is not there, TF32 off in float32 forwards, MFP terms in
+float32 under autocast, the VQA dtype choice and VAE slicing for batches."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+import pytest
+import torch
+
+from geofidelity_bench.encoders.base import EncoderOptionError, hash_config
+from geofidelity_bench.encoders.devices import (
+    FLOAT32_PRECISION,
+    exact_float32,
+    launcher_rank,
+    pick_device,
+    tf32_flags,
+)
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error when no GPU is visible")
+
+
+# -- defect 2 and 5: where a model is built ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "requested, count, rank, world, expected",
+    [
+        (None, 2, 1, 2, "cuda:1"),  # launcher, no choice: this process's GPU, not cuda:0
+        (None, 2, 0, 2, "cuda:0"),
+        ("cuda", 2, 1, 2, "cuda:1"),  # a bare "cuda" under a launcher also means this process's GPU
+        ("cpu", 2, 1, 2, "cpu"),  # an explicit CPU is honoured
+        ("cuda:0", 2, 1, 2, "cuda:0"),  # an explicit index is honoured
+        (None, 1, 3, 4, "cuda:0"),  # one GPU visible per process (CUDA_VISIBLE_DEVICES per rank)
+        (None, 0, 1, 2, "cpu"),  # CPU-only launch (gloo)
+        (None, 2, 0, 1, "cuda"),  # a plain process keeps torch's current device
+        (None, 0, 0, 1, "cpu"),
+        (torch.device("cpu"), 0, 0, 1, "cpu"),
+    ],
+)
+def test_pick_device(requested, count, rank, world, expected):
+    assert pick_device(requested, cuda_count=count, local_rank=rank, world_size=world) == expected
+
+
+@pytest.mark.parametrize(
+    "requested, count, words",
+    [("cuda", 0, "no CUDA GPU is visible"), ("cuda:2", 2, "only 2 GPU(s)"), ("cuda:0", 0, "no CUDA GPU"),
+     ("tpu9", 1, "unknown device")],
+)
+def test_pick_device_errors_are_one_line(requested, count, words):
+    with pytest.raises(EncoderOptionError) as info:
+        pick_device(requested, cuda_count=count)
+    assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_launcher_rank():
+    assert launcher_rank({"WORLD_SIZE": "2", "LOCAL_RANK": "1"}) == (1, 2)
+    assert launcher_rank({}) == (0, 1)
+    assert launcher_rank({"WORLD_SIZE": "1", "LOCAL_RANK": "0"}) == (0, 1)
+
+
+@no_cuda
+def test_every_model_builder_checks_the_device_before_loading(tmp_path):
+    """Each model family goes through the same device choice, before it loads anything."""
+    from geofidelity_bench.encoders import get_encoder
+    from geofidelity_bench.encoders.dino_vit_keys import DinoViTFeatureExtractor
+    from geofidelity_bench.geodiv.vqa import TransformersVQA
+    from geofidelity_bench.segmentation import get_segmenter
+
+    missing = tmp_path / "no-weights-here"
+    builders = [
+        lambda: get_encoder("efficientnet-lite0", device="cuda"),
+        lambda: get_encoder("dinov2-base", weights=missing, device="cuda:1"),
+        lambda: get_segmenter("segformer-cityscapes", weights=missing, device="cuda"),
+        lambda: TransformersVQA(str(missing), device="cuda"),
+        lambda: DinoViTFeatureExtractor(str(missing), device="cuda"),
+    ]
+    for build in builders:
+        with pytest.raises(EncoderOptionError, match="no CUDA GPU is visible"):
+            build()
+
+
+@no_cuda
+def test_cli_device_cuda_without_gpu_is_one_line(capsys):
+    from geofidelity_bench.cli import main
+
+    assert main(["embed", "--encoder", "efficientnet-lite0", "--device", "cuda", "--no-cache"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no CUDA GPU is visible" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+# -- defect 4: TF32 --------------------------------------------------------------------------------
+
+
+def test_exact_float32_restores_the_flags_also_on_error():
+    before = tf32_flags()
+    try:
+        for flags in [(True, True), (False, True), (True, False)]:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+            with exact_float32():
+                assert tf32_flags() == (False, False)
+            assert tf32_flags() == flags
+            with pytest.raises(KeyError), exact_float32():
+                raise KeyError("x")
+            assert tf32_flags() == flags
+            with exact_float32(enabled=False):
+                assert tf32_flags() == flags
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+@pytest.fixture(scope="module")
+def effnet():
+    from geofidelity_bench.encoders import get_encoder
+
+    return get_encoder("efficientnet-lite0", device="cpu")
+
+
+def test_float32_encoder_forward_runs_without_tf32_and_records_it(effnet):
+    seen = []
+    handle = effnet.model.register_forward_pre_hook(lambda module, args: seen.append(tf32_flags()))
+    before = tf32_flags()
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        effnet.embed_arrays([np.zeros((3, 224, 224), dtype=np.float32)])
+        assert seen == [(False, False)]
+        assert tf32_flags() == (True, True)
+    finally:
+        handle.remove()
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+    cfg = effnet.config
+    assert cfg["dtype"] == "float32" and cfg["float32_precision"] == FLOAT32_PRECISION
+    # recorded, but not part of the cache key: float32 is the same computation on every device
+    assert hash_config(cfg) == effnet.config_hash
+
+
+# -- defect 3: MFP terms in float32 under autocast ---------------------------------------------------
+
+
+def _numpy_terms(gen, tgt):
+    """An independent float64 computation of the MFP terms."""
+    def sim(k):
+        k = k / np.linalg.norm(k, axis=-1, keepdims=True)
+        return k @ np.swapaxes(k, -1, -2)
+
+    g = 1.0 - ((gen.cls - tgt.cls) ** 2).mean(axis=-1)
+    sq = ((sim(gen.keys) - sim(tgt.keys)) ** 2).reshape(len(gen.keys), -1)
+    return {"global_score": g, "spatial_distance": np.sqrt(sq.sum(axis=1)), "spatial_mse": sq.mean(axis=1)}
+
+
+def test_mfp_terms_are_float32_under_cpu_autocast():
+    from geofidelity_bench.metrics.mfp import MFPFeatures, pair_terms, self_similarity
+
+    gen_t = torch.Generator().manual_seed(0)
+    gen = MFPFeatures(cls=torch.randn(2, 64, generator=gen_t), keys=torch.randn(2, 50, 64, generator=gen_t))
+    tgt = MFPFeatures(cls=torch.randn(2, 64, generator=gen_t), keys=torch.randn(2, 50, 64, generator=gen_t))
+    plain = pair_terms(gen, tgt)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        sim = self_similarity(gen.keys)
+        under = pair_terms(gen, tgt)
+        same = pair_terms(gen, gen)
+    assert sim.dtype == torch.float32
+    np.testing.assert_allclose(torch.diagonal(sim, dim1=-2, dim2=-1).numpy(), 1.0, atol=1e-6)
+    expected = _numpy_terms(MFPFeatures(gen.cls.double().numpy(), gen.keys.double().numpy()),
+                            MFPFeatures(tgt.cls.double().numpy(), tgt.keys.double().numpy()))
+    for name, value in under.items():
+        assert value.dtype == torch.float32, name
+        np.testing.assert_allclose(value.numpy(), plain[name].numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(value.numpy(), expected[name], rtol=1e-5)
+    assert float(same["spatial_mse"].abs().max()) == 0.0 and float((same["global_score"] - 1).abs().max()) == 0.0
+
+
+# -- defect 5: the VQA dtype, VAE slicing -----------------------------------------------------------------
+
+
+def test_default_vqa_dtype():
+    from geofidelity_bench.geodiv.vqa import default_vqa_dtype
+
+    assert default_vqa_dtype("cuda:0", bf16_supported=True) == "bfloat16"
+    assert default_vqa_dtype("cuda", bf16_supported=False) == "float16"  # V100, T4
+    assert default_vqa_dtype("cpu", bf16_supported=True) == "float32"
+
+
+def test_batches_decode_with_vae_slicing():
+    from geofidelity_bench.generation.backends import load_generator
+    from geofidelity_bench.generation.registry import resolve_generator
+
+    spec = resolve_generator("tiny")
+    one = load_generator(spec, device="cpu", batch_size=1)
+    three = load_generator(spec, device="cpu", batch_size=3)
+    try:
+        assert one.pipe.vae.use_slicing is False and one.vae_slicing is False
+        assert three.pipe.vae.use_slicing is True and three.vae_slicing is True
+    finally:
+        one.close()
+        three.close()
