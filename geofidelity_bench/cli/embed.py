@@ -22,9 +22,9 @@ def _cmd_embed(args: argparse.Namespace) -> int:
     out = check_parquet_path(args.out) if args.out else None  # before the work, not after it
     bench = load_benchmark(args.benchmark, revision=args.revision)
     encoder, cache = encoder_and_cache(args)
-    rows = [("reference", r.reference_id, r.image_bytes) for r in bench.references]
+    rows = [("reference", r.reference_id, r.image_source) for r in bench.references]  # read when embedded
     if args.include_world:
-        rows += [("world", w.image_id, w.image_bytes) for w in bench.world]
+        rows += [("world", w.image_id, w.image_source) for w in bench.world]
     items = [(f"reference {i}" if kind == "reference" else f"world image {i}", src) for kind, i, src in rows]
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size > 1:
