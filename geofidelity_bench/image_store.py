@@ -28,8 +28,9 @@ from .images import ImageDecodeError
 
 IMAGE_COLUMN = "image"
 SHA256_COLUMN = "image_sha256"
-#: a row group of the image column is kept after a read while it holds at most this many bytes
-ROW_GROUP_CACHE_BYTES = 64 << 20
+#: a row group of the image column is kept after a read while it holds at most this many bytes (the
+#: files this package writes have 100-row groups); a larger one is read again for each image
+ROW_GROUP_CACHE_BYTES = 512 << 20
 HASH_CACHE_FORMAT = "geofidelity-image-hashes/1"
 
 
@@ -96,6 +97,7 @@ class ParquetImages:
                 column = self._read_group(group)
                 if self._group_bytes[group] <= ROW_GROUP_CACHE_BYTES:
                     self._kept = (group, column)
+                    _keep_only(self)
         return column[index].as_py()
 
     def release(self) -> None:
@@ -110,6 +112,19 @@ class ParquetImages:
             for i in range(len(column)):
                 yield column[i].as_py()
             del column
+
+
+_KEPT_LOCK = threading.Lock()
+_KEPT_BY: list[ParquetImages] = []  # the one reader (of all files) allowed to keep a row group
+
+
+def _keep_only(reader: ParquetImages) -> None:
+    """Makes ``reader`` the only one keeping a row group: memory stays at one row group per process."""
+    with _KEPT_LOCK:
+        previous = _KEPT_BY[0] if _KEPT_BY else None
+        _KEPT_BY[:] = [reader]
+    if previous is not None and previous is not reader:
+        previous._kept = None  # a plain store: no lock needed to drop a reference
 
 
 def cell_bytes(value: Any, name: str) -> bytes:
