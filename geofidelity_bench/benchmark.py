@@ -35,8 +35,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .atomic import atomic_write
 from .errors import GeoFidelityError
-from .image_store import IMAGE_COLUMN, SHA256_COLUMN, ParquetImages, StoredImage, stored_hashes
-from .images import load_image
+from .image_store import IMAGE_COLUMN, SHA256_COLUMN, ParquetImages, StoredImage, cell_bytes, stored_hashes
+from .images import ImageDecodeError, load_image
 from .record_checks import block_problems, reference_problems
 from .values import opt_float as _opt_float
 from .values import opt_int as _opt_int
@@ -489,17 +489,10 @@ def block_from_record(rec: Mapping[str, Any], where: str = "blocks") -> Block:
 def _image_bytes(value: Any, label: str) -> bytes | StoredImage:
     if isinstance(value, StoredImage):  # loaded from a Parquet file: read when used
         return value
-    if isinstance(value, Mapping):
-        data = value.get("bytes")
-        if data is None and value.get("path"):
-            path = Path(value["path"])
-            if path.is_file():
-                return path.read_bytes()
-            raise BenchmarkError(f"{label}: image is not embedded and its path {value['path']!r} does not exist")
-        value = data
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value)
-    raise BenchmarkError(f"{label}: no image data")
+    try:
+        return cell_bytes(value, label)
+    except ImageDecodeError as err:
+        raise BenchmarkError(str(err)) from None
 
 
 def reference_from_record(rec: Mapping[str, Any], where: str = "references") -> ReferenceImage:

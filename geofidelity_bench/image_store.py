@@ -21,7 +21,7 @@ import threading
 import warnings
 from bisect import bisect_right
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from .atomic import atomic_write
 from .images import ImageDecodeError
@@ -129,7 +129,7 @@ def _keep_only(reader: ParquetImages) -> None:
 
 def cell_bytes(value: Any, name: str) -> bytes:
     """The encoded bytes of an image cell: embedded bytes, or the file its ``path`` names."""
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         data = value.get("bytes")
         if data is None and value.get("path"):
             path = Path(value["path"])
@@ -139,7 +139,7 @@ def cell_bytes(value: Any, name: str) -> bytes:
         value = data
     if isinstance(value, (bytes, bytearray)) and value:
         return bytes(value)
-    raise ImageDecodeError(f"{name} has no image data")
+    raise ImageDecodeError(f"{name}: no image data")
 
 
 class StoredImage:
