@@ -35,7 +35,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .atomic import atomic_write
 from .errors import GeoFidelityError
-from .images import load_image
+from .image_store import IMAGE_COLUMN, SHA256_COLUMN, ParquetImages, StoredImage, cell_bytes, stored_hashes
+from .images import ImageDecodeError, load_image
 from .record_checks import block_problems, reference_problems
 from .values import opt_float as _opt_float
 from .values import opt_int as _opt_int
@@ -103,8 +104,47 @@ class Block:
         return display_name(self.city)
 
 
+class _ImageBytes:
+    """``image_bytes`` of ReferenceImage and PoolImage: the bytes given, or a
+    :class:`~geofidelity_bench.image_store.StoredImage` read on each access (nothing is kept)."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return b""  # the dataclass default
+        value = obj.__dict__.get(self.name, b"")
+        return value.read() if isinstance(value, StoredImage) else value
+
+    def __set__(self, obj, value) -> None:
+        if isinstance(value, _ImageBytes):  # the field default: no image
+            value = b""
+        obj.__dict__[self.name] = bytes(value) if isinstance(value, bytearray) else value
+        obj.__dict__.pop("_sha256", None)
+
+
+class _StoredImageAccess:
+    """Where an image's bytes are and their sha256, without reading them when the file carries it."""
+
+    @property
+    def image_source(self) -> bytes | StoredImage:
+        """What to decode or hash: the bytes, or the StoredImage that reads them on demand."""
+        return self.__dict__.get("image_bytes", b"")
+
+    @property
+    def sha256(self) -> str:
+        """sha256 hex of the image bytes (the stored ``image_sha256`` when the file has it)."""
+        source = self.image_source
+        if isinstance(source, StoredImage):
+            return source.sha256
+        if "_sha256" not in self.__dict__:
+            self.__dict__["_sha256"] = hashlib.sha256(source).hexdigest()
+        return self.__dict__["_sha256"]
+
+
 @dataclass(frozen=True)
-class ReferenceImage:
+class ReferenceImage(_StoredImageAccess):
     reference_id: str
     image_id: str
     block_id: str
@@ -118,15 +158,16 @@ class ReferenceImage:
     source_url: str | None
     license: str | None
     attribution: str | None
-    image_bytes: bytes = field(repr=False, compare=False, default=b"")
+    #: the encoded image (read from the benchmark's Parquet file on each access when loaded from one)
+    image_bytes: bytes = field(repr=False, compare=False, default=_ImageBytes())  # type: ignore[assignment]
 
     def image(self):
-        """The decoded RGB PIL image."""
+        """The decoded RGB PIL image (reads the bytes now)."""
         return load_image(self.image_bytes, name=f"reference {self.reference_id}")
 
 
 @dataclass(frozen=True)
-class PoolImage:
+class PoolImage(_StoredImageAccess):
     """A street-level photo that belongs to no block (the ``world`` distractor pool)."""
 
     image_id: str
@@ -138,7 +179,7 @@ class PoolImage:
     source_url: str | None
     license: str | None
     attribution: str | None
-    image_bytes: bytes = field(repr=False, compare=False, default=b"")
+    image_bytes: bytes = field(repr=False, compare=False, default=_ImageBytes())  # type: ignore[assignment]
 
     def image(self):
         return load_image(self.image_bytes, name=f"world image {self.image_id}")
@@ -171,7 +212,8 @@ class Benchmark:
         cities: optional City records; cities without one are derived from the blocks.
         world: optional pool of world photos (PoolImage).
         name: how to call this benchmark in messages and reports.
-        validate_images: decode-check every image (names the reference on failure).
+        validate_images: decode-check every image given as bytes (names the reference on failure);
+            images stored in a Parquet file are checked where they are used, or by :meth:`check_images`.
     """
 
     def __init__(
@@ -243,14 +285,17 @@ class Benchmark:
             seen.add(ref.reference_id)
             if ref.block_id not in per_block:
                 raise BenchmarkError(f"{name}: reference {ref.reference_id!r} belongs to unknown block {ref.block_id!r}")
-            if not ref.image_bytes:
+            in_memory = not isinstance(ref.image_source, StoredImage)
+            if in_memory and not ref.image_source:
                 raise BenchmarkError(f"{name}: reference {ref.reference_id!r} has no image data")
             per_block[ref.block_id].append(ref)
-        if validate_images:
+        if validate_images:  # images stored in a file are checked where they are used (or by check_images)
             for ref in self.references:
-                _check_decodable(ref.image_bytes, f"reference {ref.reference_id!r} (block {ref.block_id!r})", name)
+                if not isinstance(ref.image_source, StoredImage):
+                    _check_decodable(ref.image_bytes, f"reference {ref.reference_id!r} (block {ref.block_id!r})", name)
             for img in self.world:
-                _check_decodable(img.image_bytes, f"world image {img.image_id!r}", name)
+                if not isinstance(img.image_source, StoredImage):
+                    _check_decodable(img.image_bytes, f"world image {img.image_id!r}", name)
         self._heldout: dict[str, list[ReferenceImage]] = {}
         self._gallery: dict[str, list[ReferenceImage]] = {}
         for block_id, refs in per_block.items():
@@ -310,8 +355,20 @@ class Benchmark:
             h.update(json.dumps(_fingerprint_record(block), sort_keys=True, default=str).encode())
         for ref in self.references:
             h.update(f"{ref.reference_id}|{ref.block_id}|".encode())
-            h.update(hashlib.sha256(ref.image_bytes).digest())
+            h.update(bytes.fromhex(ref.sha256))
         return h.hexdigest()
+
+    def check_images(self, *, num_workers: int | None = None, progress: bool = True) -> list[str]:
+        """Decodes every reference and world image (in worker threads, with a progress bar).
+
+        Returns one line per bad image, naming it (reference id and block, or world image id);
+        an empty list when every image decodes.
+        """
+        from .image_store import check_images
+
+        items = [(f"reference {r.reference_id!r} (block {r.block_id!r})", r.image_source) for r in self.references]
+        items += [(f"world image {w.image_id!r}", w.image_source) for w in self.world]
+        return check_images(items, num_workers=num_workers, progress=progress)
 
     def summary(self) -> dict[str, Any]:
         """Counts a person wants to see first (used by ``geofidelity-bench info``)."""
@@ -429,18 +486,13 @@ def block_from_record(rec: Mapping[str, Any], where: str = "blocks") -> Block:
         raise BenchmarkError(f"{where}: block {rec.get('block_id')!r} has a malformed field: {err}") from None
 
 
-def _image_bytes(value: Any, label: str) -> bytes:
-    if isinstance(value, Mapping):
-        data = value.get("bytes")
-        if data is None and value.get("path"):
-            path = Path(value["path"])
-            if path.is_file():
-                return path.read_bytes()
-            raise BenchmarkError(f"{label}: image is not embedded and its path {value['path']!r} does not exist")
-        value = data
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value)
-    raise BenchmarkError(f"{label}: no image data")
+def _image_bytes(value: Any, label: str) -> bytes | StoredImage:
+    if isinstance(value, StoredImage):  # loaded from a Parquet file: read when used
+        return value
+    try:
+        return cell_bytes(value, label)
+    except ImageDecodeError as err:
+        raise BenchmarkError(str(err)) from None
 
 
 def reference_from_record(rec: Mapping[str, Any], where: str = "references") -> ReferenceImage:
@@ -545,6 +597,7 @@ def features(config: str):
                 "license": Value("string"),
                 "attribution": Value("string"),
                 "image": Image(),
+                SHA256_COLUMN: Value("string"),
             }
         )
     if config == "cities":
@@ -571,6 +624,7 @@ def features(config: str):
                 "license": Value("string"),
                 "attribution": Value("string"),
                 "image": Image(),
+                SHA256_COLUMN: Value("string"),
             }
         )
     raise ValueError(f"unknown config {config!r}; expected one of {CONFIGS}")
@@ -580,13 +634,7 @@ def _records(benchmark: Benchmark, config: str) -> list[dict[str, Any]]:
     if config == "blocks":
         return [_block_record(b) for b in benchmark.blocks]
     if config == "references":
-        rows = []
-        for r in benchmark.references:
-            rec = dataclasses.asdict(r)
-            data = rec.pop("image_bytes")
-            rec["image"] = {"bytes": data, "path": f"{r.reference_id}.jpg"}
-            rows.append(rec)
-        return rows
+        return [image_record(r, r.reference_id) for r in benchmark.references]
     if config == "cities":
         return [
             {
@@ -600,14 +648,18 @@ def _records(benchmark: Benchmark, config: str) -> list[dict[str, Any]]:
             for c in benchmark.cities.values()
         ]
     if config == "world":
-        rows = []
-        for w in benchmark.world:
-            rec = dataclasses.asdict(w)
-            data = rec.pop("image_bytes")
-            rec["image"] = {"bytes": data, "path": f"{w.image_id}.jpg"}
-            rows.append(rec)
-        return rows
+        return [image_record(w, w.image_id) for w in benchmark.world]
     raise ValueError(f"unknown config {config!r}")
+
+
+def image_record(item: ReferenceImage | PoolImage, stem: str) -> dict[str, Any]:
+    """The canonical row of a reference or world image: its fields, ``image`` (``{"bytes", "path"}``,
+    path ``{stem}.jpg``) and ``image_sha256`` (hex sha256 of the bytes)."""
+    rec = {f.name: getattr(item, f.name) for f in dataclasses.fields(item) if f.name != "image_bytes"}
+    data = item.image_bytes
+    rec[IMAGE_COLUMN] = {"bytes": data, "path": f"{stem}.jpg"}
+    rec[SHA256_COLUMN] = hashlib.sha256(data).hexdigest()
+    return rec
 
 
 def config_file(folder: str | os.PathLike, config: str) -> Path:
@@ -647,10 +699,27 @@ def _read_config(folder: Path, config: str) -> list[dict[str, Any]] | None:
     rows: list[dict[str, Any]] = []
     for file in files:
         try:
-            rows.extend(pq.read_table(file).to_pylist())
+            names = pq.ParquetFile(file).schema_arrow.names
+            table = pq.read_table(file, columns=[n for n in names if n != IMAGE_COLUMN])
         except Exception as err:  # noqa: BLE001 - name the file whatever pyarrow raised
             raise BenchmarkError(f"cannot read {file}: {err}") from err
+        file_rows = table.to_pylist()
+        if IMAGE_COLUMN in names:
+            _attach_stored_images(file, file_rows, config)
+        rows.extend(file_rows)
     return rows
+
+
+def _attach_stored_images(file: str, rows: list[dict[str, Any]], config: str) -> None:
+    """Puts a StoredImage (file, row, sha256) in each row's ``image``; the bytes stay in the file."""
+    reader = ParquetImages(file)
+    hashes = [r.pop(SHA256_COLUMN, None) for r in rows]
+    if any(h is None for h in hashes):  # a folder written before the column: hashed once, then cached
+        hashes = stored_hashes(reader, desc=f"hashing {config} images of {Path(file).name}")
+    id_field = "reference_id" if config == "references" else "image_id"
+    kind = "reference" if config == "references" else "world image"
+    for i, (row, sha) in enumerate(zip(rows, hashes)):
+        row[IMAGE_COLUMN] = StoredImage(reader, i, f"{kind} {row.get(id_field)}", sha)
 
 
 def demo_path() -> Path:
@@ -693,9 +762,13 @@ def load_benchmark(
     path_or_id: str | os.PathLike = DEMO_NAME,
     *,
     revision: str | None = None,
-    validate_images: bool = True,
+    validate_images: bool = False,
 ) -> Benchmark:
     """Loads a benchmark: ``"demo"``, a canonical folder, or a Hub dataset repo id.
+
+    Every field is read and checked; image bytes stay in the Parquet files and are read when
+    used (``ReferenceImage.image_bytes``, ``image()``, embedding). ``validate_images=True``
+    decodes every image now (:meth:`Benchmark.check_images`) and raises naming every bad one.
 
     Example:
         >>> bench = load_benchmark("demo")
@@ -714,12 +787,16 @@ def load_benchmark(
     refs = [reference_from_record(r, f"{label}/references") for r in ref_rows]
     city_rows = _read_config(folder, "cities") or []
     world_rows = _read_config(folder, "world") or []
-    return Benchmark(
+    bench = Benchmark(
         blocks,
         refs,
         cities=[_city_from_record(r) for r in city_rows],
         world=[_pool_from_record(r) for r in world_rows],
         name=label,
         source=str(folder),
-        validate_images=validate_images,
     )
+    if validate_images:
+        bad = bench.check_images()
+        if bad:
+            raise BenchmarkError(f"{label}: {len(bad)} undecodable image(s):\n  " + "\n  ".join(bad))
+    return bench

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .image_store import StoredImage
 from .images import ImageDecodeError, ImageSource, content_sha256
 from .prefetch import ordered_map, prefetch_items, resolve_num_workers
 
@@ -42,12 +43,18 @@ def content_keys(items: Sequence[ImageSource], labels: Sequence[str]) -> list[st
     keys = []
     for src, label in zip(items, labels):
         try:
-            keys.append(content_sha256(src))
+            # an image kept in a benchmark's Parquet file carries its sha256: no bytes are read
+            keys.append(src.sha256 if isinstance(src, StoredImage) else content_sha256(src))
         except FileNotFoundError as err:
             raise ImageDecodeError(f"image file not found: {label}") from err
         except (OSError, ValueError, TypeError, SyntaxError) as err:
             raise ImageDecodeError(f"cannot read image {label}: {err}") from err
     return keys
+
+
+def _readable(src: Any) -> ImageSource:
+    """The bytes of an image kept in a Parquet file (read now, in the preparing thread); else ``src``."""
+    return src.read() if isinstance(src, StoredImage) else src
 
 
 class _Writer:
@@ -122,7 +129,7 @@ def run_cached(
         progress = len(todo) > 4 * batch_size
     workers = resolve_num_workers(num_workers)
     writer = _Writer(owner, cache)
-    prepared_iter = ordered_map(lambda i: prepare(items[i], labels[i]), todo, num_workers=workers,
+    prepared_iter = ordered_map(lambda i: prepare(_readable(items[i]), labels[i]), todo, num_workers=workers,
                                 ahead=prefetch_items(workers, batch_size))
     try:
         with closing(prepared_iter), \

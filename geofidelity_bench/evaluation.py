@@ -216,9 +216,9 @@ def read_generated_folder(
 def _item_source_and_name(item: Any, label: str, i: int) -> tuple[Any, str]:
     """What to embed for one panel or gallery item, and how to call it in errors."""
     if isinstance(item, ReferenceImage):
-        return item.image_bytes, f"reference {item.reference_id}"
+        return item.image_source, f"reference {item.reference_id}"  # read (and hashed) only when needed
     if isinstance(item, PoolImage):
-        return item.image_bytes, f"world image {item.image_id}"
+        return item.image_source, f"world image {item.image_id}"
     if isinstance(item, (str, os.PathLike)):
         return item, str(item)
     return item, f"{label} image {i}"

@@ -242,8 +242,12 @@ def test_loader_reports_bad_image_in_parquet(tiny_benchmark, tmp_path):
     rows = table.to_pylist()
     rows[3]["image"] = {"bytes": b"\x00garbage", "path": "x.jpg"}
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+    bench = load_benchmark(folder)  # images are checked where they are used, or on request:
     with pytest.raises(BenchmarkError, match=rows[3]["reference_id"]):
-        load_benchmark(folder)
+        load_benchmark(folder, validate_images=True)
+    bad = [r for r in bench.references if r.reference_id == rows[3]["reference_id"]][0]
+    with pytest.raises(ValueError, match=rows[3]["reference_id"]):
+        bad.image()
 
 
 def test_loader_reports_missing_field(tiny_benchmark, tmp_path):

@@ -29,9 +29,9 @@ def _cmd_embed(args: argparse.Namespace) -> int:
 
         distributed_state()
     encoder, cache = encoder_and_cache(args)
-    rows = [("reference", r.reference_id, r.image_bytes) for r in bench.references]
+    rows = [("reference", r.reference_id, r.image_source) for r in bench.references]  # read when embedded
     if args.include_world:
-        rows += [("world", w.image_id, w.image_bytes) for w in bench.world]
+        rows += [("world", w.image_id, w.image_source) for w in bench.world]
     items = [(f"reference {i}" if kind == "reference" else f"world image {i}", src) for kind, i, src in rows]
     if world_size > 1:
         # split what is not cached across processes, gather in order

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from ._common import BENCHMARK_HELP
+from ._common import BENCHMARK_HELP, add_num_workers_arg, resolve_num_workers_arg
 
 
 def _add_benchmark_arg(parser: argparse.ArgumentParser) -> None:
@@ -62,19 +62,32 @@ def format_summary(summary: dict) -> str:
 def _cmd_info(args: argparse.Namespace) -> int:
     from ..benchmark import load_benchmark
 
+    resolve_num_workers_arg(args)
     bench = load_benchmark(args.benchmark, revision=args.revision)
     summary = bench.summary()
+    bad = bench.check_images(num_workers=args.num_workers) if args.check_images else None
     if args.json:
+        if bad is not None:
+            summary["bad_images"] = bad
         print(json.dumps(summary, indent=2))
     else:
         print(format_summary(summary))
-    return 0
+        if bad is not None:
+            n = len(bench.references) + len(bench.world)
+            print(f"\nimages      {n - len(bad)}/{n} decode" + ("" if not bad else f"; {len(bad)} bad:"))
+            for line in bad:
+                print(f"  {line}")
+    return 1 if bad else 0
 
 
 def _add_info(sub) -> None:
     p = sub.add_parser("info", help="print a benchmark's summary (cities, blocks, references, negatives)")
     _add_benchmark_arg(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--check-images", action="store_true",
+                   help="also decode every reference and world image (in worker threads) and list every bad one; "
+                        "exit status 1 when there is one")
+    add_num_workers_arg(p)
     p.set_defaults(func=_cmd_info)
 
 

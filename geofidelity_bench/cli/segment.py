@@ -43,12 +43,12 @@ def _cmd_segment(args: argparse.Namespace) -> int:
 
     from ..benchmark import load_benchmark
     from ..encoders import EmbeddingCache
-    from ..images import content_sha256
+    from ..cached_batches import content_keys
 
     bench = load_benchmark(args.benchmark, revision=args.revision)
     segmenter = get_segmenter(args.segmenter, weights=args.segmenter_weights, device=args.device)
     cache = None if args.no_cache else EmbeddingCache(args.cache_dir)
-    items = [(f"reference {r.reference_id}", r.image_bytes) for r in bench.references]
+    items = [(f"reference {r.reference_id}", r.image_source) for r in bench.references]  # read when segmented
     print(
         f"segmenting {len(items)} reference images of {bench!r} with {segmenter.name} "
         f"(config {segmenter.config_hash[:12]}, device {segmenter.device})",
@@ -62,7 +62,7 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     if cache is not None:
         print(f"cache: {cache.dir_for(segmenter)}")
     if out is not None:
-        table = shares_table(bench, segmenter, shares, [content_sha256(src) for _, src in items])
+        table = shares_table(bench, segmenter, shares, content_keys([s for _, s in items], [n for n, _ in items]))
         meta_path = write_shares_table(table, out, bench=bench, segmenter=segmenter, stats=stats,
                                        cache_root=cache.root if cache is not None else None,
                                        command=command_line(args))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..benchmark import CONFIGS as BENCHMARK_CONFIGS
-from ..benchmark import Benchmark, load_benchmark
+from ..benchmark import Benchmark, image_record, load_benchmark
 from ..errors import GeoFidelityError
 from ..generation.manifest import MANIFEST_COLUMNS, MANIFEST_FILE, load_manifest
 
@@ -65,7 +65,8 @@ def _jsonable_pairs(values) -> list[list[float]]:
 def benchmark_rows(benchmark: Benchmark, config: str) -> Iterator[dict[str, Any]]:
     """The rows of one benchmark config, in the canonical order and with the canonical fields.
 
-    Images are ``{"bytes", "path"}`` dicts (``path`` = ``{reference_id}.jpg`` / ``{image_id}.jpg``).
+    Images are ``{"bytes", "path"}`` dicts (``path`` = ``{reference_id}.jpg`` / ``{image_id}.jpg``)
+    with their ``image_sha256``; one image's bytes are read at a time.
     """
     if config == "blocks":
         for b in benchmark.blocks:
@@ -77,10 +78,7 @@ def benchmark_rows(benchmark: Benchmark, config: str) -> Iterator[dict[str, Any]
             yield rec
     elif config == "references":
         for r in benchmark.references:
-            rec = dataclasses.asdict(r)
-            data = rec.pop("image_bytes")
-            rec["image"] = {"bytes": data, "path": f"{r.reference_id}.jpg"}
-            yield rec
+            yield image_record(r, r.reference_id)
     elif config == "cities":
         for c in benchmark.cities.values():
             yield {
@@ -93,10 +91,7 @@ def benchmark_rows(benchmark: Benchmark, config: str) -> Iterator[dict[str, Any]
             }
     elif config == "world":
         for w in benchmark.world:
-            rec = dataclasses.asdict(w)
-            data = rec.pop("image_bytes")
-            rec["image"] = {"bytes": data, "path": f"{w.image_id}.jpg"}
-            yield rec
+            yield image_record(w, w.image_id)
     else:
         raise ValueError(f"unknown benchmark config {config!r}; expected one of {BENCHMARK_CONFIGS}")
 

@@ -1,0 +1,160 @@
+"""How long ``load_benchmark`` takes and how much memory it needs, on a synthetic benchmark.
+
+Default: the paper's size, 112 blocks x 60 references of 2048x1536 JPEG (~2.4 GB of image bytes)
+in 8 Parquet shards. ``--blocks 1120`` builds ten times that (67,200 references, ~24 GB on disk).
+A few distinct JPEGs are encoded once and every row stores one of them with a per-row suffix (so
+every row's bytes, and hash, differ); the Parquet files hold the full bytes.
+
+Each measurement runs in a fresh Python process and prints wall time and peak RSS
+(``VmHWM`` of ``/proc/self/status``, Linux) of: the imports alone, ``load_benchmark`` + ``summary()``
+(what ``info`` does), and the same plus a walk over every gallery reading each image once (what
+embedding does before the model). Example:
+
+    python benchmarks/bench_load.py                 # paper size in a temp dir
+    python benchmarks/bench_load.py --blocks 1120   # ten times the paper (check disk space first)
+    python benchmarks/bench_load.py --blocks 16     # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _jpegs(n: int, size: tuple[int, int]) -> list[bytes]:
+    import numpy as np
+    from PIL import Image
+
+    out = []
+    for seed in range(n):
+        rng = np.random.default_rng(seed)
+        small = rng.integers(0, 256, size=(size[1] // 16, size[0] // 16, 3), dtype=np.uint8)
+        img = Image.fromarray(small).resize(size, Image.BICUBIC)
+        noise = rng.integers(-3, 4, size=(size[1], size[0], 3))
+        arr = np.clip(np.asarray(img, dtype=np.int16) + noise, 0, 255).astype(np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(arr).save(buf, format="JPEG", quality=85)
+        out.append(buf.getvalue())
+    return out
+
+
+def build(folder: Path, n_blocks: int, n_refs: int, n_shards: int, distinct: int, size: tuple[int, int]) -> int:
+    """Writes the synthetic benchmark; returns the image bytes written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from geofidelity_bench.benchmark import features, readme_configs_yaml
+
+    blocks = []
+    for b in range(n_blocks):
+        lat, lon = 48.0 + b * 1e-3, 2.0
+        blocks.append({"block_id": f"synth_{b:05d}", "city": "synthville", "country": "FR", "driving_side": "R",
+                       "stratum": "residential", "way_id": b, "street_name": f"Rue {b}", "neighborhood": "Centre",
+                       "highway_tag": "residential", "length_m": 100.0, "polyline": [[lat, lon], [lat + 5e-4, lon]],
+                       "centroid": [lat + 2.5e-4, lon], "bbox": [lat, lon, lat + 5e-4, lon],
+                       "neg_same_neighborhood": None, "neg_same_city": None, "neg_same_driving_side": None,
+                       "neg_random_city": None, "notes": "", "way_ids": [b], "neighborhood_source": "area"})
+    (folder / "blocks").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(blocks, schema=features("blocks").arrow_schema),
+                   folder / "blocks" / "train-00000-of-00001.parquet")
+    images = _jpegs(distinct, size)
+    schema = features("references").arrow_schema
+    (folder / "references").mkdir()
+    total, per_shard = 0, -(-n_blocks // n_shards)
+    import hashlib
+
+    for s in range(n_shards):
+        rows = []
+        for b in range(s * per_shard, min(n_blocks, (s + 1) * per_shard)):
+            for k in range(n_refs):
+                rid = f"synth_{b:05d}__{k:03d}"
+                data = images[(b * n_refs + k) % distinct] + rid.encode()  # bytes after the JPEG's end marker
+                total += len(data)
+                rows.append({"reference_id": rid, "image_id": rid, "block_id": f"synth_{b:05d}", "lat": 48.0,
+                             "lon": 2.0, "captured_at": None, "compass_angle": None, "sun_elevation_deg": None,
+                             "camera_type": "perspective", "quality_score": None, "source_url": None,
+                             "license": "CC0-1.0", "attribution": "synthetic",
+                             "image": {"bytes": data, "path": f"{rid}.jpg"},
+                             "image_sha256": hashlib.sha256(data).hexdigest()})
+        name = f"train-{s:05d}-of-{n_shards:05d}.parquet"
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), folder / "references" / name, row_group_size=100)
+        del rows
+    (folder / "README.md").write_text(f"---\n{readme_configs_yaml(['blocks', 'references'])}\n---\n", encoding="utf-8")
+    return total
+
+
+_MEASURE = """
+import json, sys, time
+
+def peak_rss():  # VmHWM: this process's peak resident set (ru_maxrss would carry the parent's over exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+
+t0 = time.perf_counter()
+from geofidelity_bench.benchmark import load_benchmark
+t1 = time.perf_counter()
+rss_imports = peak_rss()
+mode = sys.argv[2]
+out = {"imports_s": t1 - t0, "rss_after_imports": rss_imports}
+if mode != "imports":
+    bench = load_benchmark(sys.argv[1])
+    bench.summary()
+    out["load_s"] = time.perf_counter() - t1
+    if mode == "read":
+        n = sum(len(r.image_bytes) for b in bench.block_ids for r in bench.gallery(b))
+        out["read_s"], out["gallery_bytes"] = time.perf_counter() - t1 - out["load_s"], n
+out["peak_rss"] = peak_rss()
+print(json.dumps(out))
+"""
+
+
+def measure(folder: Path, mode: str) -> dict:
+    env_path = str(ROOT)
+    out = subprocess.run([sys.executable, "-c", _MEASURE, str(folder), mode], capture_output=True, text=True,
+                         check=True, env={"PYTHONPATH": env_path, "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--blocks", type=int, default=112, help="blocks (default: 112, the paper; 1120: ten times)")
+    p.add_argument("--refs", type=int, default=60, help="references per block (default: 60)")
+    p.add_argument("--shards", type=int, default=8, help="Parquet shards of the references config (default: 8)")
+    p.add_argument("--distinct", type=int, default=4, help="distinct JPEGs encoded (default: 4)")
+    p.add_argument("--size", type=int, nargs=2, default=(2048, 1536), metavar=("W", "H"))
+    p.add_argument("--keep", default=None, help="build into this folder and keep it (default: a temp dir, removed)")
+    p.add_argument("--read", action="store_true", help="also time reading every gallery image once")
+    args = p.parse_args(argv)
+    tmp = None if args.keep else tempfile.mkdtemp(prefix="bench_load_")
+    folder = Path(args.keep or tmp) / "bench"
+    try:
+        t = time.perf_counter()
+        total = build(folder, args.blocks, args.refs, args.shards, args.distinct, tuple(args.size))
+        print(f"built {args.blocks} blocks x {args.refs} refs ({total / 1e9:.2f} GB image bytes, {args.shards} shards) "
+              f"in {time.perf_counter() - t:.1f} s at {folder}")
+        base = measure(folder, "imports")
+        print(f"imports alone:        {base['imports_s']:.2f} s, peak RSS {base['peak_rss'] / 2**20:.0f} MiB")
+        res = measure(folder, "load")
+        print(f"load_benchmark+info:  {res['load_s']:.2f} s, peak RSS {res['peak_rss'] / 2**20:.0f} MiB")
+        if args.read:
+            res = measure(folder, "read")
+            print(f"+ read every gallery image once: {res['read_s']:.1f} s ({res['gallery_bytes'] / 1e9:.2f} GB), "
+                  f"peak RSS {res['peak_rss'] / 2**20:.0f} MiB")
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

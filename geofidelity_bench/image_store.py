@@ -1,0 +1,242 @@
+"""Images that stay in their Parquet file until they are used.
+
+A benchmark's ``references`` and ``world`` tables are read without their ``image`` column
+(pyarrow column projection); each row gets a :class:`StoredImage` that knows its file, row group
+and row, and the sha256 of its bytes (the ``image_sha256`` column, or, for folders written before
+that column existed, hashes computed once and kept in a small sidecar file in the user cache, see
+:func:`stored_hashes`). Bytes are read on demand, one row group of the image column at a time;
+the last row group read of each file is kept while it is small (:data:`ROW_GROUP_CACHE_BYTES`), so
+walking a file in order reads it once, and nothing else is held.
+
+Every read goes through :attr:`ParquetImages.image_reads` (a per-file counter), so that tests can
+check that a command read no image at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import warnings
+from bisect import bisect_right
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .atomic import atomic_write
+from .images import ImageDecodeError
+
+IMAGE_COLUMN = "image"
+SHA256_COLUMN = "image_sha256"
+#: a row group of the image column is kept after a read while it holds at most this many bytes (the
+#: files this package writes have 100-row groups); a larger one is read again for each image
+ROW_GROUP_CACHE_BYTES = 512 << 20
+HASH_CACHE_FORMAT = "geofidelity-image-hashes/1"
+
+
+def hash_cache_dir() -> Path:
+    """``$GEOFIDELITY_HASH_CACHE``, else ``<HF_HOME>/geofidelity_bench/image_hashes``."""
+    env = os.environ.get("GEOFIDELITY_HASH_CACHE")
+    if env:
+        return Path(env).expanduser()
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HOME).expanduser() / "geofidelity_bench" / "image_hashes"
+
+
+class ParquetImages:
+    """The image column of one Parquet file, read a row group at a time (thread-safe, picklable)."""
+
+    def __init__(self, path: str | os.PathLike, column: str = IMAGE_COLUMN):
+        import pyarrow.parquet as pq
+
+        self.path = str(path)
+        self.column = column
+        meta = pq.ParquetFile(self.path).metadata
+        sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        self._starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        self._group_bytes = [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]
+        self.num_rows = sum(sizes)
+        self.image_reads = 0  # images handed out (each one read from the file or the kept row group)
+        self.row_group_reads = 0
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: tuple[int, Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_lock", None)
+        state.pop("_kept", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    def _group_of(self, row: int) -> tuple[int, int]:
+        group = bisect_right(self._starts, row) - 1
+        return group, row - self._starts[group]
+
+    def _read_group(self, group: int):
+        import pyarrow.parquet as pq
+
+        self.row_group_reads += 1
+        return pq.ParquetFile(self.path).read_row_group(group, columns=[self.column]).column(0)
+
+    def value(self, row: int) -> Any:
+        """The cell of ``row`` (a ``{"bytes", "path"}`` dict or raw bytes), read now."""
+        group, index = self._group_of(row)
+        with self._lock:
+            self.image_reads += 1
+            if self._kept is not None and self._kept[0] == group:
+                column = self._kept[1]
+            else:
+                self._kept = None  # release the previous row group before reading the next one
+                column = self._read_group(group)
+                if self._group_bytes[group] <= ROW_GROUP_CACHE_BYTES:
+                    self._kept = (group, column)
+                    _keep_only(self)
+        return column[index].as_py()
+
+    def release(self) -> None:
+        """Drops the kept row group."""
+        with self._lock:
+            self._kept = None
+
+    def iter_values(self):
+        """Every cell in row order, one row group in memory at a time (not counted as uses)."""
+        for group in range(len(self._starts)):
+            column = self._read_group(group)
+            for i in range(len(column)):
+                yield column[i].as_py()
+            del column
+
+
+_KEPT_LOCK = threading.Lock()
+_KEPT_BY: list[ParquetImages] = []  # the one reader (of all files) allowed to keep a row group
+
+
+def _keep_only(reader: ParquetImages) -> None:
+    """Makes ``reader`` the only one keeping a row group: memory stays at one row group per process."""
+    with _KEPT_LOCK:
+        previous = _KEPT_BY[0] if _KEPT_BY else None
+        _KEPT_BY[:] = [reader]
+    if previous is not None and previous is not reader:
+        previous._kept = None  # a plain store: no lock needed to drop a reference
+
+
+def cell_bytes(value: Any, name: str) -> bytes:
+    """The encoded bytes of an image cell: embedded bytes, or the file its ``path`` names."""
+    if isinstance(value, Mapping):
+        data = value.get("bytes")
+        if data is None and value.get("path"):
+            path = Path(value["path"])
+            if path.is_file():
+                return path.read_bytes()
+            raise ImageDecodeError(f"{name}: image is not embedded and its path {value['path']!r} does not exist")
+        value = data
+    if isinstance(value, (bytes, bytearray)) and value:
+        return bytes(value)
+    raise ImageDecodeError(f"{name}: no image data")
+
+
+class StoredImage:
+    """One image in a Parquet file: read on demand by :meth:`read`, hashed without reading when known."""
+
+    __slots__ = ("reader", "row", "name", "_sha256")
+
+    def __init__(self, reader: ParquetImages, row: int, name: str, sha256: str | None = None):
+        self.reader, self.row, self.name, self._sha256 = reader, row, name, sha256
+
+    def __getstate__(self):
+        return (self.reader, self.row, self.name, self._sha256)
+
+    def __setstate__(self, state) -> None:
+        self.reader, self.row, self.name, self._sha256 = state
+
+    def read(self) -> bytes:
+        """The encoded image bytes (read from the file now; ImageDecodeError names a missing image)."""
+        return cell_bytes(self.reader.value(self.row), self.name)
+
+    @property
+    def sha256(self) -> str:
+        """sha256 hex of the image bytes (read and hashed only when the file did not carry it)."""
+        if self._sha256 is None:
+            self._sha256 = hashlib.sha256(self.read()).hexdigest()
+        return self._sha256
+
+    def __repr__(self) -> str:
+        return f"StoredImage({self.name!r}, {self.reader.path!r}, row {self.row})"
+
+
+def _sidecar_path(file: str) -> tuple[Path, dict[str, Any]]:
+    st = os.stat(file)
+    ident = {"format": HASH_CACHE_FORMAT, "file": os.path.realpath(file), "size": st.st_size,
+             "mtime_ns": st.st_mtime_ns}
+    key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+    return hash_cache_dir() / f"{key}.json", ident
+
+
+def _hash_cell(value: Any) -> str | None:
+    try:
+        return hashlib.sha256(cell_bytes(value, "")).hexdigest()
+    except ImageDecodeError:
+        return None  # no image: the reference is named when it is used
+
+
+def stored_hashes(reader: ParquetImages, *, desc: str = "hashing images") -> list[str | None]:
+    """sha256 of every image of a Parquet file without an ``image_sha256`` column.
+
+    Computed once (each image read once, with a progress bar) and kept in a sidecar JSON file in
+    :func:`hash_cache_dir`, keyed by the file's real path, size and modification time; the
+    benchmark folder is never written. None for a row without image data.
+    """
+    from tqdm.auto import tqdm
+
+    sidecar, ident = _sidecar_path(reader.path)
+    try:
+        cached = json.loads(sidecar.read_text(encoding="utf-8"))
+        if {k: cached.get(k) for k in ident} == ident and len(cached.get("sha256", [])) == reader.num_rows:
+            return list(cached["sha256"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    hashes = [_hash_cell(v) for v in tqdm(reader.iter_values(), total=reader.num_rows, desc=desc, unit="img",
+                                          disable=reader.num_rows < 200)]
+    try:
+        text = json.dumps({**ident, "sha256": hashes})
+        atomic_write(sidecar, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    except OSError as err:  # a read-only cache only costs the hashing next time
+        warnings.warn(f"cannot keep image hashes in {sidecar}: {err}", stacklevel=2)
+    return hashes
+
+
+def check_images(items: Sequence[tuple[str, Any]], *, num_workers: int | None = None,
+                 progress: bool = True) -> list[str]:
+    """Decodes every ``(name, source)`` in a thread pool; returns one line per bad image.
+
+    ``source`` is bytes or a :class:`StoredImage`. Every image is decoded fully (not only its
+    header), so truncated files are found too.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tqdm.auto import tqdm
+
+    from .images import load_image
+    from .prefetch import resolve_num_workers
+
+    def check(item: tuple[str, Any]) -> str | None:
+        name, source = item
+        try:
+            data = source.read() if isinstance(source, StoredImage) else source
+            load_image(data, name=name)
+        except ImageDecodeError as err:
+            return str(err)
+        return None
+
+    workers = max(1, resolve_num_workers(num_workers))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(tqdm(pool.map(check, items), total=len(items), desc="checking images", unit="img",
+                            disable=not progress))
+    return [r for r in results if r is not None]
