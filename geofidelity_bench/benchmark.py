@@ -16,6 +16,10 @@ Held-out split (docs/benchmark.md section 1, Domain and split): a block's refere
 8 bytes, big-endian, of ``sha256(f"0|{block_id}")``, and the first
 ``k = max(1, min(4, n // 2))`` of the shuffled order are held out as real queries; the rest
 is the block's gallery (its panel everywhere: as target and as negative).
+
+This module is longer than the project's ~600-line guide on purpose: the domain model and its
+one canonical file format share every record field (each field's reading, validation and
+writing sit next to its definition), and the loader is the only way records become objects.
 """
 
 from __future__ import annotations

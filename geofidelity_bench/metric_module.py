@@ -20,6 +20,9 @@ arrays are stored as lossless PNG of exactly the pixels the encoder would see; e
 bytes and paths are stored as given, so nothing is re-compressed on the way.
 
 Importing this module does not import ``evaluate``, ``datasets`` or torch.
+
+One subject, kept whole: the input normalization and the compute function of each config
+share one item format, so they read best side by side.
 """
 
 from __future__ import annotations

@@ -29,6 +29,10 @@ The result is a benchmark folder in the canonical format (:func:`~geofidelity_be
 with negatives (:func:`~geofidelity_bench.curation.negatives.assign_negatives`), plus
 ``curation_summary.csv`` / ``.json``: per city, blocks carved, images found, images passing each
 stage, kept blocks and references.
+
+One subject, kept whole: the stages share the checkpoint and summary machinery and hand each
+other their tables in order; the work of each stage lives in its own module (carving, osm,
+mapillary, filters, negatives).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Each ``table_*`` takes the prepared :class:`~geofidelity_bench.report.context.Context` and
 returns a :class:`Table`: its data (written as CSV and JSON) and its Markdown, or the one-line
 reason it was skipped.
+
+One subject, kept whole: every paper table with the formatting helpers they all share.
 """
 
 from __future__ import annotations
