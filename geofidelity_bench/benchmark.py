@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .atomic import atomic_write
 from .errors import GeoFidelityError
@@ -634,14 +634,17 @@ def features(config: str):
     raise ValueError(f"unknown config {config!r}; expected one of {CONFIGS}")
 
 
-def _records(benchmark: Benchmark, config: str) -> list[dict[str, Any]]:
+def config_records(benchmark: Benchmark, config: str) -> Iterator[dict[str, Any]]:
+    """The rows of one config in the canonical order and with the canonical fields, one at a time
+    (images are ``{"bytes", "path"}`` dicts with their ``image_sha256``: one image's bytes are read
+    per row). The one source of rows for :func:`save_benchmark` and the Hub dataset builder."""
     if config == "blocks":
-        return [_block_record(b) for b in benchmark.blocks]
-    if config == "references":
-        return [image_record(r, r.reference_id) for r in benchmark.references]
-    if config == "cities":
-        return [
-            {
+        yield from (_block_record(b) for b in benchmark.blocks)
+    elif config == "references":
+        yield from (image_record(r, r.reference_id) for r in benchmark.references)
+    elif config == "cities":
+        for c in benchmark.cities.values():
+            yield {
                 "key": c.key,
                 "name": c.name,
                 "country": c.country,
@@ -649,11 +652,10 @@ def _records(benchmark: Benchmark, config: str) -> list[dict[str, Any]]:
                 "center_lon": c.center[1] if c.center else None,
                 "driving_side": c.driving_side,
             }
-            for c in benchmark.cities.values()
-        ]
-    if config == "world":
-        return [image_record(w, w.image_id) for w in benchmark.world]
-    raise ValueError(f"unknown config {config!r}")
+    elif config == "world":
+        yield from (image_record(w, w.image_id) for w in benchmark.world)
+    else:
+        raise ValueError(f"unknown benchmark config {config!r}; expected one of {CONFIGS}")
 
 
 def image_record(item: ReferenceImage | PoolImage, stem: str) -> dict[str, Any]:
@@ -684,7 +686,7 @@ def save_benchmark(benchmark: Benchmark, folder: str | os.PathLike, *, card_body
     folder = Path(folder)
     configs = ["blocks", "references", "cities"] + (["world"] if benchmark.world else [])
     for config in configs:
-        ds = Dataset.from_list(_records(benchmark, config), features=features(config))
+        ds = Dataset.from_list(list(config_records(benchmark, config)), features=features(config))
         atomic_write(config_file(folder, config), lambda tmp: ds.to_parquet(str(tmp)))
     body = card_body or (
         f"# {benchmark.name}\n\nA GeoFidelity-Bench benchmark in the canonical format: "

@@ -12,7 +12,6 @@ byte-identical files.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..benchmark import CONFIGS as BENCHMARK_CONFIGS
-from ..benchmark import Benchmark, image_record, load_benchmark
+from ..benchmark import Benchmark, config_records, load_benchmark
 from ..errors import GeoFidelityError
 from ..generation.manifest import MANIFEST_COLUMNS, MANIFEST_FILE, load_manifest
 
@@ -58,42 +57,14 @@ def is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _jsonable_pairs(values) -> list[list[float]]:
-    return [list(v) for v in values]
-
-
 def benchmark_rows(benchmark: Benchmark, config: str) -> Iterator[dict[str, Any]]:
-    """The rows of one benchmark config, in the canonical order and with the canonical fields.
+    """The rows of one benchmark config, in the canonical order and with the canonical fields
+    (:func:`geofidelity_bench.benchmark.config_records`: the same rows a saved folder holds).
 
     Images are ``{"bytes", "path"}`` dicts (``path`` = ``{reference_id}.jpg`` / ``{image_id}.jpg``)
     with their ``image_sha256``; one image's bytes are read at a time.
     """
-    if config == "blocks":
-        for b in benchmark.blocks:
-            rec = dataclasses.asdict(b)
-            rec["polyline"] = _jsonable_pairs(b.polyline)
-            rec["centroid"] = list(b.centroid)
-            rec["bbox"] = list(b.bbox)
-            rec["way_ids"] = list(b.way_ids)
-            yield rec
-    elif config == "references":
-        for r in benchmark.references:
-            yield image_record(r, r.reference_id)
-    elif config == "cities":
-        for c in benchmark.cities.values():
-            yield {
-                "key": c.key,
-                "name": c.name,
-                "country": c.country,
-                "center_lat": c.center[0] if c.center else None,
-                "center_lon": c.center[1] if c.center else None,
-                "driving_side": c.driving_side,
-            }
-    elif config == "world":
-        for w in benchmark.world:
-            yield image_record(w, w.image_id)
-    else:
-        raise ValueError(f"unknown benchmark config {config!r}; expected one of {BENCHMARK_CONFIGS}")
+    return config_records(benchmark, config)
 
 
 def generation_row(root: Path, record: Mapping[str, Any]) -> dict[str, Any]:
