@@ -488,25 +488,29 @@ def test_block_bootstrap_mean_and_positive_share_are_percentile_intervals():
                                                       abs=1e-12), name
 
 
-def test_rank_stability_intervals_are_lower_and_higher_quantiles_of_bootstrap_ranks():
+@pytest.mark.parametrize("weighting", ["city", "block"])
+def test_rank_stability_intervals_are_percentiles_of_bootstrap_ranks(weighting):
     # Three close methods in 5 cities: their bootstrap ranks vary, so the interval ends are informative.
     rng = np.random.default_rng(21)
     spec = [(m, "L1", f"c{c}_b{b}", f"c{c}", 0.5 + off + rng.normal(0, 0.05))
             for c in range(5) for b in range(1 + c % 3) for m, off in (("m1", 0.02), ("m2", 0.0), ("m3", -0.01))]
     df = _rows(spec)
-    res = stats.rank_stability(df, "cos_sim", "L1", n_resamples=250, seed=4, confidence=0.8)
+    res = stats.rank_stability(df, "cos_sim", "L1", n_resamples=250, seed=4, confidence=0.8, weighting=weighting)
     cities = sorted(df["city"].unique())
     methods = ["m1", "m2", "m3"]
     draws = np.random.default_rng(4).integers(0, len(cities), size=(250, len(cities)))
     values = {(m, c): df.loc[(df["method"] == m) & (df["city"] == c), "cos_sim"].tolist()
               for m in methods for c in cities}
     ranks = []
-    for row in draws:  # a method's score: the mean over all its blocks in the drawn cities, repeats included
-        score = [np.mean([v for k in row for v in values[(m, cities[k])]]) for m in methods]
+    for row in draws:  # repeats of a drawn city count again
+        if weighting == "city":  # the mean of the drawn cities' means: every city weighs the same
+            score = [np.mean([np.mean(values[(m, cities[k])]) for k in row]) for m in methods]
+        else:  # the mean over all blocks of the drawn cities
+            score = [np.mean([v for k in row for v in values[(m, cities[k])]]) for m in methods]
         ranks.append([1 + sum(other > s for other in score) for s in score])  # competition ranks, 1 = best
-    ranks = np.sort(np.array(ranks), axis=0)
-    lo_i, hi_i = math.floor(0.1 * 249), math.ceil(0.9 * 249)  # the order statistics just below / above
+    ranks = np.array(ranks, dtype=float)
+    lo, hi = np.percentile(ranks, [10.0, 90.0], axis=0)  # the 80% percentile interval of each method
     table = res.table.set_index("method").loc[methods]
-    assert list(table["rank_ci_low"]) == list(ranks[lo_i]) and list(table["rank_ci_high"]) == list(ranks[hi_i])
+    assert list(table["rank_ci_low"]) == pytest.approx(list(lo)) and list(table["rank_ci_high"]) == pytest.approx(list(hi))
     assert list(table["rank1_prob"]) == pytest.approx(list((ranks == 1).mean(axis=0)))
     assert len({(lo, hi) for lo, hi in zip(table["rank_ci_low"], table["rank_ci_high"])}) > 1
