@@ -38,6 +38,7 @@ def _run_info(args, bench, encoder, cache, results, started: float, segmenter, g
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ..benchmark import load_benchmark
     from ..evaluation import evaluate_panels, read_generated_folder
+    from ..near_copies import near_copies_warning
     from ..panel_images import check_panel_images
 
     started = time.time()
@@ -57,6 +58,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                               num_workers=args.num_workers,
                               progress=not args.no_progress, include_anchors=not args.no_anchors,
                               segmenter=segmenter, image_check=checked)
+    copies = near_copies_warning(results.attrs.get("near_copies", []))
+    if copies:
+        print(f"warning: {copies}", file=sys.stderr)
     info = _run_info(args, bench, encoder, cache, results, started, segmenter, gaas_reason,
                      extra={"generation_manifest": manifest, "extra_conditions": list(args.extra_conditions or [])})
     out = Path(args.out)
