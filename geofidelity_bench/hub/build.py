@@ -124,7 +124,7 @@ def build_dataset(
     license_src = template_path.parent / LICENSE_FILE
     if not license_src.is_file():
         license_src = default_license()
-    (out / CARD_FILE).write_text(render_card(template, stats, infos), encoding="utf-8")
+    (out / CARD_FILE).write_text(render_card(template, stats, infos, release=sources.release), encoding="utf-8")
     (out / LICENSE_FILE).write_text(license_src.read_text(encoding="utf-8"), encoding="utf-8")
     files += [CARD_FILE, LICENSE_FILE]
     return BuildReport(out, {c: n for c, (n, _) in infos.items()}, sorted(files), stats)
