@@ -75,7 +75,7 @@ def find_near_copies(
         ref_blocks += [bid] * len(refs)
         vectors.append(np.asarray(galleries[bid]))
     gallery = _unit(np.concatenate(vectors)) if vectors else None
-    by_sha = {hashlib.sha256(r.image_bytes).hexdigest(): r for r in benchmark.references if r.image_bytes}
+    by_sha: dict[str, Any] = {}  # filled on the first image with bytes (uploads in the app have none)
 
     found: list[dict] = []
     for key, emb in panel_embeddings.items():
@@ -84,6 +84,8 @@ def find_near_copies(
         sims = _unit(emb) @ gallery.T if gallery is not None else np.zeros((len(emb), 0))
         for i, item in enumerate(items):
             data = _item_bytes(item) if item is not None else None
+            if data is not None and not by_sha:
+                by_sha = {hashlib.sha256(r.image_bytes).hexdigest(): r for r in benchmark.references if r.image_bytes}
             exact = by_sha.get(hashlib.sha256(data).hexdigest()) if data is not None else None
             j = int(np.argmax(sims[i])) if sims.shape[1] else -1
             cosine = float(sims[i, j]) if j >= 0 else None
