@@ -429,11 +429,14 @@ def evaluate_panels(
     Returns:
         Result rows (:data:`RESULT_COLUMNS`); ``df.attrs`` holds ``nan_reasons``,
         ``embedding_stats``, ``skipped_images``, ``animated_images`` (files whose first frame was
-        scored) and, with a segmenter, ``segment_stats``.
+        scored), ``near_copies`` (submitted images that copy a reference photo,
+        :func:`~geofidelity_bench.near_copies.find_near_copies`) and, with a segmenter,
+        ``segment_stats``.
 
     Raises:
         BadImagesError: images that cannot be decoded (all listed), unless ``skip_bad_images``.
     """
+    from .near_copies import find_near_copies
     from .panel_images import check_panel_images
 
     panels = dict(panels)
@@ -445,6 +448,7 @@ def evaluate_panels(
     if image_check is None:
         image_check = check_panel_images(panels, skip_bad_images=skip_bad_images, progress=progress)
     panels = dict(image_check.panels)
+    submitted = [key for key in panels if key[0] not in ANCHOR_METHODS]
     if include_anchors:
         for key, value in anchor_panels(benchmark).items():
             panels.setdefault(key, value)
@@ -495,6 +499,8 @@ def evaluate_panels(
     df.attrs["embedding_stats"] = stats
     df.attrs["skipped_images"] = image_check.skipped
     df.attrs["animated_images"] = image_check.animated
+    df.attrs["near_copies"] = find_near_copies(benchmark, {k: panels[k] for k in submitted},
+                                               {k: panel_emb[k] for k in submitted if k in panel_emb}, galleries)
     if segment_stats is not None:
         df.attrs["segment_stats"] = segment_stats
     return df

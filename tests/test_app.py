@@ -302,6 +302,16 @@ def test_score_heldout_photos_pick_the_target(client, app_data, tmp_path):
     assert raw["scores"]["local_margin"] > 0 and "closer to the target than to the same-city" in scores_md
 
 
+def test_score_warns_when_uploads_copy_the_blocks_reference_photos(client, app_data, world_photos, tmp_path):
+    gallery = app_data.benchmark.gallery("lund_seg1")[:2]
+    photos = _files(tmp_path, {f"copy_{i}.jpg": r.image_bytes for i, r in enumerate(gallery)})
+    status, *_ = client.predict("lund_seg1", _handles(photos + world_photos[:1]), api_name="/score")
+    assert "**Warning:** 2 submitted image(s) are copies of the benchmark's reference photos" in status
+    assert "copy_0.jpg" in status and gallery[1].reference_id in status and "world_0.jpg" not in status
+    status, *_ = client.predict("lund_seg1", _handles(world_photos), api_name="/score")
+    assert "Warning" not in status
+
+
 def test_score_refuses_bad_input(client, world_photos, tmp_path):
     from gradio_client.exceptions import AppError
 

@@ -130,3 +130,44 @@ def test_every_library_error_is_a_geofidelity_error_and_keeps_its_historical_bas
         assert issubclass(cls, ValueError), cls
     for cls in runtime_errors:
         assert issubclass(cls, RuntimeError), cls
+
+
+# -- what the commands print (issue 18, CLI tidying) -----------------------------------------------
+
+
+def test_list_models_prints_every_source_whole(capsys):
+    from geofidelity_bench.generation.registry import REGISTRY
+
+    assert main(["generate", "--list-models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line for line in lines[1:]}
+    for key in REGISTRY.keys():
+        spec = REGISTRY.get(key)
+        assert spec.source in rows[key].split(), (key, rows[key])  # the tiny factory path was cut at 44 chars
+        assert rows[key].rstrip().endswith(str(spec.vram))
+    # The columns line up: the header's "steps" ends where every row's step count ends.
+    end = lines[0].index("steps") + len("steps")
+    assert all(rows[k][:end].rstrip().endswith(str(REGISTRY.get(k).steps)) for k in rows)
+
+
+def test_demo_comes_first_and_demo_and_evaluate_say_what_they_write():
+    from geofidelity_bench.cli import build_parser
+
+    top = build_parser().format_help()
+    commands = [line.split()[0] for line in top.split("COMMAND\n", 1)[1].splitlines()
+                if line.startswith("    ") and not line.startswith("     ")]
+    assert commands.index("demo") == 0 and commands.index("evaluate") == 1, commands
+    for name, needles in (("demo", ("results.csv", "run.json", "report.md")),
+                          ("evaluate", ("results.csv", "summary_*.csv", "run.json"))):
+        res = _run(name, "--help")
+        description = res.stdout.split("\n\n")[1]  # the paragraph between usage and the options
+        assert not description.lstrip().startswith(("options:", "-h")), name
+        assert all(n in description for n in needles), (name, description)
+
+
+def test_build_dataset_prints_one_summary_line(tmp_path, capsys):
+    assert main(["build-dataset", "demo", "--out", str(tmp_path / "ds")]) == 0
+    out = capsys.readouterr().out
+    summaries = [line for line in out.splitlines() if "blocks" in line and "references" in line and "world" in line]
+    assert len(summaries) == 1, out
+    assert "blocks 7" in summaries[0] and "references 41" in summaries[0] and "world 71" in summaries[0]

@@ -172,6 +172,38 @@ def test_generator_based_builder_yields_the_same_rows(built, gen_dir, tmp_path):
         assert direct == loaded, config
 
 
+def test_demo_card_describes_the_demo_not_the_release(built, demo):
+    card = (built / "README.md").read_text(encoding="utf-8")
+    body = card.split("\n---\n", 1)[1]
+    for city in demo.cities.values():
+        assert f"{city.name} ({city.country})" in body
+    assert f"{len(demo.cities)} cities in {len({c.country for c in demo.cities.values()})} countries" in body
+    # Licenses and sources per source, counted from the references (distinct images) and the world pool.
+    for config, images in (("references", demo.references), ("world", demo.world)):
+        for license_ in {im.license for im in images}:
+            hosts = {im.source_url.split("/")[2] for im in images if im.license == license_}
+            for host in hosts:
+                n = len({im.image_id for im in images if im.license == license_ and im.source_url.split("/")[2] == host})
+                assert f"| `{config}` | {host} | {license_} | {n} |" in body, (config, host, license_)
+    assert "BSD-2-Clause" in body and "CC-BY-SA-4.0" in body
+    # The published release's numbers and curation thresholds are not claimed for the demo.
+    for claim in ("fewer than 25 images", "23 countries", "six continents", "top 100 images per block",
+                  "Counts of the published release"):
+        assert claim not in body, claim
+    assert "not from the published release" in body
+
+
+def test_card_of_the_release_keeps_its_curation_steps(demo):
+    from geofidelity_bench.hub.card import benchmark_stats, default_card_template, render_card
+
+    template = default_card_template().read_text(encoding="utf-8")
+    stats = benchmark_stats(demo)
+    release = render_card(template, stats, {"blocks": (7, 1), "references": (41, 1)}, release=True)
+    other = render_card(template, stats, {"blocks": (7, 1), "references": (41, 1)})
+    assert "blocks with fewer than 25 images are dropped" in release and "not from the published release" not in release
+    assert "blocks with fewer than 25 images are dropped" not in other
+
+
 def test_build_refuses_unclear_situations(built, tmp_path, capsys, gen_dir):
     assert main(["build-dataset", "demo", "--out", str(built)]) == 2
     assert "--overwrite" in capsys.readouterr().err
@@ -202,7 +234,7 @@ def test_build_script_uses_the_card_beside_it(tmp_path, capsys):
     meta = yaml.safe_load(text.split("---")[1])
     assert [c["config_name"] for c in meta["configs"]] == ["blocks", "references", "cities", "world"]
     assert "## Biases and limitations" in text and "| street blocks | 7 |" in text
-    assert "built" in capsys.readouterr().out
+    assert "wrote 6 file(s) to" in capsys.readouterr().out
 
 
 @pytest.fixture
@@ -241,6 +273,12 @@ def test_push_stores_the_folder_retries_and_resumes(built, demo, hub, online, tm
                                                "generations/tint", "card"]
     files = hub.files("dataset", REPO)
     local = _local_files(built)
+    assert b"REPO_ID" in local["README.md"]
+    # The card's examples name the repo they were pushed to; every other file is stored as built.
+    card = files["README.md"].decode()
+    assert "REPO_ID" not in card and f'load_dataset("{REPO}", "blocks"' in card
+    assert card == local["README.md"].decode().replace("REPO_ID", REPO)
+    local["README.md"] = files["README.md"]
     assert {p: files[p] for p in local} == local and set(files) == {*local, ".gitattributes"}
     assert sorted(report.uploaded) == sorted(local)
 

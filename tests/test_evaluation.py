@@ -369,3 +369,59 @@ def test_demo_without_segmenter_weights_says_how_to_provide_them(tmp_path, capsy
     assert "--segmenter-weights PATH" in capsys.readouterr().out
     gaas = json.loads((out / "run.json").read_text())["gaas"]
     assert gaas["segmenter"] is None and "--segmenter-weights" in gaas["reason"]
+
+
+# -- near copies of reference photos --------------------------------------------------------------
+
+
+def _reencoded(data: bytes) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.open(io.BytesIO(data)).convert("RGB").save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def test_evaluate_warns_about_panels_copied_from_reference_photos(demo, tmp_path, capsys):
+    gen = tmp_path / "gen"
+    own = demo.gallery("lund_seg1")[:3]
+    other = demo.gallery("lund_seg2")[0]  # embedded anyway: lund_seg2 is a negative of lund_seg1
+    # lund_seg1: two byte-identical gallery photos and one re-encoded one (a near copy, not the same bytes);
+    # berlin: two world photos and a re-encoded photo of another block (a copy of any block counts).
+    copies = _write_panel(gen, "copycat", "L1", "lund_seg1",
+                          [own[0].image_bytes, own[1].image_bytes, _reencoded(own[2].image_bytes)])
+    mixed = _write_panel(gen, "copycat", "L1", "berlin_am_lustgarten",
+                         [demo.world[0].image_bytes, demo.world[1].image_bytes, _reencoded(other.image_bytes)])
+    _write_panel(gen, "world_photos", "L1", "lund_seg1", [w.image_bytes for w in demo.world[4:8]])
+    out = tmp_path / "out"
+    assert main(["evaluate", "--benchmark", "demo", "--generated", str(gen), "--encoder", "efficientnet-lite0",
+                 "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if "copies of the benchmark's reference photos" in line]
+    assert len(warnings) == 1, err
+    assert warnings[0].startswith("warning: 4 submitted image(s)")
+    assert str(copies / "00.jpg") in warnings[0] and "world_photos" not in warnings[0]
+    near = json.loads((out / "run.json").read_text())["near_copies"]
+    expected = {copies / "00.jpg": (own[0], True), copies / "01.jpg": (own[1], True),
+                copies / "02.jpg": (own[2], False), mixed / "02.jpg": (other, False)}
+    assert {r["file"] for r in near} == {str(p) for p in expected}
+    for rec in near:
+        ref, exact = expected[type(copies)(rec["file"])]
+        assert (rec["method"], rec["condition"]) == ("copycat", "L1")
+        assert (rec["reference_id"], rec["reference_block_id"], rec["exact"]) == (ref.reference_id, ref.block_id, exact)
+        assert rec["cosine"] >= 0.999
+    # The world photos of both panels are not flagged: no real photo of a block is among them.
+    assert not any(r["method"] == "world_photos" for r in near)
+
+
+def test_near_copies_exact_match_reaches_every_block_and_held_out_photos(demo, encoder):
+    from geofidelity_bench.near_copies import find_near_copies
+
+    held = demo.heldout("arezzo_park_path")[0]
+    panel = [held.image_bytes, demo.world[0].image_bytes]
+    emb = np.random.default_rng(0).normal(size=(2, 8))  # embeddings far from any reference: only bytes can match
+    found = find_near_copies(demo, {("m", "L0", "lund_seg1"): panel}, {("m", "L0", "lund_seg1"): emb}, {})
+    assert [(r["file"], r["reference_id"], r["exact"], r["cosine"]) for r in found] == [
+        ("panel image 0", held.reference_id, True, None)]

@@ -347,3 +347,39 @@ def test_control_prompts_record_their_donors(bench, tmp_path):
     assert df.loc[("C_SHUFFLED_NEIGHBORHOOD", "lund_seg1"), "neighborhood_donor"] == NAMED_BLOCK
     row = df.loc[("C_WRONG_STREET_NEIGHBORHOOD", "lund_seg1")]
     assert (row["street_donor"], row["neighborhood_donor"]) == (NAMED_BLOCK, NAMED_BLOCK)
+
+
+def test_generate_prints_no_torchvision_fallback_warning(tmp_path):
+    """transformers warns that its image processors fall back to PIL without torchvision; generate drops exactly that."""
+    import os
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-m", "geofidelity_bench.cli", "generate", "--model", "tiny", "--conditions", "L0",
+         "--blocks", "lund_seg1", "--images-per-block", "1", "--out", str(tmp_path), "--no-progress"],
+        capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"),
+    )
+    assert res.returncode == 0, res.stderr
+    assert "torchvision" not in res.stdout + res.stderr
+    assert "generation summary: 1 image(s) generated" in res.stdout + res.stderr
+
+
+def test_the_torchvision_filter_lets_other_transformers_warnings_through():
+    import logging
+
+    from geofidelity_bench.generation.backends import _TRANSFORMERS_IMPORT_LOGGER, quiet_torchvision_fallback
+
+    logger = logging.getLogger(_TRANSFORMERS_IMPORT_LOGGER)
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logger.addHandler(handler)
+    try:
+        with quiet_torchvision_fallback():
+            logger.warning("`XImageProcessor` requires torchvision (not installed); falling back to `XImageProcessorPil`")
+            logger.warning("something else")
+        logger.warning("`Y` requires torchvision (not installed); falling back to `YPil` after loading")
+    finally:
+        logger.removeHandler(handler)
+    assert seen == ["something else", "`Y` requires torchvision (not installed); falling back to `YPil` after loading"]

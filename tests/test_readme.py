@@ -26,3 +26,19 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert ci_lines.index("python -m pip install --quiet torch==2.13.0") < ci_lines.index(
         'python -m pip install --quiet -e ".[all,test]"'
     )
+
+
+def test_readme_lists_the_metric_configs_of_the_metric_card_and_the_module():
+    import ast
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sentence = re.search(r"^Configs: (.*?)\. The metric card", readme, re.M | re.S).group(1)
+    listed = re.findall(r"`(\w+)`\s+\(", sentence)
+    card = (ROOT / "metric_card" / "geofidelity" / "README.md").read_text(encoding="utf-8")
+    in_card = list(dict.fromkeys(re.findall(r"^Config `(\w+)` \(", card, re.M)))
+    module = ast.parse((ROOT / "geofidelity_bench" / "evaluate_module" / "geofidelity" / "geofidelity.py").read_text())
+    configs = next(node.value for node in module.body if isinstance(node, ast.Assign)
+                   and getattr(node.targets[0], "id", None) == "_CONFIGS")
+    in_module = [key.value for key in configs.keys]
+    assert listed == in_card == in_module, (listed, in_card, in_module)

@@ -1,6 +1,6 @@
 """The ``geofidelity-bench`` command.
 
-One module per command family (``evaluate``, ``info``, ``embed``, ``segment``, ``report``,
+One module per command family (``evaluate`` with ``demo``, ``info``, ``embed``, ``segment``, ``report``,
 ``generate``, ``app``, ``mfp``, ``geodiv``, ``curate``, ``dataset``, ``leaderboard``), each exposing
 ``register(subparsers)``; a command parses its arguments, calls the library and prints. Heavy
 imports happen inside the commands so that ``geofidelity-bench --help`` is instant. Also runs as
@@ -24,7 +24,7 @@ from . import app, curate, dataset, embed, evaluate, generate, geodiv, info, lea
 
 # Each entry adds one or more subparsers, in the order of ``geofidelity-bench --help``.
 REGISTRARS: list[Callable] = [
-    evaluate.register,  # evaluate, demo (the main job)
+    evaluate.register,  # demo (the main job), evaluate
     info.register,  # info, prompts
     embed.register,
     segment.register,

@@ -1,4 +1,4 @@
-"""``geofidelity-bench evaluate`` and ``geofidelity-bench demo`` (the main job)."""
+"""``geofidelity-bench demo`` (the main job) and ``geofidelity-bench evaluate``."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ def _run_info(args, bench, encoder, cache, results, started: float, segmenter, g
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ..benchmark import load_benchmark
     from ..evaluation import evaluate_panels, read_generated_folder
+    from ..near_copies import near_copies_warning
     from ..panel_images import check_panel_images
 
     started = time.time()
@@ -57,6 +58,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                               num_workers=args.num_workers,
                               progress=not args.no_progress, include_anchors=not args.no_anchors,
                               segmenter=segmenter, image_check=checked)
+    copies = near_copies_warning(results.attrs.get("near_copies", []))
+    if copies:
+        print(f"warning: {copies}", file=sys.stderr)
     info = _run_info(args, bench, encoder, cache, results, started, segmenter, gaas_reason,
                      extra={"generation_manifest": manifest, "extra_conditions": list(args.extra_conditions or [])})
     out = Path(args.out)
@@ -81,7 +85,17 @@ def _manifest_info(args: argparse.Namespace, panels) -> dict:
 
 
 def _add_evaluate(sub) -> None:
-    p = sub.add_parser("evaluate", help="score generated panels ({method}/{condition}/{block_id}/NN.jpg) against a benchmark")
+    p = sub.add_parser(
+        "evaluate",
+        help="score generated panels ({method}/{condition}/{block_id}/NN.jpg) against a benchmark",
+        description=(
+            "Score the panels of a generated folder ({method}/{condition}/{block_id}/NN.jpg, as `generate` writes "
+            "it) against a benchmark's reference photos, together with the three real-image anchors. Writes "
+            "--out/results.csv (one row per method, condition and block), summary_*.csv (means over blocks) and "
+            "run.json (every parameter, the encoder, the benchmark fingerprint and what was checked), and prints "
+            "the leaderboard. `geofidelity-bench report --results OUT` turns the folder into tables and plots."
+        ),
+    )
     p.add_argument("--benchmark", default="demo", help=BENCHMARK_HELP + " (default: demo)")
     p.add_argument("--revision", default=None, help="Hub revision of the benchmark dataset")
     p.add_argument("--generated", required=True, help="folder of generated panels {method}/{condition}/{block_id}/NN.jpg")
@@ -155,6 +169,12 @@ def _add_demo(sub) -> None:
     p = sub.add_parser(
         "demo",
         help="the main job, offline: score real-image anchors and sanity methods on the embedded demo benchmark",
+        description=(
+            "The main job, offline and on a CPU: score the three real-image anchors and two sanity methods on the "
+            "demo benchmark shipped with the package (7 blocks in 3 cities). Writes --out/results.csv, "
+            "summary_*.csv, run.json and the report (--out/report/report.md and its plots/), and prints the "
+            "leaderboard and the similarity hierarchy."
+        ),
     )
     p.add_argument("--out", default="geofidelity-demo", help="output folder (default: ./geofidelity-demo)")
     add_encoder_args(p, "efficientnet-lite0")
@@ -163,5 +183,5 @@ def _add_demo(sub) -> None:
 
 
 def register(sub) -> None:
+    _add_demo(sub)  # the main job first
     _add_evaluate(sub)
-    _add_demo(sub)

@@ -34,16 +34,21 @@ def _add_benchmark_args(p: argparse.ArgumentParser) -> None:
 
 
 def _models_table() -> str:
+    """The registered generators, one row each; every column as wide as its longest entry (nothing cut)."""
     from ..generation.registry import REGISTRY
 
-    lines = [f"{'key':<14} {'weights':<44} {'steps':>5} {'guid.':>5} {'dtype':<5} {'offload':<7} GPU memory"]
+    header = ("key", "weights", "steps", "guid.", "dtype", "offload", "GPU memory")
+    rows = [header]
     for key in REGISTRY.keys():
         s = REGISTRY.get(key)
-        lines.append(
-            f"{key:<14} {s.source[:44]:<44} {s.steps:>5} {s.guidance:>5.1f} {s.dtype:<5} "
-            f"{'yes' if s.cpu_offload else 'no':<7} {s.vram}"
-        )
-    return "\n".join(lines)
+        rows.append((key, s.source, str(s.steps), f"{s.guidance:.1f}", s.dtype, "yes" if s.cpu_offload else "no",
+                     str(s.vram)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    right = {2, 3}  # numbers are right-aligned
+    return "\n".join(
+        " ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths))).rstrip()
+        for r in rows
+    )
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:

@@ -79,6 +79,8 @@ class PanelScore:
     candidates: dict[str, str]  # role -> block id ("target" -> the block itself)
     anchors: dict[str, dict[str, float]]  # anchor method -> its result row for this block
     nan_reasons: dict[str, str]
+    #: uploaded images that copy a reference photo (:func:`~geofidelity_bench.near_copies.find_near_copies`)
+    near_copies: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def n_candidates(self) -> int:
@@ -243,6 +245,7 @@ class AppData:
         stored.
         """
         from ..encoders import embed_images
+        from ..near_copies import find_near_copies
 
         self.benchmark.block(block_id)  # BenchmarkError for an unknown block
         names = list(names) if names is not None else [f"image {i + 1}" for i in range(len(images))]
@@ -262,8 +265,10 @@ class AppData:
         if "gaas" in reasons:
             reasons["gaas"] = ("GAAS needs a semantic segmenter (Mask2Former trained on Mapillary Vistas); "
                                "this app scores without one")
+        copies = find_near_copies(self.benchmark, {key: [None] * len(names)}, {key: gen}, self.galleries,
+                                  names={key: names})
         return PanelScore(block_id=block_id, names=names, row=row, retrieval=ret, candidates=candidates,
-                          anchors=self.anchors_of(block_id), nan_reasons=reasons)
+                          anchors=self.anchors_of(block_id), nan_reasons=reasons, near_copies=copies)
 
 
 def load_app_data(

@@ -24,6 +24,7 @@ import pandas as pd  # noqa: E402
 from ..benchmark import BenchmarkError  # noqa: E402
 from ..images import ImageDecodeError  # noqa: E402
 from ..metrics.catalog import heading  # noqa: E402
+from ..near_copies import near_copies_warning  # noqa: E402
 from ..prompts import CONDITIONS  # noqa: E402
 from . import figures, results as lb  # noqa: E402
 from .state import RANKING_HEADERS, AppData, block_choices, block_label, city_choices  # noqa: E402
@@ -304,6 +305,9 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         animated = [f"{u.name} ({u.frames} frames)" for u in uploads if u.frames > 1]
         if animated:
             status += " Animated images, of which the first frame was scored: " + ", ".join(animated) + "."
+        copies = near_copies_warning(result.near_copies, recorded_in=None)
+        if copies:
+            status += f" **Warning:** {copies}."
         ranking = pd.DataFrame(result.ranking_rows(), columns=RANKING_HEADERS)
         shown = [(_thumbnail(u.image, 320), f"{i}. {u.name} → {row[2]}")
                  for i, (u, row) in enumerate(zip(uploads, result.ranking_rows()), start=1)]

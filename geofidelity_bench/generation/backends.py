@@ -41,6 +41,29 @@ class ImageRequest:
     prompt_info: "Prompt | None" = field(default=None, compare=False, repr=False)
 
 
+#: transformers' logger of its import machinery, and the one message of it that loading a pipeline
+#: without torchvision triggers (an image processor falling back to its PIL version: harmless here).
+_TRANSFORMERS_IMPORT_LOGGER = "transformers.utils.import_utils"
+_TORCHVISION_FALLBACK = "requires torchvision (not installed); falling back to"
+
+
+def _not_torchvision_fallback(record) -> bool:
+    return _TORCHVISION_FALLBACK not in record.getMessage()
+
+
+@contextlib.contextmanager
+def quiet_torchvision_fallback() -> Any:
+    """Drops transformers' "requires torchvision ... falling back to ...Pil" warnings, and only those."""
+    import logging
+
+    logger = logging.getLogger(_TRANSFORMERS_IMPORT_LOGGER)
+    logger.addFilter(_not_torchvision_fallback)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_not_torchvision_fallback)
+
+
 @contextlib.contextmanager
 def _torch_threads(n: int | None, device) -> Any:
     import torch
@@ -93,7 +116,10 @@ class DiffusersGenerator(LoadedGenerator):
     def __init__(self, spec: GeneratorSpec, device: Any, dtype: str, cpu_offload: bool, pipeline: Any = None,
                  batch_size: int = 1):
         super().__init__(spec, device, dtype, cpu_offload)
-        self.pipe = pipeline if pipeline is not None else self._load()
+        if pipeline is None:
+            with quiet_torchvision_fallback():
+                pipeline = self._load()
+        self.pipe = pipeline
         if hasattr(self.pipe, "set_progress_bar_config"):
             self.pipe.set_progress_bar_config(disable=True)
         self.vae_slicing = batch_size > 1 and enable_vae_slicing(self.pipe)

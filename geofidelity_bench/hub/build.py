@@ -67,7 +67,8 @@ def build_dataset(
             one beside the template, else the one shipped with the package.
         max_shard_rows: rows per Parquet shard of the image configs.
         overwrite: replace a previous build in ``out``.
-        log: where progress messages go (default: print).
+        log: where progress messages go, one line per config written (default: print); the summary of
+            the whole build is the returned :class:`BuildReport`.
     """
     say = log or (lambda msg: print(msg, flush=True))
     if max_shard_rows < 1:
@@ -123,14 +124,9 @@ def build_dataset(
     license_src = template_path.parent / LICENSE_FILE
     if not license_src.is_file():
         license_src = default_license()
-    (out / CARD_FILE).write_text(render_card(template, stats, infos), encoding="utf-8")
+    (out / CARD_FILE).write_text(render_card(template, stats, infos, release=sources.release), encoding="utf-8")
     (out / LICENSE_FILE).write_text(license_src.read_text(encoding="utf-8"), encoding="utf-8")
     files += [CARD_FILE, LICENSE_FILE]
-    say(
-        f"built {out}: {stats['n_blocks']} blocks, {stats['n_references']} references"
-        + (f", {stats['n_world']} world images" if stats["n_world"] else "")
-        + (f", {stats['n_generated']} generated images" if stats["n_generated"] else "")
-    )
     return BuildReport(out, {c: n for c, (n, _) in infos.items()}, sorted(files), stats)
 
 

@@ -6,8 +6,13 @@ source, whether the package runs from a checkout or from a wheel. ``dataset_buil
 top of the repository holds copies written by ``python scripts/sync_published_files.py``.
 
 :func:`render_card` fills a template: the YAML ``configs``, ``dataset_info`` (features and
-split sizes) and ``size_categories``, and the counts table between the
-``<!-- geofidelity:counts:start/end -->`` markers. :func:`update_readme` adds the
+split sizes) and ``size_categories``, and the parts of the body written from the data between
+``<!-- geofidelity:NAME:start -->`` / ``<!-- geofidelity:NAME:end -->`` markers: ``counts`` (the
+counts table), ``contents`` (what the folder holds: cities, countries, sources), ``coverage``
+(its cities and countries), ``sources`` (images per source and license) and ``release`` (the
+published release's curation steps, kept only in a build of the release, see
+:func:`render_card`). :func:`fill_repo_id` writes the repository id into the card's examples
+at push time. :func:`update_readme` adds the
 ``generations`` config to the README of a repo that another push made.
 """
 
@@ -24,6 +29,8 @@ CARD_FILE = "README.md"
 LICENSE_FILE = "LICENSE.md"
 COUNTS_START = "<!-- geofidelity:counts:start -->"
 COUNTS_END = "<!-- geofidelity:counts:end -->"
+#: The placeholder of the card's examples, replaced by the repository id at push time.
+REPO_ID_PLACEHOLDER = "REPO_ID"
 #: The folder of the package data: the card template and the license text.
 CARD_DIR = Path(__file__).resolve().parent / "dataset_card"
 
@@ -136,15 +143,82 @@ def counts_markdown(stats: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- geofidelity:{name}:start -->", f"<!-- geofidelity:{name}:end -->"
+
+
+def _fill(body: str, name: str, text: str, *, block: bool = True) -> str:
+    """``body`` with the text between the ``name`` markers replaced (unchanged when it has none)."""
+    start, end = _markers(name)
+    if start not in body or end not in body:
+        return body
+    head, rest = body.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{text}\n{end}{tail}" if block else f"{head}{start}{text}{end}{tail}"
+
+
+def _cities_phrase(stats: Mapping[str, Any]) -> str:
+    cities = ", ".join(f"{name} ({country})" for name, country in stats["cities"])
+    return (f"{stats['n_cities']} {'city' if stats['n_cities'] == 1 else 'cities'} in {stats['n_countries']} "
+            f"{'country' if stats['n_countries'] == 1 else 'countries'}: {cities}")
+
+
+def contents_markdown(stats: Mapping[str, Any], *, release: bool = False) -> str:
+    """What the folder holds, from its data: benchmark, blocks, cities and countries, photo sources."""
+    sources = sorted({s["source"] for s in stats["sources"]})
+    licenses = sorted({s["license"] for s in stats["sources"]})
+    what = "The published GeoFidelity-Bench release" if release else f"Benchmark `{stats['name']}`"
+    text = (f"{what}: {stats['n_blocks']} street blocks in {_cities_phrase(stats)}. Its photographs come from "
+            f"{', '.join(sources) or 'no source'} under {', '.join(licenses) or 'no stated license'} (per source "
+            "under *Licenses* below).")
+    if stats.get("n_generated"):
+        text += f" It also holds {stats['n_generated']:,} generated images of {len(stats['models'])} model(s)."
+    return text
+
+
+def not_release_markdown(stats: Mapping[str, Any]) -> str:
+    """What replaces the release's curation steps in the card of any other benchmark."""
+    return (f"This folder was built by `geofidelity-bench build-dataset` from benchmark `{stats['name']}`, not from "
+            "the published release: the release's curation steps (OpenStreetMap blocks, Mapillary images, their "
+            "filters and thresholds; docs/benchmark.md) do not describe its data. Its photographs and their "
+            "licenses are listed per source under *Licenses*; its held-out split follows the rule above.")
+
+
+def sources_markdown(stats: Mapping[str, Any]) -> str:
+    """Images per (config, source, license), with their attribution."""
+    lines = ["| config | source | license | images | attribution |", "| --- | --- | --- | --: | --- |"]
+    for s in stats["sources"]:
+        attributions = s["attributions"]
+        if len(attributions) <= 3:
+            attribution = "; ".join(attributions)
+        else:
+            attribution = f"per image ({len(attributions)} different), see the `attribution` column"
+        lines.append(f"| `{s['config']}` | {s['source']} | {s['license']} | {_fmt(s['images'])} | "
+                     f"{attribution.replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+def fill_repo_id(card: str, repo_id: str) -> str:
+    """The card with every ``REPO_ID`` placeholder of its examples replaced by ``repo_id``."""
+    import re
+
+    return re.sub(rf"\b{REPO_ID_PLACEHOLDER}\b", repo_id, card)
+
+
 def render_card(
     template: str,
     stats: Mapping[str, Any],
     infos: Mapping[str, tuple[int, int]],
+    *,
+    release: bool = False,
 ) -> str:
-    """Fills a card template: YAML ``configs``/``dataset_info``/``size_categories`` and the counts.
+    """Fills a card template: YAML ``configs``/``dataset_info``/``size_categories``, and the body's parts.
 
-    Every other YAML key (license, tags, ...) and the body are kept. ``infos`` maps each config
-    present to ``(rows, arrow_bytes)``.
+    Every other YAML key (license, tags, ...) and the rest of the body are kept. ``infos`` maps
+    each config present to ``(rows, arrow_bytes)``. The counts, the contents paragraph, the
+    coverage sentence and the sources table are written from ``stats``; the ``release`` part
+    (the published release's curation steps and thresholds) is kept only when ``release`` is
+    true (a build of an ``import-release`` output), otherwise it says that they do not apply.
     """
     meta, body = split_front_matter(template)
     meta["configs"] = [config_entry(c) for c in DATASET_CONFIGS if c in infos]
@@ -157,6 +231,12 @@ def render_card(
         body = f"{head}{COUNTS_START}\n{table}\n{COUNTS_END}{tail}"
     else:
         body = f"{body.rstrip()}\n\n## Counts\n\n{COUNTS_START}\n{table}\n{COUNTS_END}\n"
+    body = _fill(body, "contents", contents_markdown(stats, release=release))
+    body = _fill(body, "coverage", f"This dataset spans {_cities_phrase(stats)}; it is not geographically uniform.",
+                 block=False)
+    body = _fill(body, "sources", sources_markdown(stats))
+    if not release:
+        body = _fill(body, "release", not_release_markdown(stats))
     return join_front_matter(meta, body)
 
 
@@ -178,6 +258,8 @@ def benchmark_stats(benchmark: Benchmark, manifest=None) -> dict[str, Any]:
         "n_heldout": sum(b["n_heldout"] for b in summary["blocks"]),
         "n_gallery": sum(b["n_gallery"] for b in summary["blocks"]),
         "negatives_coverage": summary["negatives_coverage"],
+        "cities": sorted((c.name, c.country) for c in benchmark.cities.values()),
+        "sources": image_sources(benchmark),
         "n_world": summary["n_world"],
         "n_generated": 0,
         "models": [],
@@ -188,6 +270,26 @@ def benchmark_stats(benchmark: Benchmark, manifest=None) -> dict[str, Any]:
         stats["models"] = sorted(manifest["model"].unique())
         stats["conditions"] = sorted(manifest["condition"].unique())
     return stats
+
+
+def _host(url: str | None) -> str:
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).netloc if url else ""
+    return host or "unknown (no source_url)"
+
+
+def image_sources(benchmark: Benchmark) -> list[dict[str, Any]]:
+    """Distinct images per (config, source host, license), with their attributions (sorted)."""
+    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for config, images in (("references", benchmark.references), ("world", benchmark.world)):
+        for im in images:
+            key = (config, _host(im.source_url), im.license or "unknown (no license)")
+            g = groups.setdefault(key, {"ids": set(), "attributions": set()})
+            g["ids"].add(im.image_id)
+            g["attributions"].add(im.attribution or "none given")
+    return [{"config": c, "source": src, "license": lic, "images": len(g["ids"]),
+             "attributions": sorted(g["attributions"])} for (c, src, lic), g in sorted(groups.items())]
 
 
 # -- the README of a repo that already exists -----------------------------------------------------
@@ -249,6 +351,7 @@ __all__ = [
     "COUNTS_END",
     "COUNTS_START",
     "LICENSE_FILE",
+    "REPO_ID_PLACEHOLDER",
     "benchmark_stats",
     "card_with_foreign_generations",
     "config_entry",
@@ -256,6 +359,8 @@ __all__ = [
     "dataset_info_yaml",
     "default_card_template",
     "default_license",
+    "fill_repo_id",
+    "image_sources",
     "generations_config_entry",
     "join_front_matter",
     "render_card",

@@ -96,6 +96,8 @@ class BuildSources:
 
     benchmark: str
     generations: Path | None
+    #: an ``import-release`` output: the published release, whose card keeps the release's curation steps
+    release: bool = False
 
 
 def resolve_sources(src: str | os.PathLike, generations: str | os.PathLike | None = None) -> BuildSources:
@@ -108,14 +110,16 @@ def resolve_sources(src: str | os.PathLike, generations: str | os.PathLike | Non
     text = str(src)
     path = Path(text).expanduser()
     bench = text
+    release = False
     gen = Path(generations) if generations is not None else None
     if path.is_dir() and (path / "benchmark" / "blocks").is_dir() and not (path / "blocks").is_dir():
         bench = str(path / "benchmark")
+        release = True
         if gen is None and (path / GENERATIONS_DIR / MANIFEST_FILE).is_file():
             gen = path / GENERATIONS_DIR
     if gen is not None and not gen.is_dir():
         raise DatasetBuildError(f"generations folder {str(gen)!r} does not exist")
-    return BuildSources(bench, gen)
+    return BuildSources(bench, gen, release)
 
 
 def iter_config_rows(

@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from ..benchmark import CONFIGS as BENCHMARK_CONFIGS
 from ..generation.manifest import load_manifest
-from .card import CARD_FILE, LICENSE_FILE, card_with_foreign_generations, update_readme
+from .card import CARD_FILE, LICENSE_FILE, card_with_foreign_generations, fill_repo_id, update_readme
 from .configs import GENERATIONS_DIR
 from .parquet import DEFAULT_MAX_SHARD_ROWS, build_model_shards
 from .requests import (
@@ -300,8 +300,11 @@ def _update_message(name: str) -> Callable[[Sequence[str], Sequence[str]], str]:
     return lambda changed, stale: f"Update {name} ({len(changed)} file(s) added, {len(stale)} removed)"
 
 
-def dataset_groups(folder: Path) -> list[PushGroup]:
-    """The groups of a built folder in push order: configs, each model's generations, the card."""
+def dataset_groups(folder: Path, repo_id: str | None = None) -> list[PushGroup]:
+    """The groups of a built folder in push order: configs, each model's generations, the card.
+
+    With ``repo_id``, the card's ``REPO_ID`` placeholders become that id.
+    """
     groups: list[PushGroup] = []
     for config in BENCHMARK_CONFIGS:
         files = sorted((folder / config).glob("*.parquet"))
@@ -322,6 +325,8 @@ def dataset_groups(folder: Path) -> list[PushGroup]:
 
     def card(remote: Sequence[str], _current) -> str:
         text = card_path.read_text(encoding="utf-8")
+        if repo_id is not None:
+            text = fill_repo_id(text, repo_id)
         foreign = {p.split("/")[1] for p in remote if p.startswith(f"{GENERATIONS_DIR}/") and p.endswith(".parquet")}
         return card_with_foreign_generations(text, remote) if foreign - local_models else text
 
@@ -351,7 +356,7 @@ def push_dataset(
     folder = Path(folder)
     _check_built(folder)
     repo = HubRepo(repo_id, token=token, endpoint=endpoint, attempts=attempts, retry_base_delay=retry_base_delay, log=log)
-    return DatasetPushReport(repo_id, push(repo, dataset_groups(folder), private=private))
+    return DatasetPushReport(repo_id, push(repo, dataset_groups(folder, repo_id), private=private))
 
 
 # -- a generation folder ------------------------------------------------------------------------

@@ -1,0 +1,124 @@
+"""Submitted images that are (nearly) copies of the benchmark's own reference photos.
+
+A generated panel made of a block's reference photos scores "better than held-out real": the
+score then says nothing about a model. :func:`find_near_copies` flags every submitted image
+whose embedding has a cosine similarity of at least :data:`NEAR_COPY_COSINE` with the embedding
+of a reference photo that the evaluation embedded anyway (the galleries of the target blocks and
+of their negatives), and every image whose bytes are those of any reference photo of the
+benchmark (gallery or held-out, any block: an exact sha256 match). ``evaluate_panels`` records
+the list in ``df.attrs["near_copies"]``; ``run.json`` keeps it and ``evaluate`` and the app warn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+#: Cosine similarity from which a submitted image counts as a copy of a reference photo.
+NEAR_COPY_COSINE = 0.999
+
+
+def _item_bytes(item: Any) -> bytes | None:
+    """The encoded bytes of a panel item, when it has them (a PIL image or an embedding has none)."""
+    from .benchmark import PoolImage, ReferenceImage
+
+    if isinstance(item, (ReferenceImage, PoolImage)):
+        return item.image_bytes
+    if isinstance(item, (bytes, bytearray)):
+        return bytes(item)
+    if isinstance(item, (str, os.PathLike)) and os.path.isfile(item):
+        with open(item, "rb") as fh:
+            return fh.read()
+    return None
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def find_near_copies(
+    benchmark,
+    panel_items: Mapping[tuple[str, str, str], Sequence[Any]],
+    panel_embeddings: Mapping[tuple[str, str, str], np.ndarray],
+    galleries: Mapping[str, np.ndarray],
+    *,
+    names: Mapping[tuple[str, str, str], Sequence[str]] | None = None,
+    threshold: float = NEAR_COPY_COSINE,
+) -> list[dict]:
+    """Every submitted image that copies a reference photo, one record each.
+
+    Args:
+        benchmark: the benchmark (its reference photos, for the exact sha256 match).
+        panel_items: the submitted panels' items (paths, bytes, ...) or embeddings, by key.
+        panel_embeddings: their raw embeddings, by key (same order as the items).
+        galleries: block_id -> raw embeddings of ``benchmark.gallery(block_id)``, in order.
+        names: what to call each image, by key (default: its path, or its position in the panel).
+        threshold: the cosine similarity from which an image is a near copy.
+
+    Returns:
+        Records ``{method, condition, block_id, file, reference_id, reference_block_id, cosine,
+        exact}`` in panel order; ``exact`` is true for a byte-identical copy, ``cosine`` is the
+        similarity to the closest embedded reference photo (None when only the bytes matched).
+    """
+    from .evaluation import _item_source_and_name
+
+    ref_ids: list[str] = []
+    ref_blocks: list[str] = []
+    vectors = []
+    for bid in sorted(galleries):
+        refs = benchmark.gallery(bid)
+        ref_ids += [r.reference_id for r in refs]
+        ref_blocks += [bid] * len(refs)
+        vectors.append(np.asarray(galleries[bid]))
+    gallery = _unit(np.concatenate(vectors)) if vectors else None
+    by_sha: dict[str, Any] = {}  # filled on the first image with bytes (uploads in the app have none)
+
+    found: list[dict] = []
+    for key, emb in panel_embeddings.items():
+        items = panel_items.get(key)
+        items = list(items) if items is not None and not isinstance(items, np.ndarray) else [None] * len(emb)
+        sims = _unit(emb) @ gallery.T if gallery is not None else np.zeros((len(emb), 0))
+        for i, item in enumerate(items):
+            data = _item_bytes(item) if item is not None else None
+            if data is not None and not by_sha:
+                by_sha = {hashlib.sha256(r.image_bytes).hexdigest(): r for r in benchmark.references if r.image_bytes}
+            exact = by_sha.get(hashlib.sha256(data).hexdigest()) if data is not None else None
+            j = int(np.argmax(sims[i])) if sims.shape[1] else -1
+            cosine = float(sims[i, j]) if j >= 0 else None
+            if exact is None and (cosine is None or cosine < threshold):
+                continue
+            if exact is not None:
+                ref_id, ref_block = exact.reference_id, exact.block_id
+                if not (cosine is not None and ref_ids[j] == ref_id):
+                    cosine = None
+            else:
+                ref_id, ref_block = ref_ids[j], ref_blocks[j]
+            if names is not None and key in names:
+                name = names[key][i]
+            else:
+                name = _item_source_and_name(item, "panel", i)[1] if item is not None else f"embedding {i}"
+            found.append({"method": key[0], "condition": key[1], "block_id": key[2], "file": name,
+                          "reference_id": ref_id, "reference_block_id": ref_block,
+                          "cosine": None if cosine is None else round(cosine, 6), "exact": exact is not None})
+    return found
+
+
+def near_copies_warning(records: Sequence[Mapping[str, Any]], *, first: int = 10,
+                        recorded_in: str | None = "run.json") -> str | None:
+    """One warning naming the first ``first`` copied files and how many there are (None when none)."""
+    if not records:
+        return None
+    listed = "; ".join(f"{r['file']} ({r['method']}/{r['condition']}/{r['block_id']}) = reference "
+                       f"{r['reference_id']} of {r['reference_block_id']}" for r in records[:first])
+    more = f"; and {len(records) - first} more" if len(records) > first else ""
+    return (f"{len(records)} submitted image(s) are copies of the benchmark's reference photos (cosine >= "
+            f"{NEAR_COPY_COSINE} or identical bytes): {listed}{more}. Such panels score like real photos of the "
+            "block, not like a model's images"
+            + (f" (all listed under near_copies in {recorded_in})" if recorded_in else ""))
+
+
+__all__ = ["NEAR_COPY_COSINE", "find_near_copies", "near_copies_warning"]
