@@ -246,7 +246,27 @@ def default_names(images: Sequence[ImageSource]) -> list[str]:
     return [str(s) if isinstance(s, (str, os.PathLike)) else f"image[{i}]" for i, s in enumerate(images)]
 
 
-class Encoder(abc.ABC):
+class RecordedConfig:
+    """The identity of a model-backed component: ``config`` (a deep, JSON-clean copy of
+    ``self._config`` plus the device and the float32 precision, both left out of the hash) and
+    ``config_hash`` (the cache key part). Shared by encoders and segmenters."""
+
+    _config: dict[str, Any]
+    device: str
+
+    @property
+    def config(self) -> dict[str, Any]:
+        cfg = json.loads(canonical_json(self._config))
+        cfg["device"] = self.device
+        cfg[FLOAT32_PRECISION_KEY] = FLOAT32_PRECISION
+        return cfg
+
+    @property
+    def config_hash(self) -> str:
+        return hash_config(self._config)
+
+
+class Encoder(RecordedConfig, abc.ABC):
     """Images in, one float32 vector per image out.
 
     Attributes:
@@ -271,17 +291,6 @@ class Encoder(abc.ABC):
         self._config: dict[str, Any] = {}
 
     # -- identity ---------------------------------------------------------------------------
-    @property
-    def config(self) -> dict[str, Any]:
-        cfg = json.loads(canonical_json(self._config))  # a deep, JSON-clean copy
-        cfg["device"] = self.device
-        cfg[FLOAT32_PRECISION_KEY] = FLOAT32_PRECISION
-        return cfg
-
-    @property
-    def config_hash(self) -> str:
-        return hash_config(self._config)
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, dim={self.dim}, device={self.device!r}, config_hash={self.config_hash[:12]})"
 

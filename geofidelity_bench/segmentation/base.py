@@ -10,14 +10,12 @@ This module imports no torch at import time; backends import it when they are bu
 from __future__ import annotations
 
 import abc
-import json
 import math
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from geofidelity_bench.encoders.base import canonical_json, hash_config, resolve_device
-from geofidelity_bench.encoders.devices import FLOAT32_PRECISION, FLOAT32_PRECISION_KEY
+from geofidelity_bench.encoders.base import RecordedConfig, resolve_device
 from geofidelity_bench.errors import ModelUnavailableError, offline_hint
 from geofidelity_bench.images import ImageSource
 from geofidelity_bench.segmentation.labels import GROUP_NAMES
@@ -47,7 +45,7 @@ def label_map_size(width: int, height: int, max_pixels: int = MAX_LABEL_MAP_PIXE
     return (max(1, int(height * scale)), max(1, int(width * scale)))
 
 
-class Segmenter(abc.ABC):
+class Segmenter(RecordedConfig, abc.ABC):
     """Images in, per image the pixel share of each of the 12 semantic groups out.
 
     Attributes:
@@ -74,18 +72,6 @@ class Segmenter(abc.ABC):
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """Everything that determines the shares, plus the device (left out of the hash)."""
-        cfg = json.loads(canonical_json(self._config))
-        cfg["device"] = self.device
-        cfg[FLOAT32_PRECISION_KEY] = FLOAT32_PRECISION
-        return cfg
-
-    @property
-    def config_hash(self) -> str:
-        return hash_config(self._config)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, device={self.device!r}, config_hash={self.config_hash[:12]})"
