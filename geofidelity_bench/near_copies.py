@@ -84,9 +84,9 @@ def find_near_copies(
         sims = _unit(emb) @ gallery.T if gallery is not None else np.zeros((len(emb), 0))
         for i, item in enumerate(items):
             data = _item_bytes(item) if item is not None else None
-            if data is not None and not by_sha:
-                by_sha = {hashlib.sha256(r.image_bytes).hexdigest(): r for r in benchmark.references if r.image_bytes}
-            exact = by_sha.get(hashlib.sha256(data).hexdigest()) if data is not None else None
+            if data and not by_sha:  # the stored sha256 of each reference: no reference image is read
+                by_sha = {r.sha256: r for r in benchmark.references}
+            exact = by_sha.get(hashlib.sha256(data).hexdigest()) if data else None
             j = int(np.argmax(sims[i])) if sims.shape[1] else -1
             cosine = float(sims[i, j]) if j >= 0 else None
             if exact is None and (cosine is None or cosine < threshold):

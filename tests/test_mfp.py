@@ -93,27 +93,29 @@ HAND_DISTANCE = [2.0, 0.0]
 HAND_MSE = [4 / 9, 0.0]
 
 
+# The MFP terms are always computed in float32 (also under autocast), so the hand-worked values are
+# compared at float32 precision; the mutations these tests guard against change them by >= 0.1.
 def _hand_features(cls, keys) -> M.MFPFeatures:
-    return M.MFPFeatures(cls=torch.tensor(cls, dtype=torch.float64), keys=torch.tensor(keys, dtype=torch.float64))
+    return M.MFPFeatures(cls=torch.tensor(cls, dtype=torch.float32), keys=torch.tensor(keys, dtype=torch.float32))
 
 
 def test_terms_equal_the_hand_worked_formulas():
     gen, tgt = _hand_features(HAND_CLS_O, HAND_KEYS_O), _hand_features(HAND_CLS_T, HAND_KEYS_T)
-    s_o = torch.tensor([[1, 0, R2], [0, 1, R2], [R2, R2, 1]], dtype=torch.float64)
-    s_t = torch.tensor([[1, 1, 0], [1, 1, 0], [0, 0, 1]], dtype=torch.float64)
+    s_o = torch.tensor([[1, 0, R2], [0, 1, R2], [R2, R2, 1]], dtype=torch.float32)
+    s_t = torch.tensor([[1, 1, 0], [1, 1, 0], [0, 0, 1]], dtype=torch.float32)
     torch.testing.assert_close(M.self_similarity(gen.keys)[0], s_o)
     torch.testing.assert_close(M.self_similarity(tgt.keys)[0], s_t)
     terms = M.pair_terms(gen, tgt)
     assert set(terms) == {"global_score", "spatial_distance", "spatial_mse"}
-    np.testing.assert_allclose(terms["global_score"].numpy(), HAND_G, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(terms["global_score"].numpy(), HAND_G, rtol=0, atol=1e-6)
     np.testing.assert_allclose(terms["spatial_distance"].numpy(), HAND_DISTANCE, rtol=0, atol=1e-7)
-    np.testing.assert_allclose(terms["spatial_mse"].numpy(), HAND_MSE, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(terms["spatial_mse"].numpy(), HAND_MSE, rtol=0, atol=1e-6)
     # The loss: lambda_G = 10 on (1 - G), lambda_S = 1 on spatial_mse by default; other weights as given.
     loss = M.combine_loss(terms["global_score"], terms["spatial_mse"])
-    np.testing.assert_allclose(loss.numpy(), [6.25 + 4 / 9, 20.0], rtol=1e-12)
+    np.testing.assert_allclose(loss.numpy(), [6.25 + 4 / 9, 20.0], rtol=1e-6)
     weighted = M.combine_loss(terms["global_score"], terms["spatial_mse"], global_weight=3.0, spatial_weight=2.0)
-    np.testing.assert_allclose(weighted.numpy(), [3 * 0.625 + 2 * 4 / 9, 3 * 2.0], rtol=1e-12)
-    assert M.combine_loss(0.375, 4 / 9) == pytest.approx(6.25 + 4 / 9, rel=1e-12)
+    np.testing.assert_allclose(weighted.numpy(), [3 * 0.625 + 2 * 4 / 9, 3 * 2.0], rtol=1e-6)
+    assert M.combine_loss(0.375, 4 / 9) == pytest.approx(6.25 + 4 / 9, rel=1e-6)
     assert (M.GLOBAL_WEIGHT, M.SPATIAL_WEIGHT) == (10.0, 1.0)
 
 
@@ -131,9 +133,9 @@ class _FeaturesInPixels(torch.nn.Module):
 
 
 def _images_holding(cls, keys) -> torch.Tensor:
-    images = torch.zeros(2, 3, 3, 2, dtype=torch.float64)
-    images[:, 0, 0, :] = torch.tensor(cls, dtype=torch.float64)
-    images[:, 1] = torch.tensor(keys, dtype=torch.float64)
+    images = torch.zeros(2, 3, 3, 2, dtype=torch.float32)
+    images[:, 0, 0, :] = torch.tensor(cls, dtype=torch.float32)
+    images[:, 1] = torch.tensor(keys, dtype=torch.float32)
     return images
 
 
@@ -141,10 +143,10 @@ def test_loss_module_combines_the_hand_worked_terms():
     gen, tgt = _images_holding(HAND_CLS_O, HAND_KEYS_O), _images_holding(HAND_CLS_T, HAND_KEYS_T)
     extractor = _FeaturesInPixels()
     terms = M.MapFeaturePerceptionLoss(extractor).terms(gen, tgt)
-    np.testing.assert_allclose(terms["global_score"].numpy(), HAND_G, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(terms["global_score"].numpy(), HAND_G, rtol=0, atol=1e-6)
     np.testing.assert_allclose(terms["spatial_distance"].numpy(), HAND_DISTANCE, rtol=0, atol=1e-7)
-    np.testing.assert_allclose(terms["spatial_mse"].numpy(), HAND_MSE, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(terms["loss"].numpy(), [6.25 + 4 / 9, 20.0], rtol=1e-12)
+    np.testing.assert_allclose(terms["spatial_mse"].numpy(), HAND_MSE, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(terms["loss"].numpy(), [6.25 + 4 / 9, 20.0], rtol=1e-6)
     assert "l1" not in terms and extractor.ranges == ["unit", "unit"]
     # With weights 3, 2 and an L1 term of weight 0.5 (mean absolute pixel difference of 18 values):
     #   pair 0: CLS |0.5| + |-1| = 1.5, keys |K_o - K_t| = 0 + 0 + 1 + 1 + 1 + 1 = 4, L1 = 5.5 / 18 = 11/36;
@@ -152,10 +154,10 @@ def test_loss_module_combines_the_hand_worked_terms():
     loss_fn = M.MapFeaturePerceptionLoss(extractor, global_weight=3.0, spatial_weight=2.0, l1_weight=0.5,
                                          input_range="symmetric")
     terms = loss_fn.terms(gen, tgt)
-    np.testing.assert_allclose(terms["l1"].numpy(), [11 / 36, 8 / 9], rtol=1e-12)
+    np.testing.assert_allclose(terms["l1"].numpy(), [11 / 36, 8 / 9], rtol=1e-6)
     expected = [3 * 0.625 + 2 * 4 / 9 + 0.5 * 11 / 36, 3 * 2.0 + 0.5 * 8 / 9]
-    np.testing.assert_allclose(terms["loss"].numpy(), expected, rtol=1e-12)
-    assert float(loss_fn(gen, tgt)) == pytest.approx(sum(expected) / 2, rel=1e-12)  # the batch mean
+    np.testing.assert_allclose(terms["loss"].numpy(), expected, rtol=1e-6)
+    assert float(loss_fn(gen, tgt)) == pytest.approx(sum(expected) / 2, rel=1e-6)  # the batch mean
     assert extractor.ranges[-2:] == ["symmetric", "symmetric"]
 
 
