@@ -140,6 +140,12 @@ def test_plain_language_readings():
            "sim_same_city": 0.6, "diversity_gap": 0.2, "gaas": float("nan")}
     assert reading("retrieval_acc", row, n_images=4, n_candidates=5) == (
         "2 of 4 images picked the target block out of 5 candidate blocks")
+    # one negative block filling two roles is two candidates, and the text says how many blocks that is
+    assert reading("retrieval_acc", row, n_images=4, n_candidates=3, n_distinct=2) == (
+        "2 of 4 images picked the target block out of 3 candidates (2 distinct blocks)")
+    assert "among the 3 candidates (2 distinct blocks) is about 2.0" in reading(
+        "mrr", {"mrr": 0.5}, n_images=4, n_candidates=3, n_distinct=2)
+    assert "among the 5 candidates is about" in reading("mrr", {"mrr": 0.5}, n_images=4, n_candidates=5, n_distinct=5)
     assert reading("local_margin", row, n_images=4, n_candidates=5).startswith(
         "closer to the same-city alternative than to the target")
     assert reading("strongest_margin", row, n_images=4, n_candidates=5).startswith("closer to the target")
@@ -274,7 +280,7 @@ def test_explore(client):
         client.predict("nope", api_name="/explore")
 
 
-def test_score_world_photos(client, world_photos):
+def test_score_world_photos(client, world_photos, app_data):
     status, scores_md, ranking, shown, plot, raw = client.predict("lund_seg1", _handles(world_photos),
                                                                   api_name="/score")
     assert "Scored **4 images**" in status and "efficientnet-lite0" in status
@@ -283,7 +289,10 @@ def test_score_world_photos(client, world_photos):
         assert isinstance(raw["scores"][key], float), key
     assert raw["scores"]["gaas"] is None and "segmenter" in raw["nan_reasons"]["gaas"]
     hits = round(raw["scores"]["retrieval_acc"] * 4)
-    assert f"{hits} of 4 images picked the target block out of 5 candidate blocks" in scores_md
+    negatives = [b for b in app_data.benchmark.negatives("lund_seg1").values() if b is not None]
+    n_cand, n_blocks = 1 + len(negatives), len({"lund_seg1", *negatives})
+    assert n_cand == 5 and n_blocks == 4  # one lund block is two negatives: honest counting matters here
+    assert f"{hits} of 4 images picked the target block out of 5 candidates (4 distinct blocks)" in scores_md
     assert ("closer to the same-city alternative than to the target" in scores_md) == (
         raw["scores"]["local_margin"] < 0)
     assert set(raw["anchors"]) == {"heldout_real", "random_same_country", "random_global"}

@@ -86,10 +86,15 @@ class PanelScore:
     def n_candidates(self) -> int:
         return len(self.candidates)
 
+    @property
+    def n_distinct_blocks(self) -> int:
+        """Distinct blocks among the candidates (one negative block may fill two roles)."""
+        return len(set(self.candidates.values()))
+
     def readings(self) -> dict[str, str]:
         return {
             s.key: reading(s.key, self.row, n_images=len(self.names), n_candidates=self.n_candidates,
-                           nan_reason=self.nan_reasons.get(s.key))
+                           nan_reason=self.nan_reasons.get(s.key), n_distinct=self.n_distinct_blocks)
             for s in SCORES
         }
 

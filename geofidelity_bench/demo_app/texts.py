@@ -77,13 +77,25 @@ def md_escape(text: str) -> str:
     return "".join(out)
 
 
-def retrieval_sentence(accuracy: float, n_images: int, n_candidates: int) -> str:
+def candidates_phrase(n_candidates: int, n_distinct: int | None = None) -> str:
+    """How many candidates a query is ranked among, counted honestly when one negative block fills
+    two roles (it is two candidates under the benchmark's rule, docs/benchmark.md section 5).
+
+    >>> candidates_phrase(5), candidates_phrase(3, 2)
+    ('5 candidate blocks', '3 candidates (2 distinct blocks)')
+    """
+    if n_distinct is None or n_distinct == n_candidates:
+        return f"{n_candidates} candidate blocks"
+    return f"{n_candidates} candidates ({n_distinct} distinct blocks)"
+
+
+def retrieval_sentence(accuracy: float, n_images: int, n_candidates: int, n_distinct: int | None = None) -> str:
     """E.g. ``2 of 4 images picked the target block out of 5 candidate blocks``."""
     if is_missing(accuracy):
         return "n/a"
     hits = int(round(accuracy * n_images))
     noun = "image" if n_images == 1 else "images"
-    return f"{hits} of {n_images} {noun} picked the target block out of {n_candidates} candidate blocks"
+    return f"{hits} of {n_images} {noun} picked the target block out of {candidates_phrase(n_candidates, n_distinct)}"
 
 
 def margin_sentence(value: float, *, local: bool) -> str:
@@ -126,7 +138,7 @@ def _join(items: Sequence[str]) -> str:
 
 
 def reading(key: str, row: Mapping[str, float], *, n_images: int, n_candidates: int,
-            nan_reason: str | None = None) -> str:
+            nan_reason: str | None = None, n_distinct: int | None = None) -> str:
     """A plain-language sentence about one score of a scored panel."""
     value = row.get(key)
     if is_missing(value):
@@ -156,9 +168,10 @@ def reading(key: str, row: Mapping[str, float], *, n_images: int, n_candidates: 
     if key == "gaas":
         return "difference in scene composition (road, buildings, vegetation, sky, ...); lower is better"
     if key == "retrieval_acc":
-        return retrieval_sentence(value, n_images, n_candidates)
+        return retrieval_sentence(value, n_images, n_candidates, n_distinct)
     if key == "mrr":
-        return (f"the target's typical position among the {n_candidates} candidates is about {1.0 / value:.1f} "
+        among = candidates_phrase(n_candidates, n_distinct).replace(" candidate blocks", " candidates")
+        return (f"the target's typical position among the {among} is about {1.0 / value:.1f} "
                 "(harmonic mean; 1 = always first)")
     if key == "local_margin":
         return margin_sentence(value, local=True)

@@ -230,7 +230,7 @@ def _scores_markdown(score) -> str:
     row, n = score.row, len(score.names)
     readings = score.readings()
     lines = [
-        "**In short:** " + retrieval_sentence(row["retrieval_acc"], n, score.n_candidates) + "; "
+        "**In short:** " + retrieval_sentence(row["retrieval_acc"], n, score.n_candidates, score.n_distinct_blocks) + "; "
         + readings["local_margin"] + ".",
         "",
         "| score | value | what it means here | vs this block's real-image anchors |",
