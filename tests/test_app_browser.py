@@ -91,7 +91,7 @@ def test_score_tab_end_to_end(app_url, browser, tmp_path):
 
         page.locator("#score-button").click()
         table = page.locator("#score-table")
-        sync_api.expect(table).to_contain_text("of 4 images picked the target block out of 5 candidate blocks")
+        sync_api.expect(table).to_contain_text("of 4 images picked the target block out of 5 candidates (4 distinct blocks)")
         sync_api.expect(page.locator("#score-status")).to_contain_text("Scored 4 images against lund_seg2")
         for label in ("CosSim", "DCSF", "Retrieval accuracy", "Local margin", "held-out real photos of this block"):
             sync_api.expect(table).to_contain_text(label)
