@@ -60,6 +60,8 @@ NOT_LOADED = "**Not loaded.** The leaderboard still shows the previous results."
 CSS = """
 .gfb-unavailable textarea { font-style: italic; color: var(--body-text-color-subdued); }
 #score-table td:nth-child(1), #score-table td:nth-child(2), #about td:nth-child(2) { white-space: nowrap; }
+/* table headers break between words, never inside one ("condition", not "conditio n") */
+#lb-table th, #lb-table th *, #score-ranking th, #score-ranking th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: none; }
 """
 
 
@@ -416,14 +418,15 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                     sort_by = gr.Dropdown(choices=list(lb.SORT_CHOICES), value=lb.SORT_CHOICES[0], label="Sort by")
                     best_first = gr.Checkbox(value=True, label="best first")
                     view = gr.Radio(choices=list(lb.VIEWS), value=lb.VIEWS[0], label="Rows")
-                table = gr.Dataframe(value=default_table, interactive=False, wrap=True, label="Results")
+                table = gr.Dataframe(value=default_table, interactive=False, wrap=True, label="Results", elem_id="lb-table")
                 with gr.Row():
                     results_file = gr.File(file_count="single", type="filepath",
                                            label="Show your own results.csv (from `geofidelity-bench evaluate`)")
                     reset = gr.Button("Back to the default results")
                 lb_status = gr.Markdown()
-                plots = gr.Gallery(value=default_images, label="Report plots", columns=2, height="auto",
-                                   object_fit="contain", format="png")
+                # one plot per row: the leaderboard plot is wide and must be readable (click opens it full size)
+                plots = gr.Gallery(value=default_images, label="Report plots", columns=1, height="auto",
+                                   object_fit="contain", format="png", allow_preview=True, elem_id="lb-plots")
                 with gr.Accordion("Full report (all tables)", open=False):
                     report_md = gr.Markdown(default_report)
             hub_tabs(hub_board)
