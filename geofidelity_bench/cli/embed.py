@@ -17,7 +17,7 @@ def _cmd_embed(args: argparse.Namespace) -> int:
         return 0
     from ..benchmark import load_benchmark
     from ..encoders import embed_distributed, embed_named_images
-    from ..encoders.export import check_parquet_path, write_embeddings_parquet
+    from ..encoders.export import check_parquet_path
 
     out = check_parquet_path(args.out) if args.out else None  # before the work, not after it
     bench = load_benchmark(args.benchmark, revision=args.revision)
@@ -39,19 +39,33 @@ def _cmd_embed(args: argparse.Namespace) -> int:
 
         emb = embed_distributed(encoder, [src for _, src in items], names=[n for n, _ in items], cache=cache,
                                 batch_size=args.batch_size, num_workers=args.num_workers)
-        if not PartialState().is_main_process:
-            return 0
-        summary = f"{len(items)} images embedded on {world_size} processes"
-    else:
-        _, emb, stats = embed_named_images(encoder, items, cache=cache, batch_size=args.batch_size,
-                                           progress=not args.no_progress, num_workers=args.num_workers)
-        summary = f"{stats.total} images: {stats}"
+        state = PartialState()
+        try:
+            if state.is_main_process:
+                _report(args, bench, encoder, cache, out, rows, emb, f"{len(items)} images embedded on {world_size} processes")
+        finally:
+            # every process leaves together, through a clean process-group shutdown (a process that exits
+            # while another still holds the group can be aborted by the backend at interpreter exit)
+            import torch.distributed as dist
+
+            state.wait_for_everyone()
+            if dist.is_available() and dist.is_initialized():
+                dist.destroy_process_group()
+        return 0
+    _, emb, stats = embed_named_images(encoder, items, cache=cache, batch_size=args.batch_size,
+                                       progress=not args.no_progress, num_workers=args.num_workers)
+    _report(args, bench, encoder, cache, out, rows, emb, f"{stats.total} images: {stats}")
+    return 0
+
+
+def _report(args, bench, encoder, cache, out, rows, emb, summary: str) -> None:
+    from ..encoders.export import write_embeddings_parquet
+
     print(f"{bench.name}: {summary} with {encoder.name} ({encoder.dim}-d); cache: "
           f"{cache.root if cache is not None else 'disabled'}")
     if out is not None:
         write_embeddings_parquet(out, [k for k, _, _ in rows], [i for _, i, _ in rows], emb, encoder, bench)
         print(f"wrote {args.out}")
-    return 0
 
 
 def register(sub) -> None:
