@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from geofidelity_bench.encoders._hf import local_weights_sha256, looks_like_path
+from geofidelity_bench.encoders.base import resolve_device
 from geofidelity_bench.segmentation.base import (
     MAX_LABEL_MAP_PIXELS,
     Segmenter,
@@ -35,12 +36,74 @@ def _processor_class(*names: str):
 
 
 class _TransformersSegmenter(Segmenter):
-    """Common loading (local folder or Hub id, offline-aware) and batching of the HF backends."""
+    """Common construction, loading (local folder or Hub id, offline-aware) and batching of the HF
+    backends. A backend sets the class attributes below (and ``class_to_group``, ``unsupported_groups``)
+    and implements :meth:`_processor_overrides`, :meth:`_input_config` and :meth:`_post_process`."""
 
     default_id: str
     model_class: str
     model_type: str
     label_set: str
+    #: per class id, the accepted spellings of its label (:func:`~.labels.check_id2label`)
+    expected_labels: Sequence[Sequence[str]]
+    #: group name -> class ids, as recorded in the config (``label_mapping``)
+    groups: Mapping[str, Sequence[int]]
+    #: the transformers image processor classes to use, the first one present
+    processor_classes: tuple[str, ...]
+    #: the processor settings for weights without a preprocessor_config.json
+    default_processor: Mapping[str, Any]
+    #: the config's ``post_processing`` text
+    post_processing: str
+    #: the config's ``mapping_notes`` text, if any
+    mapping_notes: str | None = None
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        weights: str | os.PathLike | None,
+        revision: str | None,
+        device: Any | None,
+        options: Mapping[str, Any],
+    ) -> None:
+        """Resolves the device, checks the backend's ``options`` (:meth:`_processor_overrides`), loads
+        and checks the weights, builds the image processor and records the config."""
+        super().__init__()
+        self.name = name
+        self.device = resolve_device(device)
+        overrides = self._processor_overrides(**options)
+        model, labels, record = self._load(weights, revision, self.expected_labels)
+        self.model = model.to(self.device).eval()
+        self.class_names = tuple(labels)
+        cls = _processor_class(*self.processor_classes)
+        self.processor, origin, settings = self._checkpoint_processor(cls, self.default_processor, overrides)
+        input_config = self._input_config(dict(self.processor.size))
+        self._config = {
+            "kind": "semantic-segmenter",
+            "segmenter": name,
+            "backend": f"transformers.{self.model_class}",
+            **record,
+            "model_type": self.model_type,
+            "input": {
+                "processor": f"transformers.{cls.__name__}",
+                "settings_from": origin,
+                "settings": settings,
+                **input_config,
+            },
+            "post_processing": self.post_processing,
+            **({"mapping_notes": self.mapping_notes} if self.mapping_notes is not None else {}),
+            **self._mapping_config(self.groups),
+        }
+
+    @abc.abstractmethod
+    def _processor_overrides(self, **options: Any) -> dict[str, Any]:
+        """Checks the backend's constructor options (raising ``ValueError``) before any weights are
+        loaded; returns the image processor settings they override ({} for none)."""
+
+    @abc.abstractmethod
+    def _input_config(self, size: dict[str, Any]) -> dict[str, Any]:
+        """The config's ``input`` entries after the processor's (``resize``, ``input_size``, ...),
+        from the effective processor ``size``; may reject it (``ValueError``)."""
 
     def _load(self, weights: str | os.PathLike | None, revision: str | None, expected: Sequence[Sequence[str]]):
         import torch

@@ -6,8 +6,7 @@ import os
 import types
 from typing import Any
 
-from geofidelity_bench.encoders.base import resolve_device
-from geofidelity_bench.segmentation._transformers import _processor_class, _TransformersSegmenter
+from geofidelity_bench.segmentation._transformers import _TransformersSegmenter
 from geofidelity_bench.segmentation.labels import VISTAS_CLASS_TO_GROUP, VISTAS_GROUPS, VISTAS_V12_CLASSES
 
 #: The processor settings for weights without a preprocessor_config.json (those of the Hub checkpoint's).
@@ -37,6 +36,17 @@ class Mask2FormerVistasSegmenter(_TransformersSegmenter):
     model_class = "Mask2FormerForUniversalSegmentation"
     model_type = "mask2former"
     label_set = "Mapillary Vistas v1.2 (65 classes, ids 0-64)"
+    expected_labels = VISTAS_V12_CLASSES
+    groups = VISTAS_GROUPS
+    class_to_group = VISTAS_CLASS_TO_GROUP
+    unsupported_groups = ()
+    processor_classes = ("Mask2FormerImageProcessorPil", "Mask2FormerImageProcessor")
+    default_processor = DEFAULT_PROCESSOR
+    post_processing = (
+        "Mask2FormerImageProcessor.post_process_semantic_segmentation per image: "
+        "softmax(class logits)[:, :-1] x sigmoid(mask logits resized to 384x384), resized bilinearly "
+        "(align_corners=False) to the label map size, argmax over the 65 classes"
+    )
 
     def __init__(
         self,
@@ -48,41 +58,23 @@ class Mask2FormerVistasSegmenter(_TransformersSegmenter):
         input_size: int | None = None,
         max_input_size: int | None = None,
     ) -> None:
-        super().__init__()
-        self.name = name
-        self.device = resolve_device(device)
-        _check_sizes(input_size, max_input_size)
-        model, labels, record = self._load(weights, revision, VISTAS_V12_CLASSES)
-        self.model = model.to(self.device).eval()
-        self.class_names = tuple(labels)
-        self.class_to_group = VISTAS_CLASS_TO_GROUP
-        self.unsupported_groups = ()
-        cls = _processor_class("Mask2FormerImageProcessorPil", "Mask2FormerImageProcessor")
-        self.processor, origin, settings = self._checkpoint_processor(
-            cls, DEFAULT_PROCESSOR, _size_overrides(input_size, max_input_size)
+        super().__init__(
+            name, weights=weights, revision=revision, device=device,
+            options={"input_size": input_size, "max_input_size": max_input_size},
         )
-        size = dict(self.processor.size)
+
+    def _processor_overrides(self, *, input_size: int | None, max_input_size: int | None) -> dict:
+        _check_sizes(input_size, max_input_size)
+        return _size_overrides(input_size, max_input_size)
+
+    def _input_config(self, size: dict) -> dict:
         _check_sizes(size.get("shortest_edge"), size.get("longest_edge"))
-        self._config = {
-            "kind": "semantic-segmenter",
-            "segmenter": name,
-            "backend": f"transformers.{self.model_class}",
-            **record,
-            "model_type": self.model_type,
-            "input": {
-                "processor": f"transformers.{cls.__name__}",
-                "settings_from": origin,
-                "settings": settings,
-                "resize": "shorter side to input_size, longer side at most max_input_size (aspect kept), "
-                "both rounded up to a multiple of size_divisor; images of one batch that preprocess to different "
-                "sizes run as separate forward calls (no padding)",
-                "input_size": size.get("shortest_edge"),
-                "max_input_size": size.get("longest_edge"),
-            },
-            "post_processing": "Mask2FormerImageProcessor.post_process_semantic_segmentation per image: "
-            "softmax(class logits)[:, :-1] x sigmoid(mask logits resized to 384x384), resized bilinearly "
-            "(align_corners=False) to the label map size, argmax over the 65 classes",
-            **self._mapping_config(VISTAS_GROUPS),
+        return {
+            "resize": "shorter side to input_size, longer side at most max_input_size (aspect kept), "
+            "both rounded up to a multiple of size_divisor; images of one batch that preprocess to different "
+            "sizes run as separate forward calls (no padding)",
+            "input_size": size.get("shortest_edge"),
+            "max_input_size": size.get("longest_edge"),
         }
 
     def _post_process(self, outputs, index: int, size: tuple[int, int]):

@@ -6,8 +6,7 @@ import os
 import types
 from typing import Any
 
-from geofidelity_bench.encoders.base import resolve_device
-from geofidelity_bench.segmentation._transformers import _processor_class, _TransformersSegmenter
+from geofidelity_bench.segmentation._transformers import _TransformersSegmenter
 from geofidelity_bench.segmentation.labels import (
     CITYSCAPES_CLASS_TO_GROUP,
     CITYSCAPES_CLASSES,
@@ -41,6 +40,20 @@ class SegformerCityscapesSegmenter(_TransformersSegmenter):
     model_class = "SegformerForSemanticSegmentation"
     model_type = "segformer"
     label_set = "Cityscapes (19 train classes, ids 0-18)"
+    expected_labels = tuple((c,) for c in CITYSCAPES_CLASSES)
+    groups = CITYSCAPES_GROUPS
+    class_to_group = CITYSCAPES_CLASS_TO_GROUP
+    unsupported_groups = CITYSCAPES_UNSUPPORTED
+    processor_classes = ("SegformerImageProcessorPil", "SegformerImageProcessor")
+    default_processor = DEFAULT_PROCESSOR
+    post_processing = (
+        "SegformerImageProcessor.post_process_semantic_segmentation per image: logits "
+        "resized bilinearly (align_corners=False) to the label map size, argmax over the 19 classes"
+    )
+    mapping_notes = (
+        "wall, fence -> building; terrain -> vegetation; traffic light, traffic sign -> sign; "
+        "rider -> person; train -> vehicle; water, snow, other cannot be expressed (always 0)"
+    )
 
     def __init__(
         self,
@@ -51,38 +64,17 @@ class SegformerCityscapesSegmenter(_TransformersSegmenter):
         device: Any | None = None,
         input_size: int | None = None,
     ) -> None:
-        super().__init__()
-        self.name = name
-        self.device = resolve_device(device)
+        super().__init__(name, weights=weights, revision=revision, device=device, options={"input_size": input_size})
+
+    def _processor_overrides(self, *, input_size: int | None) -> dict:
         if input_size is not None and not (isinstance(input_size, int) and input_size > 0):
             raise ValueError(f"input_size must be a positive int, got {input_size!r}")
-        model, labels, record = self._load(weights, revision, [(c,) for c in CITYSCAPES_CLASSES])
-        self.model = model.to(self.device).eval()
-        self.class_names = tuple(labels)
-        self.class_to_group = CITYSCAPES_CLASS_TO_GROUP
-        self.unsupported_groups = CITYSCAPES_UNSUPPORTED
-        cls = _processor_class("SegformerImageProcessorPil", "SegformerImageProcessor")
-        overrides = {} if input_size is None else {"size": {"height": input_size, "width": input_size}}
-        self.processor, origin, settings = self._checkpoint_processor(cls, DEFAULT_PROCESSOR, overrides)
-        size = dict(self.processor.size)
-        self._config = {
-            "kind": "semantic-segmenter",
-            "segmenter": name,
-            "backend": f"transformers.{self.model_class}",
-            **record,
-            "model_type": self.model_type,
-            "input": {
-                "processor": f"transformers.{cls.__name__}",
-                "settings_from": origin,
-                "settings": settings,
-                "resize": "exact size (aspect ratio not kept)",
-                "input_size": size.get("height") if size.get("height") == size.get("width") else None,
-            },
-            "post_processing": "SegformerImageProcessor.post_process_semantic_segmentation per image: logits "
-            "resized bilinearly (align_corners=False) to the label map size, argmax over the 19 classes",
-            "mapping_notes": "wall, fence -> building; terrain -> vegetation; traffic light, traffic sign -> sign; "
-            "rider -> person; train -> vehicle; water, snow, other cannot be expressed (always 0)",
-            **self._mapping_config(CITYSCAPES_GROUPS),
+        return {} if input_size is None else {"size": {"height": input_size, "width": input_size}}
+
+    def _input_config(self, size: dict) -> dict:
+        return {
+            "resize": "exact size (aspect ratio not kept)",
+            "input_size": size.get("height") if size.get("height") == size.get("width") else None,
         }
 
     def _post_process(self, outputs, index: int, size: tuple[int, int]):
