@@ -71,31 +71,14 @@ from .configs import (
 )
 from .fetch import export_generations, fetch_dataset
 from .parquet import DEFAULT_MAX_SHARD_ROWS, IMAGE_ROW_GROUP_SIZE, build_model_shards, shard_name, shard_path, write_config
-from .push import (
-    DatasetPushReport,
-    GroupPush,
-    HubRepo,
-    ModelPush,
-    PushGroup,
-    PushReport,
-    push,
-    push_dataset,
-    push_generations,
-)
-from .requests import HubPushError
+from .push import *  # noqa: F403  (the one push, its reports and HubPushError: push.__all__)
+from .push import __all__ as _push_names
 
 __all__ = [
     "DATASET_CONFIGS",
     "BuildReport",
     "BuildSources",
     "DatasetBuildError",
-    "DatasetPushReport",
-    "GroupPush",
-    "HubPushError",
-    "HubRepo",
-    "ModelPush",
-    "PushGroup",
-    "PushReport",
     "benchmark_rows",
     "build_dataset",
     "build_model_shards",
@@ -105,10 +88,9 @@ __all__ = [
     "generation_features",
     "generation_rows",
     "iter_config_rows",
-    "push",
-    "push_dataset",
-    "push_generations",
     "render_card",
     "resolve_sources",
     "update_readme",
+    # push.py's names, but dataset_groups (push_dataset's grouping), which this list never had
+    *(name for name in _push_names if name != "dataset_groups"),
 ]
