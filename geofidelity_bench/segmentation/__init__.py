@@ -54,22 +54,8 @@ from geofidelity_bench.segmentation.base import (
     SegmenterUnavailableError,
     label_map_size,
 )
-from geofidelity_bench.segmentation.labels import (
-    CITYSCAPES_CLASS_TO_GROUP,
-    CITYSCAPES_CLASSES,
-    CITYSCAPES_GROUPS,
-    CITYSCAPES_UNSUPPORTED,
-    GROUP_NAMES,
-    UNLABELED,
-    VISTAS_CLASS_TO_GROUP,
-    VISTAS_GROUPS,
-    VISTAS_UNGROUPED,
-    VISTAS_V12_CLASSES,
-    LabelMismatchError,
-    check_id2label,
-    class_to_group_array,
-    normalize_label,
-)
+from geofidelity_bench.segmentation import labels
+from geofidelity_bench.segmentation.labels import *  # noqa: F403  (label sets, group maps, the label check)
 from geofidelity_bench.segmentation.mask2former import Mask2FormerVistasSegmenter
 from geofidelity_bench.segmentation.registry import (
     DEFAULT_SEGMENTER,
@@ -105,14 +91,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "CITYSCAPES_CLASSES",
-    "CITYSCAPES_CLASS_TO_GROUP",
-    "CITYSCAPES_GROUPS",
-    "CITYSCAPES_UNSUPPORTED",
+    *labels.__all__,
     "DEFAULT_SEGMENTER",
     "DEFAULT_WEIGHTS",
-    "GROUP_NAMES",
-    "LabelMismatchError",
     "MAX_LABEL_MAP_PIXELS",
     "Mask2FormerVistasSegmenter",
     "SHARE_TOLERANCE",
@@ -121,19 +102,11 @@ __all__ = [
     "Segmenter",
     "SegmenterUnavailableError",
     "TIER4_BOUNDS",
-    "UNLABELED",
-    "VISTAS_CLASS_TO_GROUP",
-    "VISTAS_GROUPS",
-    "VISTAS_UNGROUPED",
-    "VISTAS_V12_CLASSES",
-    "check_id2label",
-    "class_to_group_array",
     "default_weights_id",
     "gaas_shares",
     "get_segmenter",
     "label_map_size",
     "list_segmenters",
-    "normalize_label",
     "segment_images",
     "segment_named_images",
     "shares_from_counts",
