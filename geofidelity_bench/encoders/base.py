@@ -249,7 +249,7 @@ def default_names(images: Sequence[ImageSource]) -> list[str]:
 class RecordedConfig:
     """The identity of a model-backed component: ``config`` (a deep, JSON-clean copy of
     ``self._config`` plus the device and the float32 precision, both left out of the hash) and
-    ``config_hash`` (the cache key part). Shared by encoders and segmenters."""
+    ``config_hash`` (the cache key part). Shared by encoders, segmenters and the MFP extractor."""
 
     _config: dict[str, Any]
     device: str

@@ -28,7 +28,6 @@ does not import it.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Sequence
 
@@ -41,11 +40,10 @@ from geofidelity_bench.encoders.base import (
     IMAGENET_STD,
     EncoderUnavailableError,
     Preprocessing,
-    canonical_json,
-    hash_config,
+    RecordedConfig,
     resolve_device,
 )
-from geofidelity_bench.encoders.devices import FLOAT32_PRECISION, FLOAT32_PRECISION_KEY, exact_float32
+from geofidelity_bench.encoders.devices import exact_float32
 from geofidelity_bench.errors import offline_hint
 from geofidelity_bench.images import ImageSource, load_image
 from geofidelity_bench.metrics.mfp import DEFAULT_IMAGE_SIZE, INPUT_RANGES, MFPFeatures
@@ -81,7 +79,7 @@ def _key_projection(layer: torch.nn.Module) -> torch.nn.Module:
     return attention.attention.key  # transformers 4.x
 
 
-class DinoViTFeatureExtractor(torch.nn.Module):
+class DinoViTFeatureExtractor(RecordedConfig, torch.nn.Module):
     """A frozen DINO ViT returning the final CLS token and the last layer's keys.
 
     The model is frozen (``requires_grad=False``) and always in eval mode: ``train()`` is a no-op,
@@ -183,17 +181,6 @@ class DinoViTFeatureExtractor(torch.nn.Module):
     @property
     def device(self) -> str:
         return str(self._mean.device)
-
-    @property
-    def config(self) -> dict[str, Any]:
-        out = json.loads(canonical_json(self._config))  # a deep, JSON-clean copy
-        out["device"] = self.device
-        out[FLOAT32_PRECISION_KEY] = FLOAT32_PRECISION
-        return out
-
-    @property
-    def config_hash(self) -> str:
-        return hash_config(self._config)
 
     @property
     def last_layer(self) -> torch.nn.Module:
