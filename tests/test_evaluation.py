@@ -265,6 +265,7 @@ def test_non_image_with_image_name_fails_naming_the_file(demo, encoder, tmp_path
 # -- CLI ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_evaluate_cli_writes_results_and_run_json(demo, tmp_path, capsys):
     gen = tmp_path / "gen"
     for i, bid in enumerate(["lund_seg1", "berlin_am_lustgarten"]):
@@ -297,6 +298,7 @@ def test_evaluate_cli_bad_folder_is_clean_error(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_demo_main_job(tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["demo", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
@@ -322,6 +324,7 @@ def test_demo_main_job(tmp_path, capsys):
 # -- GAAS with a segmenter ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gaas_with_a_segmenter_equals_independent_computation(demo, encoder, tiny_m2f_dir, tmp_path):
     from scipy.spatial.distance import jensenshannon
 
@@ -352,6 +355,7 @@ def embed_images_for(encoder, images):
     return embed_images(encoder, images, progress=False)
 
 
+@pytest.mark.slow
 def test_demo_reports_gaas_with_local_segmenter_weights(tiny_m2f_dir, tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["demo", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress",
@@ -363,6 +367,7 @@ def test_demo_reports_gaas_with_local_segmenter_weights(tiny_m2f_dir, tmp_path, 
     assert gaas["segmenter"] == "mask2former-vistas" and gaas["config_hash"]
 
 
+@pytest.mark.slow
 def test_demo_without_segmenter_weights_says_how_to_provide_them(tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["demo", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
@@ -384,6 +389,7 @@ def _reencoded(data: bytes) -> bytes:
     return buf.getvalue()
 
 
+@pytest.mark.slow
 def test_evaluate_warns_about_panels_copied_from_reference_photos(demo, tmp_path, capsys):
     gen = tmp_path / "gen"
     own = demo.gallery("lund_seg1")[:3]

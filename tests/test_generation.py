@@ -177,6 +177,7 @@ def test_manifest_rows_describe_every_image(bench, tiny_run):
         assert (row["process_index"], row["num_processes"]) == (0, 1)
 
 
+@pytest.mark.slow
 def test_batch_size_does_not_change_the_files(bench, tiny_run, tmp_path):
     out, _, _ = tiny_run
     run_generation(bench, ["tiny"], ["L0", "L1"], tmp_path, images_per_block=N, batch_size=3, progress=False, log=lambda m: None)
@@ -349,6 +350,7 @@ def test_control_prompts_record_their_donors(bench, tmp_path):
     assert (row["street_donor"], row["neighborhood_donor"]) == (NAMED_BLOCK, NAMED_BLOCK)
 
 
+@pytest.mark.slow
 def test_generate_prints_no_torchvision_fallback_warning(tmp_path):
     """transformers warns that its image processors fall back to PIL without torchvision; generate drops exactly that."""
     import os
