@@ -285,6 +285,11 @@ def _nan_row_reasons(key: PanelKey, reasons: list[dict], column: str, reason: st
     reasons.append({"method": key[0], "condition": key[1], "block_id": key[2], "column": column, "reason": reason})
 
 
+#: Blocks whose galleries :func:`score_embeddings` prepares together before scoring their panels
+#: (memory holds about this many blocks' prepared galleries, with their negatives).
+PREPARE_BLOCKS = 128
+
+
 def score_embeddings(
     blocks: Iterable[Block],
     galleries: Mapping[str, np.ndarray],
@@ -309,31 +314,43 @@ def score_embeddings(
         ``df.attrs["nan_reasons"]`` lists every NaN score with its reason.
     """
     by_id = {b.block_id: b for b in blocks}
-    rows, reasons = [], []
-    gal64 = {bid: np.asarray(g, dtype=np.float64) for bid, g in galleries.items()}
     # Each gallery is prepared once, on first use (as a target or as a negative), and reused
     # by every panel that compares against it: validation, mean, panel vector, Div and its
-    # own pairwise distances are computed a single time.
+    # own pairwise distances are computed a single time. Panels are scored block by block and
+    # a prepared gallery is dropped after its last use, so memory holds the galleries still
+    # needed, not all of them (a prepared gallery is several float64 copies of its rows).
     prepared: dict[str, metrics.PreparedReference] = {}
+    uses: dict[str, int] = {}
+
+    def negatives_of(block: Block) -> list[tuple[str, str]]:
+        pairs = [(role, getattr(block, fld)) for role, fld in NEGATIVE_FIELDS.items()]
+        return [(role, neg) for role, neg in pairs if neg is not None]
 
     def gallery(block_id: str, name: str) -> metrics.PreparedReference:
         ref = prepared.get(block_id)
         if ref is None:
-            ref = prepared[block_id] = metrics.prepare_reference(gal64[block_id], name=name)
+            ref = prepared[block_id] = metrics.prepare_reference(np.asarray(galleries[block_id], dtype=np.float64),
+                                                                 name=name)
         return ref
 
-    for key in sorted(panels):
+    def release(block_id: str) -> None:
+        uses[block_id] -= 1
+        if uses[block_id] == 0:
+            prepared.pop(block_id, None)
+
+    def score(key: PanelKey) -> tuple[dict, list[dict]]:
+        """One panel's row and its NaN reasons."""
         method, condition, bid = key
+        reasons: list[dict] = []
         if bid not in by_id:
             raise EvaluationError(f"panel {key}: unknown block id {bid!r}")
         block = by_id[bid]
-        if bid not in gal64:
+        if bid not in galleries:
             raise EvaluationError(f"panel {key}: no gallery embeddings for block {bid!r}")
         gen = np.asarray(panels[key], dtype=np.float64)
-        negatives = [(role, getattr(block, fld)) for role, fld in NEGATIVE_FIELDS.items()]
-        negatives = [(role, neg) for role, neg in negatives if neg is not None]
+        negatives = negatives_of(block)
         for role, neg in negatives:
-            if neg not in gal64:
+            if neg not in galleries:
                 raise EvaluationError(f"panel {key}: no gallery embeddings for negative block {neg!r} ({role})")
         try:
             target = gallery(bid, "ref")
@@ -381,7 +398,47 @@ def score_embeddings(
             "strongest_margin": ret.strongest_margin,
             "encoder": encoder_name,
         }
-        rows.append(row)
+        return row, reasons
+
+    ordered = sorted(panels)  # the rows' order: method, condition, block_id
+    scored: dict[PanelKey, tuple[dict, list[dict]]] = {}
+    by_block: dict[str, list[PanelKey]] = {}
+    for key in sorted(ordered, key=lambda k: (k[2], k[0], k[1])):
+        by_block.setdefault(key[2], []).append(key)
+
+    def needed(key: PanelKey) -> set[str]:
+        return {key[2], *(neg for _, neg in negatives_of(by_id[key[2]]))}
+
+    for key in ordered:
+        if key[2] in by_id:
+            for used in needed(key):
+                uses[used] = uses.get(used, 0) + 1
+    block_ids = list(by_block)
+    try:
+        for start in range(0, len(block_ids), PREPARE_BLOCKS):
+            group = [key for bid in block_ids[start : start + PREPARE_BLOCKS] for key in by_block[bid]]
+            # The group's galleries are prepared together, ahead of its panels: the few large matrix
+            # products stay in one burst (interleaved with the small per-panel ones, multithreaded BLAS
+            # slows the whole loop down on a busy machine). A bad gallery is left for its panel to report.
+            for used in sorted({g for key in group if key[2] in by_id for g in needed(key)}):
+                if used in galleries and used not in prepared:
+                    try:
+                        gallery(used, "ref")
+                    except Exception:  # noqa: BLE001 - raised again, naming the panel, when the panel uses it
+                        pass
+            for key in group:
+                scored[key] = score(key)
+                for used in needed(key):
+                    release(used)
+    except EvaluationError:
+        # Report the bad panel that comes first in row order (the one a row-by-row pass stops at).
+        prepared.clear()
+        uses.clear()
+        for key in ordered:
+            score(key)
+        raise
+    rows = [scored[key][0] for key in ordered]
+    reasons = [reason for key in ordered for reason in scored[key][1]]
     df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
     df.attrs["nan_reasons"] = reasons
     return df
