@@ -425,3 +425,49 @@ def test_near_copies_exact_match_reaches_every_block_and_held_out_photos(demo, e
     found = find_near_copies(demo, {("m", "L0", "lund_seg1"): panel}, {("m", "L0", "lund_seg1"): emb}, {})
     assert [(r["file"], r["reference_id"], r["exact"], r["cosine"]) for r in found] == [
         ("panel image 0", held.reference_id, True, None)]
+
+
+def _near_copies_one_panel_at_a_time(benchmark, panel_embeddings, galleries, threshold=0.999):
+    """The obvious computation: each panel against all gallery rows at once (the first maximum wins)."""
+    def unit(x):
+        x = np.asarray(x, dtype=np.float64)
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+    refs = [(r.reference_id, bid) for bid in sorted(galleries) for r in benchmark.gallery(bid)]
+    gallery = unit(np.concatenate([galleries[bid] for bid in sorted(galleries)]))
+    out = []
+    for key, emb in panel_embeddings.items():
+        sims = unit(emb) @ gallery.T
+        for i in range(len(emb)):
+            j = int(np.argmax(sims[i]))
+            if sims[i, j] >= threshold:
+                out.append((key, f"embedding {i}", *refs[j], round(float(sims[i, j]), 6)))
+    return out
+
+
+@pytest.mark.parametrize("rows", [(1024, 8192), (3, 5), (1, 1)])
+def test_near_copies_in_blocks_of_rows_equal_the_whole_comparison(demo, monkeypatch, rows):
+    """Compared a block of rows at a time (to bound memory), the closest reference photo and its cosine are
+    those of the whole comparison, ties included (a photo repeated in two galleries: the first one wins)."""
+    from geofidelity_bench import near_copies
+
+    monkeypatch.setattr(near_copies, "QUERY_ROWS", rows[0])
+    monkeypatch.setattr(near_copies, "GALLERY_ROWS", rows[1])
+    rng = np.random.default_rng(5)
+    galleries = {b: rng.normal(size=(len(demo.gallery(b)), 16)).astype(np.float32) for b in demo.block_ids}
+    first, second = sorted(galleries)[:2]
+    galleries[second][-1] = galleries[first][0]  # the same photo embedded in two galleries
+    panels = {}
+    for k, bid in enumerate(demo.block_ids):
+        emb = rng.normal(size=(3, 16))
+        emb[0] = galleries[bid][k % len(galleries[bid])] * 2.5  # a copy (cosine 1)
+        emb[1] = galleries[bid][0] + 1e-4 * rng.normal(size=16)  # a near copy
+        panels[("m", "L1", bid)] = emb
+    panels[("m", "L2", first)] = np.stack([galleries[first][0], rng.normal(size=16)])  # the repeated photo
+    found = near_copies.find_near_copies(demo, {}, panels, galleries)
+    got = [((r["method"], r["condition"], r["block_id"]), r["file"], r["reference_id"], r["reference_block_id"],
+            r["cosine"]) for r in found]
+    expected = _near_copies_one_panel_at_a_time(demo, panels, galleries)
+    assert got == expected
+    assert len(got) == 2 * len(demo.block_ids) + 1
+    assert got[-1][3] == first  # the tie goes to the first gallery, as argmax over the whole row
