@@ -12,6 +12,7 @@ the CLI), e.g. GAAS without a segmenter.
 
 from __future__ import annotations
 
+import collections.abc
 import io
 import os
 import random
@@ -72,11 +73,43 @@ class EvaluationError(GeoFidelityError, ValueError):
 
 
 def _sample(pool: Sequence, n: int, seed: str) -> list:
-    """``n`` distinct items drawn with ``random.Random(seed)`` (with replacement if the pool is smaller)."""
+    """``n`` distinct items drawn with ``random.Random(seed)`` (with replacement if the pool is smaller).
+
+    ``random`` reads a sequence only through its length and indexing, so a :class:`_Without` view
+    draws exactly what the list of its items would."""
     rng = random.Random(seed)
+    pool = pool if isinstance(pool, _Without) else list(pool)
     if len(pool) >= n:
-        return rng.sample(list(pool), n)
-    return [rng.choice(list(pool)) for _ in range(n)]
+        return rng.sample(pool, n)
+    return [rng.choice(pool) for _ in range(n)]
+
+
+class _Without(collections.abc.Sequence):
+    """``items`` without the items at the ascending positions ``skip``, as a sequence (nothing copied)."""
+
+    def __init__(self, items: Sequence, skip: Sequence[int]) -> None:
+        self.items, self.skip = items, skip
+
+    def __len__(self) -> int:
+        return len(self.items) - len(self.skip)
+
+    def __getitem__(self, i: int):
+        if not isinstance(i, int) or not 0 <= i < len(self):
+            raise IndexError(i)
+        for p in self.skip:  # the i-th kept item: step over every skipped position up to it
+            if p > i:
+                break
+            i += 1
+        return self.items[i]
+
+
+def _sorted_with_positions(pairs: list[tuple[str, ReferenceImage]]) -> tuple[list[ReferenceImage], dict[str, list[int]]]:
+    """(block_id, reference) pairs sorted by reference id (stable), and each block's positions in that order."""
+    ordered = sorted(pairs, key=lambda pair: pair[1].reference_id)
+    positions: dict[str, list[int]] = {}
+    for pos, (bid, _) in enumerate(ordered):
+        positions.setdefault(bid, []).append(pos)
+    return [ref for _, ref in ordered], positions
 
 
 def anchor_panels(benchmark: Benchmark, n: int = ANCHOR_PANEL_SIZE) -> dict[PanelKey, list[ReferenceImage]]:
@@ -91,16 +124,22 @@ def anchor_panels(benchmark: Benchmark, n: int = ANCHOR_PANEL_SIZE) -> dict[Pane
     Draws are without replacement when the pool is large enough, else with replacement.
     """
     panels: dict[PanelKey, list[ReferenceImage]] = {}
-    galleries = {b: benchmark.gallery(b) for b in benchmark.block_ids}
+    # Every pool is one of two sorted lists (all galleries; the country's galleries) without the
+    # block's own photos: each list is sorted once and viewed without the block (not re-sorted per block).
+    pairs = [(b.block_id, r) for b in benchmark.blocks for r in benchmark.gallery(b.block_id)]
+    everything = _sorted_with_positions(pairs)
+    country_of = {b.block_id: b.country for b in benchmark.blocks}
+    countries = {c: _sorted_with_positions([p for p in pairs if country_of[p[0]] == c]) for c in set(country_of.values())}
+    n_blocks = {c: sum(1 for b in benchmark.blocks if b.country == c) for c in countries}
     for block in benchmark.blocks:
         bid = block.block_id
         held = benchmark.heldout(bid)
         panels[("heldout_real", ANCHOR_CONDITION, bid)] = [held[i % len(held)] for i in range(n)]
-        others = [b for b in benchmark.blocks if b.block_id != bid]
-        same_country = [b for b in others if b.country == block.country] or others
-        for method, pool_blocks in (("random_same_country", same_country), ("random_global", others)):
-            pool = sorted((r for b in pool_blocks for r in galleries[b.block_id]), key=lambda r: r.reference_id)
-            if not pool:
+        # the galleries of the other blocks of the same country (all other blocks when it has none)
+        same_country = countries[block.country] if n_blocks[block.country] > 1 else everything
+        for method, (ordered, positions) in (("random_same_country", same_country), ("random_global", everything)):
+            pool = _Without(ordered, positions.get(bid, []))
+            if not len(pool):
                 continue
             panels[(method, ANCHOR_CONDITION, bid)] = _sample(pool, n, f"0|{bid}|{method}")
     return panels

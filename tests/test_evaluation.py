@@ -471,3 +471,42 @@ def test_near_copies_in_blocks_of_rows_equal_the_whole_comparison(demo, monkeypa
     assert got == expected
     assert len(got) == 2 * len(demo.block_ids) + 1
     assert got[-1][3] == first  # the tie goes to the first gallery, as argmax over the whole row
+
+
+def _anchor_panels_sorting_every_pool(benchmark, n=4):
+    """docs/benchmark.md section 6 as written: each block's pools built and sorted by reference id."""
+    panels = {}
+    for block in benchmark.blocks:
+        bid = block.block_id
+        others = [b for b in benchmark.blocks if b.block_id != bid]
+        same_country = [b for b in others if b.country == block.country] or others
+        for method, pool_blocks in (("random_same_country", same_country), ("random_global", others)):
+            pool = sorted((r for b in pool_blocks for r in benchmark.gallery(b.block_id)), key=lambda r: r.reference_id)
+            if pool:
+                rng = random.Random(f"0|{bid}|{method}")
+                panels[(method, "anchor", bid)] = (rng.sample(pool, n) if len(pool) >= n
+                                                   else [rng.choice(pool) for _ in range(n)])
+    return panels
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_anchor_pools_sorted_once_draw_what_sorting_every_pool_draws(seed):
+    """The pools are views of lists sorted once; the draws equal those from each pool built and sorted,
+    with countries of one block (the global pool), small pools (drawn with replacement) and reference ids
+    that interleave the blocks."""
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    countries = ["FR", "IT", "JP", "SE"][: 2 + seed % 3]
+    blocks, refs = [], []
+    for i in range(int(rng.integers(6, 14))):
+        bid = f"blk{int(rng.integers(0, 10**6)):06d}_{i}"
+        country = countries[0] if i == 0 and seed == 3 else str(rng.choice(countries))
+        blocks.append(make_block(bid, country=country, centroid=(48.0 + i, 2.0)))
+        # 3 references: a gallery of 2 (pools under 5 photos are drawn with replacement)
+        refs += [dataclasses.replace(r, reference_id=f"r{int(rng.integers(0, 10**6)):06d}_{i}_{k}")
+                 for k, r in enumerate(make_refs(bid, int(rng.choice([3, 4, 7, 12])), seed=seed * 100 + i))]
+    bench = Benchmark(blocks, refs, name="pools", validate_images=False)
+    got = {k: v for k, v in anchor_panels(bench, n=5).items() if k[0] != "heldout_real"}
+    assert got == _anchor_panels_sorting_every_pool(bench, n=5)
+    assert got
