@@ -8,11 +8,23 @@ every row's bytes, and hash, differ); the Parquet files hold the full bytes.
 Each measurement runs in a fresh Python process and prints wall time and peak RSS
 (``VmHWM`` of ``/proc/self/status``, Linux) of: the imports alone, ``load_benchmark`` + ``summary()``
 (what ``info`` does), and the same plus a walk over every gallery reading each image once (what
-embedding does before the model). Example:
+embedding does before the model).
+
+``--evaluate`` also measures ``geofidelity-bench evaluate`` with a warm embedding cache. It writes a
+generated folder (one method, condition L1, ``--panel-size`` 256x256 JPEGs per block), seeds the cache
+of ``--encoder`` (default ``efficientnet-lite0``, which needs no network even on a miss) with seeded
+unit-norm Gaussian embeddings of every reference and generated image, through the library's own writer
+(``EmbeddingCache.put``, keyed by the encoder's config hash and each image's sha256: a reference's
+stored ``image_sha256``), then runs ``evaluate --no-gaas`` (panels and the three anchors) in a fresh
+process that calls the CLI's ``main`` and prints its peak RSS and the images read from the benchmark's
+Parquet files (the library counts every read). It prints wall time, peak RSS and run.json's embedding
+statistics, and exits 1 unless the cache was warm: 0 embeddings computed, 0 images through the model,
+0 images read. Example:
 
     python benchmarks/bench_load.py                 # paper size in a temp dir
     python benchmarks/bench_load.py --blocks 1120   # ten times the paper (check disk space first)
     python benchmarks/bench_load.py --blocks 16     # a quick run
+    python benchmarks/bench_load.py --blocks 1120 --size 1024 768 --evaluate   # 9.5 GB; evaluate too
 """
 
 from __future__ import annotations
