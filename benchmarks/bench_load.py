@@ -8,11 +8,23 @@ every row's bytes, and hash, differ); the Parquet files hold the full bytes.
 Each measurement runs in a fresh Python process and prints wall time and peak RSS
 (``VmHWM`` of ``/proc/self/status``, Linux) of: the imports alone, ``load_benchmark`` + ``summary()``
 (what ``info`` does), and the same plus a walk over every gallery reading each image once (what
-embedding does before the model). Example:
+embedding does before the model).
+
+``--evaluate`` also measures ``geofidelity-bench evaluate`` with a warm embedding cache. It writes a
+generated folder (one method, condition L1, ``--panel-size`` 256x256 JPEGs per block), seeds the cache
+of ``--encoder`` (default ``efficientnet-lite0``, which needs no network even on a miss) with seeded
+unit-norm Gaussian embeddings of every reference and generated image, through the library's own writer
+(``EmbeddingCache.put``, keyed by the encoder's config hash and each image's sha256: a reference's
+stored ``image_sha256``), then runs ``evaluate --no-gaas`` (panels and the three anchors) in a fresh
+process that calls the CLI's ``main`` and prints its peak RSS and the images read from the benchmark's
+Parquet files (the library counts every read). It prints wall time, peak RSS and run.json's embedding
+statistics, and exits 1 unless the cache was warm: 0 embeddings computed, 0 images through the model,
+0 images read. Example:
 
     python benchmarks/bench_load.py                 # paper size in a temp dir
     python benchmarks/bench_load.py --blocks 1120   # ten times the paper (check disk space first)
     python benchmarks/bench_load.py --blocks 16     # a quick run
+    python benchmarks/bench_load.py --blocks 1120 --size 1024 768 --evaluate   # 9.5 GB; evaluate too
 """
 
 from __future__ import annotations
@@ -125,6 +137,123 @@ def measure(folder: Path, mode: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+# -- evaluate with a warm embedding cache ------------------------------------------------------------
+
+PANEL_METHOD, PANEL_CONDITION = "synthetic_model", "L1"
+
+
+def write_generated(folder: Path, bench_folder: Path, n: int, size: tuple[int, int] = (256, 256)) -> int:
+    """A generated folder: one panel of ``n`` small JPEGs ({method}/L1/{block_id}/NN.jpg) for every block.
+
+    Every file's bytes differ (a per-file suffix after the JPEG's end marker). Returns the number of files."""
+    from geofidelity_bench.benchmark import load_benchmark
+
+    images, count = _jpegs(4, size), 0
+    for b, bid in enumerate(load_benchmark(bench_folder).block_ids):
+        panel = folder / PANEL_METHOD / PANEL_CONDITION / bid
+        panel.mkdir(parents=True)
+        for k in range(n):
+            (panel / f"{k:02d}.jpg").write_bytes(images[(b + k) % len(images)] + f"{bid}/{k}".encode())
+            count += 1
+    return count
+
+
+def seed_cache(cache_dir: Path, bench_folder: Path, generated: Path, encoder_name: str) -> dict:
+    """Writes a synthetic embedding for every reference and every generated image into the embedding cache,
+    through the library's own writer (``EmbeddingCache.put``), keyed as ``evaluate`` looks them up: the
+    encoder's config hash and each image's sha256 (a reference's stored ``image_sha256``, a file's bytes).
+    Rows are seeded unit-norm Gaussians, written in shards of ``FLUSH_ROWS`` rows as a real run writes them."""
+    import numpy as np
+
+    from geofidelity_bench.benchmark import load_benchmark
+    from geofidelity_bench.cached_batches import FLUSH_ROWS
+    from geofidelity_bench.encoders import EmbeddingCache, get_encoder
+    from geofidelity_bench.images import content_sha256
+
+    encoder = get_encoder(encoder_name, device="cpu")
+    bench = load_benchmark(bench_folder)
+    keys = [r.sha256 for r in bench.references]  # the stored image_sha256: no image is read
+    keys += [content_sha256(p) for p in sorted(generated.rglob("*.jpg"))]
+    keys = list(dict.fromkeys(keys))
+    cache = EmbeddingCache(cache_dir)
+    rng = np.random.default_rng(0)
+    for start in range(0, len(keys), FLUSH_ROWS):
+        chunk = keys[start : start + FLUSH_ROWS]
+        rows = rng.standard_normal((len(chunk), encoder.dim)).astype(np.float32)
+        cache.put(encoder, chunk, rows / np.linalg.norm(rows, axis=1, keepdims=True))
+    return {"rows": len(keys), "dim": encoder.dim, "config_hash": encoder.config_hash,
+            "shards": -(-len(keys) // FLUSH_ROWS)}
+
+
+# Runs the CLI's main in this process (as `geofidelity-bench ...` does) and prints, as the last line, its
+# wall time, this process's peak RSS and how many images were read from the benchmark's Parquet files
+# (every ParquetImages made in the run is recorded; the library counts each read).
+_EVALUATE = """
+import json, sys, time
+
+t0 = time.perf_counter()
+from geofidelity_bench import image_store
+from geofidelity_bench.cli import main
+
+readers = []
+_init = image_store.ParquetImages.__init__
+
+def _recording_init(self, *args, **kwargs):
+    _init(self, *args, **kwargs)
+    readers.append(self)
+
+image_store.ParquetImages.__init__ = _recording_init
+t1 = time.perf_counter()
+rc = main(sys.argv[1:])
+t2 = time.perf_counter()
+peak = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"rc": rc, "imports_s": t1 - t0, "main_s": t2 - t1, "peak_rss": peak, "parquet_files": len(readers),
+                  "image_reads": sum(r.image_reads for r in readers),
+                  "row_group_reads": sum(r.row_group_reads for r in readers)}))
+"""
+
+
+def measure_evaluate(bench_folder: Path, generated: Path, cache_dir: Path, out: Path, encoder: str) -> dict:
+    """``geofidelity-bench evaluate`` in a fresh process; its measurements and run.json's embedding_stats."""
+    argv = ["evaluate", "--benchmark", str(bench_folder), "--generated", str(generated), "--out", str(out),
+            "--encoder", encoder, "--device", "cpu", "--cache-dir", str(cache_dir), "--no-gaas", "--no-progress"]
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _EVALUATE, *argv], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"evaluate failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    res.update(wall_s=wall, embedding_stats=run["embedding_stats"], n_blocks=run["benchmark"]["n_blocks"],
+               n_references=run["benchmark"]["n_references"], rows=sum(1 for _ in open(out / "results.csv")) - 1)
+    return res
+
+
+def run_evaluate(folder: Path, work: Path, encoder: str, panel_size: int) -> bool:
+    """Seeds the cache, runs evaluate, prints what it measured; False when the cache was not warm."""
+    generated, cache_dir = work / "generated", work / "embeddings"
+    t = time.perf_counter()
+    n_files = write_generated(generated, folder, panel_size)
+    seeded = seed_cache(cache_dir, folder, generated, encoder)
+    print(f"seeded the {encoder} cache ({seeded['dim']}-d, config {seeded['config_hash'][:12]}) with {seeded['rows']} "
+          f"synthetic rows in {seeded['shards']} shards (references + {n_files} generated images) "
+          f"in {time.perf_counter() - t:.1f} s")
+    res = measure_evaluate(folder, generated, cache_dir, work / "out", encoder)
+    stats = res["embedding_stats"]
+    print(f"evaluate (warm cache): {res['wall_s']:.1f} s wall ({res['main_s']:.1f} s in the command, "
+          f"{res['imports_s']:.1f} s imports), peak RSS {res['peak_rss'] / 2**20:.0f} MiB; {res['rows']} result rows "
+          f"for {res['n_blocks']} blocks")
+    print(f"  embeddings: {stats['total']} total, {stats['from_cache']} from cache, {stats['computed']} computed, "
+          f"{stats['forward_images']} through the model; reference images read: {res['image_reads']} "
+          f"({res['row_group_reads']} row groups) from {res['parquet_files']} Parquet files")
+    warm = stats["computed"] == 0 and stats["forward_images"] == 0 and res["image_reads"] == 0 \
+        and res["row_group_reads"] == 0
+    if not warm:
+        print("  NOT WARM: evaluate computed embeddings or read reference images", file=sys.stderr)
+    return warm
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--blocks", type=int, default=112, help="blocks (default: 112, the paper; 1120: ten times)")
@@ -134,6 +263,12 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, nargs=2, default=(2048, 1536), metavar=("W", "H"))
     p.add_argument("--keep", default=None, help="build into this folder and keep it (default: a temp dir, removed)")
     p.add_argument("--read", action="store_true", help="also time reading every gallery image once")
+    p.add_argument("--evaluate", action="store_true",
+                   help="also run `geofidelity-bench evaluate` with a warm embedding cache (seeded with synthetic "
+                        "embeddings of every reference and generated image) and report its time and peak RSS")
+    p.add_argument("--encoder", default="efficientnet-lite0",
+                   help="encoder whose cache is seeded for --evaluate (default: efficientnet-lite0, offline)")
+    p.add_argument("--panel-size", type=int, default=4, help="generated images per block for --evaluate (default: 4)")
     args = p.parse_args(argv)
     tmp = None if args.keep else tempfile.mkdtemp(prefix="bench_load_")
     folder = Path(args.keep or tmp) / "bench"
@@ -150,6 +285,8 @@ def main(argv=None) -> int:
             res = measure(folder, "read")
             print(f"+ read every gallery image once: {res['read_s']:.1f} s ({res['gallery_bytes'] / 1e9:.2f} GB), "
                   f"peak RSS {res['peak_rss'] / 2**20:.0f} MiB")
+        if args.evaluate and not run_evaluate(folder, folder.parent / "evaluate", args.encoder, args.panel_size):
+            return 1
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)

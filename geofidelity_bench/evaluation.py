@@ -12,6 +12,7 @@ the CLI), e.g. GAAS without a segmenter.
 
 from __future__ import annotations
 
+import collections.abc
 import io
 import os
 import random
@@ -72,11 +73,43 @@ class EvaluationError(GeoFidelityError, ValueError):
 
 
 def _sample(pool: Sequence, n: int, seed: str) -> list:
-    """``n`` distinct items drawn with ``random.Random(seed)`` (with replacement if the pool is smaller)."""
+    """``n`` distinct items drawn with ``random.Random(seed)`` (with replacement if the pool is smaller).
+
+    ``random`` reads a sequence only through its length and indexing, so a :class:`_Without` view
+    draws exactly what the list of its items would."""
     rng = random.Random(seed)
+    pool = pool if isinstance(pool, _Without) else list(pool)
     if len(pool) >= n:
-        return rng.sample(list(pool), n)
-    return [rng.choice(list(pool)) for _ in range(n)]
+        return rng.sample(pool, n)
+    return [rng.choice(pool) for _ in range(n)]
+
+
+class _Without(collections.abc.Sequence):
+    """``items`` without the items at the ascending positions ``skip``, as a sequence (nothing copied)."""
+
+    def __init__(self, items: Sequence, skip: Sequence[int]) -> None:
+        self.items, self.skip = items, skip
+
+    def __len__(self) -> int:
+        return len(self.items) - len(self.skip)
+
+    def __getitem__(self, i: int):
+        if not isinstance(i, int) or not 0 <= i < len(self):
+            raise IndexError(i)
+        for p in self.skip:  # the i-th kept item: step over every skipped position up to it
+            if p > i:
+                break
+            i += 1
+        return self.items[i]
+
+
+def _sorted_with_positions(pairs: list[tuple[str, ReferenceImage]]) -> tuple[list[ReferenceImage], dict[str, list[int]]]:
+    """(block_id, reference) pairs sorted by reference id (stable), and each block's positions in that order."""
+    ordered = sorted(pairs, key=lambda pair: pair[1].reference_id)
+    positions: dict[str, list[int]] = {}
+    for pos, (bid, _) in enumerate(ordered):
+        positions.setdefault(bid, []).append(pos)
+    return [ref for _, ref in ordered], positions
 
 
 def anchor_panels(benchmark: Benchmark, n: int = ANCHOR_PANEL_SIZE) -> dict[PanelKey, list[ReferenceImage]]:
@@ -91,16 +124,22 @@ def anchor_panels(benchmark: Benchmark, n: int = ANCHOR_PANEL_SIZE) -> dict[Pane
     Draws are without replacement when the pool is large enough, else with replacement.
     """
     panels: dict[PanelKey, list[ReferenceImage]] = {}
-    galleries = {b: benchmark.gallery(b) for b in benchmark.block_ids}
+    # Every pool is one of two sorted lists (all galleries; the country's galleries) without the
+    # block's own photos: each list is sorted once and viewed without the block (not re-sorted per block).
+    pairs = [(b.block_id, r) for b in benchmark.blocks for r in benchmark.gallery(b.block_id)]
+    everything = _sorted_with_positions(pairs)
+    country_of = {b.block_id: b.country for b in benchmark.blocks}
+    countries = {c: _sorted_with_positions([p for p in pairs if country_of[p[0]] == c]) for c in set(country_of.values())}
+    n_blocks = {c: sum(1 for b in benchmark.blocks if b.country == c) for c in countries}
     for block in benchmark.blocks:
         bid = block.block_id
         held = benchmark.heldout(bid)
         panels[("heldout_real", ANCHOR_CONDITION, bid)] = [held[i % len(held)] for i in range(n)]
-        others = [b for b in benchmark.blocks if b.block_id != bid]
-        same_country = [b for b in others if b.country == block.country] or others
-        for method, pool_blocks in (("random_same_country", same_country), ("random_global", others)):
-            pool = sorted((r for b in pool_blocks for r in galleries[b.block_id]), key=lambda r: r.reference_id)
-            if not pool:
+        # the galleries of the other blocks of the same country (all other blocks when it has none)
+        same_country = countries[block.country] if n_blocks[block.country] > 1 else everything
+        for method, (ordered, positions) in (("random_same_country", same_country), ("random_global", everything)):
+            pool = _Without(ordered, positions.get(bid, []))
+            if not len(pool):
                 continue
             panels[(method, ANCHOR_CONDITION, bid)] = _sample(pool, n, f"0|{bid}|{method}")
     return panels
@@ -285,6 +324,11 @@ def _nan_row_reasons(key: PanelKey, reasons: list[dict], column: str, reason: st
     reasons.append({"method": key[0], "condition": key[1], "block_id": key[2], "column": column, "reason": reason})
 
 
+#: Blocks whose galleries :func:`score_embeddings` prepares together before scoring their panels
+#: (memory holds about this many blocks' prepared galleries, with their negatives).
+PREPARE_BLOCKS = 128
+
+
 def score_embeddings(
     blocks: Iterable[Block],
     galleries: Mapping[str, np.ndarray],
@@ -309,31 +353,43 @@ def score_embeddings(
         ``df.attrs["nan_reasons"]`` lists every NaN score with its reason.
     """
     by_id = {b.block_id: b for b in blocks}
-    rows, reasons = [], []
-    gal64 = {bid: np.asarray(g, dtype=np.float64) for bid, g in galleries.items()}
     # Each gallery is prepared once, on first use (as a target or as a negative), and reused
     # by every panel that compares against it: validation, mean, panel vector, Div and its
-    # own pairwise distances are computed a single time.
+    # own pairwise distances are computed a single time. Panels are scored block by block and
+    # a prepared gallery is dropped after its last use, so memory holds the galleries still
+    # needed, not all of them (a prepared gallery is several float64 copies of its rows).
     prepared: dict[str, metrics.PreparedReference] = {}
+    uses: dict[str, int] = {}
+
+    def negatives_of(block: Block) -> list[tuple[str, str]]:
+        pairs = [(role, getattr(block, fld)) for role, fld in NEGATIVE_FIELDS.items()]
+        return [(role, neg) for role, neg in pairs if neg is not None]
 
     def gallery(block_id: str, name: str) -> metrics.PreparedReference:
         ref = prepared.get(block_id)
         if ref is None:
-            ref = prepared[block_id] = metrics.prepare_reference(gal64[block_id], name=name)
+            ref = prepared[block_id] = metrics.prepare_reference(np.asarray(galleries[block_id], dtype=np.float64),
+                                                                 name=name)
         return ref
 
-    for key in sorted(panels):
+    def release(block_id: str) -> None:
+        uses[block_id] -= 1
+        if uses[block_id] == 0:
+            prepared.pop(block_id, None)
+
+    def score(key: PanelKey) -> tuple[dict, list[dict]]:
+        """One panel's row and its NaN reasons."""
         method, condition, bid = key
+        reasons: list[dict] = []
         if bid not in by_id:
             raise EvaluationError(f"panel {key}: unknown block id {bid!r}")
         block = by_id[bid]
-        if bid not in gal64:
+        if bid not in galleries:
             raise EvaluationError(f"panel {key}: no gallery embeddings for block {bid!r}")
         gen = np.asarray(panels[key], dtype=np.float64)
-        negatives = [(role, getattr(block, fld)) for role, fld in NEGATIVE_FIELDS.items()]
-        negatives = [(role, neg) for role, neg in negatives if neg is not None]
+        negatives = negatives_of(block)
         for role, neg in negatives:
-            if neg not in gal64:
+            if neg not in galleries:
                 raise EvaluationError(f"panel {key}: no gallery embeddings for negative block {neg!r} ({role})")
         try:
             target = gallery(bid, "ref")
@@ -381,7 +437,47 @@ def score_embeddings(
             "strongest_margin": ret.strongest_margin,
             "encoder": encoder_name,
         }
-        rows.append(row)
+        return row, reasons
+
+    ordered = sorted(panels)  # the rows' order: method, condition, block_id
+    scored: dict[PanelKey, tuple[dict, list[dict]]] = {}
+    by_block: dict[str, list[PanelKey]] = {}
+    for key in sorted(ordered, key=lambda k: (k[2], k[0], k[1])):
+        by_block.setdefault(key[2], []).append(key)
+
+    def needed(key: PanelKey) -> set[str]:
+        return {key[2], *(neg for _, neg in negatives_of(by_id[key[2]]))}
+
+    for key in ordered:
+        if key[2] in by_id:
+            for used in needed(key):
+                uses[used] = uses.get(used, 0) + 1
+    block_ids = list(by_block)
+    try:
+        for start in range(0, len(block_ids), PREPARE_BLOCKS):
+            group = [key for bid in block_ids[start : start + PREPARE_BLOCKS] for key in by_block[bid]]
+            # The group's galleries are prepared together, ahead of its panels: the few large matrix
+            # products stay in one burst (interleaved with the small per-panel ones, multithreaded BLAS
+            # slows the whole loop down on a busy machine). A bad gallery is left for its panel to report.
+            for used in sorted({g for key in group if key[2] in by_id for g in needed(key)}):
+                if used in galleries and used not in prepared:
+                    try:
+                        gallery(used, "ref")
+                    except Exception:  # noqa: BLE001 - raised again, naming the panel, when the panel uses it
+                        pass
+            for key in group:
+                scored[key] = score(key)
+                for used in needed(key):
+                    release(used)
+    except EvaluationError:
+        # Report the bad panel that comes first in row order (the one a row-by-row pass stops at).
+        prepared.clear()
+        uses.clear()
+        for key in ordered:
+            score(key)
+        raise
+    rows = [scored[key][0] for key in ordered]
+    reasons = [reason for key in ordered for reason in scored[key][1]]
     df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
     df.attrs["nan_reasons"] = reasons
     return df

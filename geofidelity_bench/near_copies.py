@@ -35,9 +35,49 @@ def _item_bytes(item: Any) -> bytes | None:
     return None
 
 
+#: Rows compared at a time: submitted images x gallery images (the float64 similarities of one
+#: step take QUERY_ROWS x GALLERY_ROWS x 8 bytes, 64 MiB), so memory does not grow with the benchmark.
+QUERY_ROWS = 1024
+GALLERY_ROWS = 8192
+
+
 def _unit(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def _row_chunks(parts: Sequence[np.ndarray], rows: int):
+    """The rows of ``parts``, in order, as arrays of about ``rows`` rows (whole parts joined)."""
+    buf, size = [], 0
+    for part in parts:
+        buf.append(np.asarray(part))
+        size += len(part)
+        if size >= rows:
+            yield np.concatenate(buf)
+            buf, size = [], 0
+    if buf:
+        yield np.concatenate(buf)
+
+
+def _closest(queries: Sequence[np.ndarray], gallery: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """For every row of ``queries`` (concatenated): the index of the gallery row (of the concatenated
+    ``gallery``) with the highest cosine similarity, the first one on ties, and that similarity;
+    -1 and NaN without gallery rows. Compared a block of rows at a time."""
+    n = sum(len(q) for q in queries)
+    best_j, best_cos = np.full(n, -1, dtype=np.int64), np.full(n, -np.inf)
+    start = 0
+    for q in _row_chunks(queries, QUERY_ROWS):
+        q, stop, offset = _unit(q), start + len(q), 0
+        for g in _row_chunks(gallery, GALLERY_ROWS):
+            sims = q @ _unit(g).T
+            j = np.argmax(sims, axis=1)
+            cos = sims[np.arange(len(q)), j]
+            better = cos > best_cos[start:stop]  # strictly: an earlier chunk keeps its tie
+            best_j[start:stop][better], best_cos[start:stop][better] = j[better] + offset, cos[better]
+            offset += len(g)
+        start = stop
+    best_cos[best_j < 0] = np.nan
+    return best_j, best_cos
 
 
 def find_near_copies(
@@ -68,27 +108,29 @@ def find_near_copies(
 
     ref_ids: list[str] = []
     ref_blocks: list[str] = []
-    vectors = []
     for bid in sorted(galleries):
         refs = benchmark.gallery(bid)
         ref_ids += [r.reference_id for r in refs]
         ref_blocks += [bid] * len(refs)
-        vectors.append(np.asarray(galleries[bid]))
-    gallery = _unit(np.concatenate(vectors)) if vectors else None
+    # the closest embedded reference photo of every submitted image, all compared at once
+    closest_j, closest_cos = _closest([np.asarray(e) for e in panel_embeddings.values()],
+                                      [galleries[bid] for bid in sorted(galleries)])
     by_sha: dict[str, Any] = {}  # filled on the first image with bytes (uploads in the app have none)
 
     found: list[dict] = []
+    row = 0
     for key, emb in panel_embeddings.items():
         items = panel_items.get(key)
         items = list(items) if items is not None and not isinstance(items, np.ndarray) else [None] * len(emb)
-        sims = _unit(emb) @ gallery.T if gallery is not None else np.zeros((len(emb), 0))
+        panel_j, panel_cos = closest_j[row : row + len(emb)], closest_cos[row : row + len(emb)]
+        row += len(emb)
         for i, item in enumerate(items):
             data = _item_bytes(item) if item is not None else None
             if data and not by_sha:  # the stored sha256 of each reference: no reference image is read
                 by_sha = {r.sha256: r for r in benchmark.references}
             exact = by_sha.get(hashlib.sha256(data).hexdigest()) if data else None
-            j = int(np.argmax(sims[i])) if sims.shape[1] else -1
-            cosine = float(sims[i, j]) if j >= 0 else None
+            j = int(panel_j[i])
+            cosine = float(panel_cos[i]) if j >= 0 else None
             if exact is None and (cosine is None or cosine < threshold):
                 continue
             if exact is not None:

@@ -431,3 +431,88 @@ def test_near_copies_exact_match_reaches_every_block_and_held_out_photos(demo, e
     found = find_near_copies(demo, {("m", "L0", "lund_seg1"): panel}, {("m", "L0", "lund_seg1"): emb}, {})
     assert [(r["file"], r["reference_id"], r["exact"], r["cosine"]) for r in found] == [
         ("panel image 0", held.reference_id, True, None)]
+
+
+def _near_copies_one_panel_at_a_time(benchmark, panel_embeddings, galleries, threshold=0.999):
+    """The obvious computation: each panel against all gallery rows at once (the first maximum wins)."""
+    def unit(x):
+        x = np.asarray(x, dtype=np.float64)
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+    refs = [(r.reference_id, bid) for bid in sorted(galleries) for r in benchmark.gallery(bid)]
+    gallery = unit(np.concatenate([galleries[bid] for bid in sorted(galleries)]))
+    out = []
+    for key, emb in panel_embeddings.items():
+        sims = unit(emb) @ gallery.T
+        for i in range(len(emb)):
+            j = int(np.argmax(sims[i]))
+            if sims[i, j] >= threshold:
+                out.append((key, f"embedding {i}", *refs[j], round(float(sims[i, j]), 6)))
+    return out
+
+
+@pytest.mark.parametrize("rows", [(1024, 8192), (3, 5), (1, 1)])
+def test_near_copies_in_blocks_of_rows_equal_the_whole_comparison(demo, monkeypatch, rows):
+    """Compared a block of rows at a time (to bound memory), the closest reference photo and its cosine are
+    those of the whole comparison, ties included (a photo repeated in two galleries: the first one wins)."""
+    from geofidelity_bench import near_copies
+
+    monkeypatch.setattr(near_copies, "QUERY_ROWS", rows[0])
+    monkeypatch.setattr(near_copies, "GALLERY_ROWS", rows[1])
+    rng = np.random.default_rng(5)
+    galleries = {b: rng.normal(size=(len(demo.gallery(b)), 16)).astype(np.float32) for b in demo.block_ids}
+    first, second = sorted(galleries)[:2]
+    galleries[second][-1] = galleries[first][0]  # the same photo embedded in two galleries
+    panels = {}
+    for k, bid in enumerate(demo.block_ids):
+        emb = rng.normal(size=(3, 16))
+        emb[0] = galleries[bid][k % len(galleries[bid])] * 2.5  # a copy (cosine 1)
+        emb[1] = galleries[bid][0] + 1e-4 * rng.normal(size=16)  # a near copy
+        panels[("m", "L1", bid)] = emb
+    panels[("m", "L2", first)] = np.stack([galleries[first][0], rng.normal(size=16)])  # the repeated photo
+    found = near_copies.find_near_copies(demo, {}, panels, galleries)
+    got = [((r["method"], r["condition"], r["block_id"]), r["file"], r["reference_id"], r["reference_block_id"],
+            r["cosine"]) for r in found]
+    expected = _near_copies_one_panel_at_a_time(demo, panels, galleries)
+    assert got == expected
+    assert len(got) == 2 * len(demo.block_ids) + 1
+    assert got[-1][3] == first  # the tie goes to the first gallery, as argmax over the whole row
+
+
+def _anchor_panels_sorting_every_pool(benchmark, n=4):
+    """docs/benchmark.md section 6 as written: each block's pools built and sorted by reference id."""
+    panels = {}
+    for block in benchmark.blocks:
+        bid = block.block_id
+        others = [b for b in benchmark.blocks if b.block_id != bid]
+        same_country = [b for b in others if b.country == block.country] or others
+        for method, pool_blocks in (("random_same_country", same_country), ("random_global", others)):
+            pool = sorted((r for b in pool_blocks for r in benchmark.gallery(b.block_id)), key=lambda r: r.reference_id)
+            if pool:
+                rng = random.Random(f"0|{bid}|{method}")
+                panels[(method, "anchor", bid)] = (rng.sample(pool, n) if len(pool) >= n
+                                                   else [rng.choice(pool) for _ in range(n)])
+    return panels
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_anchor_pools_sorted_once_draw_what_sorting_every_pool_draws(seed):
+    """The pools are views of lists sorted once; the draws equal those from each pool built and sorted,
+    with countries of one block (the global pool), small pools (drawn with replacement) and reference ids
+    that interleave the blocks."""
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    countries = ["FR", "IT", "JP", "SE"][: 2 + seed % 3]
+    blocks, refs = [], []
+    for i in range(int(rng.integers(6, 14))):
+        bid = f"blk{int(rng.integers(0, 10**6)):06d}_{i}"
+        country = countries[0] if i == 0 and seed == 3 else str(rng.choice(countries))
+        blocks.append(make_block(bid, country=country, centroid=(48.0 + i, 2.0)))
+        # 3 references: a gallery of 2 (pools under 5 photos are drawn with replacement)
+        refs += [dataclasses.replace(r, reference_id=f"r{int(rng.integers(0, 10**6)):06d}_{i}_{k}")
+                 for k, r in enumerate(make_refs(bid, int(rng.choice([3, 4, 7, 12])), seed=seed * 100 + i))]
+    bench = Benchmark(blocks, refs, name="pools", validate_images=False)
+    got = {k: v for k, v in anchor_panels(bench, n=5).items() if k[0] != "heldout_real"}
+    assert got == _anchor_panels_sorting_every_pool(bench, n=5)
+    assert got

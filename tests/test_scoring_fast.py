@@ -194,6 +194,50 @@ def test_galleries_are_prepared_once(setup, monkeypatch):
     assert len(calls) == len(galleries)
 
 
+def test_prepared_galleries_are_dropped_after_their_last_use(monkeypatch):
+    """Memory holds the galleries still needed, not all of them: with each block's negative the next
+    block and galleries prepared 5 blocks at a time, at most 7 are alive at once (5, the next block's
+    and the first block's, the last one's negative), each still prepared once."""
+    import weakref
+
+    from geofidelity_bench import evaluation
+
+    monkeypatch.setattr(evaluation, "PREPARE_BLOCKS", 5)
+
+    rng = np.random.default_rng(3)
+    ids = [f"b{i:02d}" for i in range(30)]
+    blocks = [make_block(bid, neg_same_city=ids[(i + 1) % len(ids)]) for i, bid in enumerate(ids)]
+    galleries = {bid: rng.normal(size=(6, 5)) for bid in ids}
+    panels = {(m, c, bid): rng.normal(size=(3, 5)) for m in ("m1", "m2") for c in ("L0", "L1") for bid in ids}
+    alive, most, calls = [], [], []
+    real = metrics.prepare_reference
+
+    def tracking(ref, name="ref"):
+        out = real(ref, name)
+        calls.append(name)
+        alive.append(weakref.ref(out))
+        most.append(sum(r() is not None for r in alive))
+        return out
+
+    monkeypatch.setattr(metrics, "prepare_reference", tracking)
+    fast = score_embeddings(blocks, galleries, panels, encoder_name="e")
+    monkeypatch.setattr(metrics, "prepare_reference", real)
+    assert_same_scores(fast, reference_score_embeddings(blocks, galleries, panels, encoder_name="e"))
+    assert len(calls) == len(ids) and max(most) <= 7
+
+
+def test_two_bad_panels_name_the_first_in_row_order(setup):
+    """Scoring goes block by block, but the error names the bad panel a row-by-row pass meets first."""
+    blocks, galleries, panels = setup
+    bad_first, bad_later = ("m1", "L0", "b1"), ("m2", "L0", "a1")  # a1's panels are scored before b1's
+    panels = dict(panels)
+    for key in (bad_first, bad_later):
+        panels[key] = np.array(panels[key], dtype=np.float64)
+        panels[key][0, 0] = np.nan
+    message = assert_same_error(blocks, galleries, panels)
+    assert message.startswith("panel m1/L0/b1: gen contains NaN"), message
+
+
 def test_inputs_are_not_modified_or_frozen(setup):
     blocks, galleries, panels = setup
     before = {b: g.copy() for b, g in galleries.items()}
