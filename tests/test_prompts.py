@@ -71,6 +71,32 @@ def test_controls_use_donor_names(paris):
     assert f"on {donor.street_name} in the {paris.block(sn.neighborhood_donor).neighborhood} district" in both.text
 
 
+def test_control_prompts_record_both_donors_and_scopes(paris):
+    # docs/benchmark.md section 2: every control prompt records its donor block ids and scopes;
+    # the combined control reuses the two single-control donors.
+    for block in paris.blocks:
+        s_donor, s_scope = select_donor(block, paris.blocks, "street_name")
+        n_donor, n_scope = select_donor(block, paris.blocks, "neighborhood")
+        street, hood = paris.block(s_donor).street_name, paris.block(n_donor).neighborhood
+        city = {"paris": "Paris", "new_york": "New York"}[block.city]
+        expected = {
+            "C_WRONG_STREET": ((s_donor, s_scope, None, None), street, block.neighborhood),
+            "C_SHUFFLED_NEIGHBORHOOD": ((None, None, n_donor, n_scope), block.street_name, hood),
+            "C_WRONG_STREET_NEIGHBORHOOD": ((s_donor, s_scope, n_donor, n_scope), street, hood),
+        }
+        for condition, (donors, s, n) in expected.items():
+            p = build_prompt(paris, block.block_id, condition)
+            assert (p.block_id, p.condition) == (block.block_id, condition)
+            assert (p.street_donor, p.street_donor_scope, p.neighborhood_donor, p.neighborhood_donor_scope) == donors
+            assert p.text == (
+                f"A street-level photograph taken on {s} in the {n} district of {city}, {block.country}. The image "
+                "shows a typical street scene with buildings, roads, and urban environment characteristic of this "
+                "block. Photorealistic, daytime, clear weather."
+            )
+            assert p.negative_prompt == NEGATIVE_PROMPT
+    assert select_donor(paris.block("t1"), paris.blocks, "neighborhood")[1] == "global_fallback"
+
+
 def test_donor_rules(paris):
     target = paris.block("p1")
     # p4 shares the street name -> never a street donor; p2 is same city + same stratum (rank 0).
