@@ -1,7 +1,9 @@
+import random
+
 import pytest
 
 from conftest import make_block, make_refs
-from geofidelity_bench.benchmark import Benchmark, load_benchmark
+from geofidelity_bench.benchmark import Benchmark, City, load_benchmark
 from geofidelity_bench.prompts import (
     CONDITIONS,
     NEGATIVE_PROMPT,
@@ -69,6 +71,32 @@ def test_controls_use_donor_names(paris):
     assert f"on {donor.street_name} in the {paris.block(sn.neighborhood_donor).neighborhood} district" in both.text
 
 
+def test_control_prompts_record_both_donors_and_scopes(paris):
+    # docs/benchmark.md section 2: every control prompt records its donor block ids and scopes;
+    # the combined control reuses the two single-control donors.
+    for block in paris.blocks:
+        s_donor, s_scope = select_donor(block, paris.blocks, "street_name")
+        n_donor, n_scope = select_donor(block, paris.blocks, "neighborhood")
+        street, hood = paris.block(s_donor).street_name, paris.block(n_donor).neighborhood
+        city = {"paris": "Paris", "new_york": "New York"}[block.city]
+        expected = {
+            "C_WRONG_STREET": ((s_donor, s_scope, None, None), street, block.neighborhood),
+            "C_SHUFFLED_NEIGHBORHOOD": ((None, None, n_donor, n_scope), block.street_name, hood),
+            "C_WRONG_STREET_NEIGHBORHOOD": ((s_donor, s_scope, n_donor, n_scope), street, hood),
+        }
+        for condition, (donors, s, n) in expected.items():
+            p = build_prompt(paris, block.block_id, condition)
+            assert (p.block_id, p.condition) == (block.block_id, condition)
+            assert (p.street_donor, p.street_donor_scope, p.neighborhood_donor, p.neighborhood_donor_scope) == donors
+            assert p.text == (
+                f"A street-level photograph taken on {s} in the {n} district of {city}, {block.country}. The image "
+                "shows a typical street scene with buildings, roads, and urban environment characteristic of this "
+                "block. Photorealistic, daytime, clear weather."
+            )
+            assert p.negative_prompt == NEGATIVE_PROMPT
+    assert select_donor(paris.block("t1"), paris.blocks, "neighborhood")[1] == "global_fallback"
+
+
 def test_donor_rules(paris):
     target = paris.block("p1")
     # p4 shares the street name -> never a street donor; p2 is same city + same stratum (rank 0).
@@ -105,8 +133,78 @@ def test_unknown_names_are_refused_not_invented():
 
 def test_no_donor_is_a_clear_error():
     bench = load_benchmark("demo")
-    with pytest.raises(PromptError, match="berlin_am_lustgarten.*no other block has a known street_name"):
+    with pytest.raises(
+        PromptError,
+        match="berlin_am_lustgarten.*no other block has a known street_name .*; control prompts need a donor$",
+    ):
         build_prompt(bench, "berlin_am_lustgarten", "C_WRONG_STREET")
+
+
+def test_select_donor_names_the_bad_attribute():
+    blocks = [make_block(f"c{i}", street=f"Street {i}", neighborhood=f"N{i}") for i in range(3)]
+    with pytest.raises(ValueError, match="attribute must be 'street_name' or 'neighborhood', got 'street'"):
+        select_donor(blocks[0], blocks, "street")
+
+
+def _donor_by_the_documented_rule(target, blocks, attribute):
+    """docs/benchmark.md section 2, Control donors, written out as a brute-force search."""
+    stem = {"street_name": "street", "neighborhood": "neighborhood"}[attribute]
+    own = getattr(target, attribute)
+    candidates = sorted(
+        [b for b in blocks if b.block_id != target.block_id and getattr(b, attribute) not in (None, "", own)],
+        key=lambda b: b.block_id,
+    )
+    if not candidates:
+        return None
+    same_city = [b for b in candidates if b.city == target.city]
+    scope, searched = ("same_city", same_city) if same_city else ("global_fallback", candidates)
+    for wanted in range(4):  # 0 = same city and stratum, 1 = same city, 2 = same stratum, 3 = other
+        tier = []
+        for b in searched:
+            city, stratum = b.city == target.city, bool(target.stratum) and b.stratum == target.stratum
+            rank = 0 if city and stratum else 1 if city else 2 if stratum else 3
+            if rank == wanted:
+                tier.append(b)
+        if tier:
+            return random.Random(f"{target.block_id}|{stem}_{scope}").choice(tier).block_id, scope
+    raise AssertionError("unreachable")
+
+
+def test_donors_follow_the_documented_rule_on_a_seeded_random_benchmark():
+    rng = random.Random(20231)
+    streets = [f"Street {i}" for i in range(6)] + [None]
+    hoods = [f"Hood {i}" for i in range(4)] + [None]
+    blocks = [
+        make_block(f"b{i:02d}", city=rng.choice(["paris", "paris", "lyon", "lyon", "nice"]),
+                   stratum=rng.choice(["major", "residential", "pedestrian", None]),
+                   street=rng.choice(streets), neighborhood=rng.choice(hoods))
+        for i in range(40)
+    ]
+    # two single-block cities: their controls must fall back to the global search
+    blocks.append(make_block("x1", city="oslo", country="NO", stratum="major", street="Karl Johans gate",
+                             neighborhood="Sentrum"))
+    blocks.append(make_block("x2", city="bergen", country="NO", stratum=None, street="Bryggen",
+                             neighborhood="Bergenhus"))
+    scopes = set()
+    for attribute in ("street_name", "neighborhood"):
+        for target in blocks:
+            expected = _donor_by_the_documented_rule(target, blocks, attribute)
+            if expected is None:
+                with pytest.raises(PromptError, match="control prompts need a donor"):
+                    select_donor(target, blocks, attribute)
+                continue
+            assert select_donor(target, blocks, attribute) == expected, (target.block_id, attribute)
+            scopes.add(expected[1])
+    assert scopes == {"same_city", "global_fallback"}
+
+
+def test_missing_names_are_all_named_with_what_to_use_instead():
+    bench = Benchmark([make_block("p1"), make_block("p2", street="Rue A", neighborhood="Marais")],
+                      make_refs("p1", 3) + make_refs("p2", 3, 1), name="t")
+    with pytest.raises(PromptError, match=r"^block 'p1' has no street_name and no neighborhood; condition L1 "
+                                          r"needs the real names and none will be invented "
+                                          r"\(use L0 or GPS_ONLY for this block\)$"):
+        build_prompt(bench, "p1", "L1")
 
 
 def test_unknown_condition(paris):
@@ -118,6 +216,33 @@ def test_build_prompts_covers_all(paris):
     prompts = build_prompts(paris, CONDITIONS)
     assert len(prompts) == len(CONDITIONS) * 5
     assert all(p.text.endswith("Photorealistic, daytime, clear weather.") for p in prompts)
+    # every prompt carries its own block and condition
+    assert [(p.condition, p.block_id) for p in prompts] == [(c, b) for c in CONDITIONS for b in paris.block_ids]
+
+
+def test_build_prompts_for_chosen_blocks(paris):
+    prompts = build_prompts(paris, ["L0", "L1"], block_ids=iter(["p3", "t1"]))
+    assert [(p.condition, p.block_id) for p in prompts] == [("L0", "p3"), ("L0", "t1"), ("L1", "p3"), ("L1", "t1")]
+    assert prompts[1].text == build_prompt(paris, "t1", "L0").text
+
+
+def test_city_name_comes_from_the_cities_record():
+    # docs/benchmark.md section 2: {city} is the cities record's name when there is one.
+    blocks = [
+        make_block("s1", city="sao_paulo", country="BR", street="Avenida Paulista", neighborhood="Bela Vista",
+                   centroid=(-23.56, -46.65)),
+        make_block("s2", city="sao_paulo", country="BR", street="Rua Augusta", neighborhood="Consolacao",
+                   centroid=(-23.55, -46.66)),
+        make_block("r1", city="rio_de_janeiro", country="BR", street="Rua X", neighborhood="Centro",
+                   centroid=(-22.9, -43.2)),
+    ]
+    refs = sum((make_refs(b.block_id, 3, i) for i, b in enumerate(blocks)), [])
+    bench = Benchmark(blocks, refs, cities=[City("sao_paulo", "São Paulo", "BR", None, "R")], name="br")
+    assert build_prompt(bench, "s1", "L0").text.startswith("A street-level photograph taken in São Paulo, BR. ")
+    for condition in ("L1", "L2", "C_WRONG_STREET", "C_SHUFFLED_NEIGHBORHOOD", "C_WRONG_STREET_NEIGHBORHOOD"):
+        assert " district of São Paulo, BR" in build_prompt(bench, "s1", condition).text
+    # no record: the display name of the key
+    assert build_prompt(bench, "r1", "L0").text.startswith("A street-level photograph taken in Rio De Janeiro, BR. ")
 
 
 @pytest.mark.parametrize("lat, lon", [(999.0, float("inf")), (float("nan"), 2.0), (48.0, 181.0)])
@@ -143,3 +268,7 @@ def test_a_block_with_an_impossible_centroid_gets_no_prompt():
     with pytest.raises(PromptError, match=r"block 'p1': no L2 prompt"):
         build_prompt(bench, "p1", "L2")
     assert "inf" not in build_prompt(bench, "p1", "L0").text
+    # the reason names the bad coordinate, longitude included
+    object.__setattr__(bench, "_by_id", {"p1": dataclasses.replace(good, centroid=(48.0, float("inf")))})
+    with pytest.raises(PromptError, match=r"block 'p1': no GPS_ONLY prompt.*\(lon inf is not finite\)"):
+        build_prompt(bench, "p1", "GPS_ONLY")
