@@ -6,6 +6,10 @@
 # `pip install --target /tmp/mutmut_pkgs mutmut`). Extra arguments go to `mutmut run`.
 # Results stay in mutants/ (ignored by git); `mutmut results` lists what was not killed.
 set -euo pipefail
+# mutmut forks one child per mutant from a process that has already run the tests: a child forked
+# from a process with a live OpenMP/BLAS thread pool can hang or crash, and mutmut would count the
+# timeout or segfault as a kill. One thread per child (two children on two cores) avoids both.
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 exec python -m mutmut run --max-children "${MUTMUT_CHILDREN:-2}" "$@" \
     "geofidelity_bench.metrics.*" \
     "geofidelity_bench.stats.*" \
