@@ -3,8 +3,10 @@ explicit loops) and hand-worked examples."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -561,21 +563,32 @@ def test_wilcoxon_p_reasons_and_errors():
 def test_wilcoxon_p_silences_scipys_degenerate_input_warnings(monkeypatch, category):
     # Older scipy versions warn on small or tied samples (e.g. "Sample size too small for normal
     # approximation"); wilcoxon_p silences those two categories and still returns scipy's p-value.
-    import scipy.stats
-    import warnings
-
-    real = scipy.stats.wilcoxon
+    real = sstats.wilcoxon
 
     def warning_wilcoxon(d):
         warnings.warn("a scipy warning about a small sample", category)
         return real(d)
 
-    monkeypatch.setattr(scipy.stats, "wilcoxon", warning_wilcoxon)
+    monkeypatch.setattr(sstats, "wilcoxon", warning_wilcoxon)
     d = [0.4, -0.1, 0.3, 0.7]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         p, reason = stats.wilcoxon_p(d)
     assert p == pytest.approx(real(d).pvalue, rel=1e-12) and reason is None
+
+
+def test_wilcoxon_p_lets_other_scipy_warnings_through(monkeypatch):
+    # only the two degenerate-input categories are silenced: e.g. a FutureWarning of scipy still reaches the user
+    real = sstats.wilcoxon
+
+    def warning_wilcoxon(d):
+        warnings.warn("a scipy API change", FutureWarning)
+        return real(d)
+
+    monkeypatch.setattr(sstats, "wilcoxon", warning_wilcoxon)
+    with pytest.warns(FutureWarning, match="a scipy API change"):
+        p, reason = stats.wilcoxon_p([0.4, -0.1, 0.3, 0.7])
+    assert reason is None and p == pytest.approx(real([0.4, -0.1, 0.3, 0.7]).pvalue, rel=1e-12)
 
 
 def test_result_to_dict_records_every_field():
@@ -609,8 +622,6 @@ def test_spearman_of_two_points_and_of_constant_input():
     # hand-worked: two pairs are perfectly concordant (rho = 1) or discordant (rho = -1), as scipy says
     assert stats.spearman([1.0, 2.0], [3.0, 4.0]) == 1.0 == pytest.approx(sstats.spearmanr([1, 2], [3, 4]).statistic)
     assert stats.spearman([1.0, 2.0], [4.0, 3.0]) == -1.0
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a constant input is NaN without a numpy warning
         assert math.isnan(stats.spearman([2.0, 2.0, 2.0], [1.0, 2.0, 3.0]))
@@ -637,8 +648,6 @@ def test_block_bootstrap_defaults_and_recorded_fields():
 
 
 def test_block_bootstrap_custom_statistic_is_recorded_by_name():
-    import functools
-
     rng = np.random.default_rng(42)
     x = rng.normal(size=18)
     blocks = np.arange(18) // 3
@@ -710,8 +719,6 @@ def test_block_bootstrap_of_two_rows_with_more_resamples_than_one_chunk():
 
 
 def test_block_bootstrap_auroc_counts_single_class_resamples_without_warnings():
-    import warnings
-
     rng = np.random.default_rng(44)
     blocks = np.repeat(np.arange(6), 2)
     labels = (blocks == 0).astype(int)  # the only positives are in block 0: many resamples lose them
@@ -746,8 +753,6 @@ def _sparse_ranking_frame():
 
 @pytest.mark.parametrize("weighting", ["city", "block"])
 def test_rank_stability_with_methods_missing_from_cities_matches_brute_force(weighting):
-    import warnings
-
     df = _sparse_ranking_frame()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a method absent from the drawn cities is ranked last, silently
