@@ -789,6 +789,19 @@ def test_rank_stability_reads_an_object_metric_column_with_none():
     pd.testing.assert_frame_equal(a, b)
 
 
+@pytest.mark.parametrize("weighting", ["city", "block"])
+def test_rank_stability_of_categorical_columns_is_that_of_strings(weighting):
+    # e.g. rows read from parquet: city and method as categoricals whose category order is not alphabetical
+    # (pandas pivots them in category order) and with unused categories
+    df = _sparse_ranking_frame()
+    cat = df.assign(city=pd.Categorical(df["city"], categories=["D", "C", "B", "A", "Q"]),
+                    method=pd.Categorical(df["method"], categories=["z", "y", "x", "w", "v"]))
+    a = stats.rank_stability(cat, "cos_sim", "L1", n_resamples=100, seed=1, weighting=weighting)
+    b = stats.rank_stability(df, "cos_sim", "L1", n_resamples=100, seed=1, weighting=weighting)
+    assert a.n_cities == 4
+    pd.testing.assert_frame_equal(a.table, b.table)
+
+
 def test_rank_stability_methods_selects_the_ranked_methods():
     df = _sparse_ranking_frame()
     r = stats.rank_stability(df, "cos_sim", "L1", n_resamples=200, seed=2, methods=["x", "y"])
