@@ -834,3 +834,69 @@ def test_rank_stability_errors_and_two_cities():
         stats.rank_stability(df[df["method"].isin(["x", "w"])], "cos_sim", "L1", n_resamples=50)
     with pytest.raises(ValueError, match=r"^rank stability needs column\(s\) \['city'\], which the results do not"):
         stats.rank_stability(df.drop(columns="city"), "cos_sim", "L1", n_resamples=50)
+
+
+# -- validation and small samples of the shared bootstrap helpers --------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"confidence": 0.0}, r"^confidence must be in \(0, 1\), got 0.0$"),
+        ({"confidence": 1.0}, r"^confidence must be in \(0, 1\), got 1.0$"),
+        ({"confidence": 1.5}, r"^confidence must be in \(0, 1\), got 1.5$"),
+        ({"n_resamples": 0}, r"^n_resamples must be a positive integer, got 0$"),
+        ({"n_resamples": 2.5}, r"^n_resamples must be a positive integer, got 2.5$"),
+    ],
+)
+def test_bootstrap_parameters_are_checked(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        stats.bootstrap_mean_ci([0.1, 0.2, 0.3], **kwargs)
+    with pytest.raises(ValueError, match=match):
+        stats.paired_bootstrap([0.1, 0.2, 0.3], [0.0, 0.0, 0.0], **kwargs)
+
+
+def test_bootstrap_mean_ci_defaults_and_small_samples():
+    v = np.random.default_rng(46).normal(size=9)
+    r = stats.bootstrap_mean_ci(v)
+    # docs/benchmark.md section 7: 5,000 resamples, seed 42, 95 %
+    assert (r.n_resamples, r.seed, r.confidence) == (5000, 42, 0.95)
+    assert r == stats.bootstrap_mean_ci(v, n_resamples=5000, seed=42, confidence=0.95)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an empty sample: NaN mean and interval, no numpy warning
+        empty = stats.bootstrap_mean_ci([np.nan, None], n_resamples=7, seed=3, confidence=0.8)
+    assert all(math.isnan(getattr(empty, k)) for k in ("mean", "ci_low", "ci_high"))
+    assert (empty.n, empty.seed, empty.n_resamples, empty.confidence) == (0, 3, 7, 0.8)
+    one = stats.bootstrap_mean_ci([None, 0.5], n_resamples=7, seed=3, confidence=0.8)  # None is a missing value
+    assert one.mean == 0.5 and math.isnan(one.ci_low) and math.isnan(one.ci_high)
+    assert (one.n, one.seed, one.n_resamples, one.confidence) == (1, 3, 7, 0.8)
+    two = stats.bootstrap_mean_ci([0.2, None, 0.6], n_resamples=50, seed=3)
+    assert two.n == 2 and two.mean == pytest.approx(0.4) and 0.2 <= two.ci_low <= two.ci_high <= 0.6
+    # a single resample: the interval is that resample's mean (hand-worked from the same draws)
+    single = stats.bootstrap_mean_ci([1.0, 2.0, 4.0], n_resamples=1, seed=5)
+    drawn = np.array([1.0, 2.0, 4.0])[np.random.default_rng(5).integers(0, 3, size=3)].mean()
+    assert single.n_resamples == 1 and single.ci_low == single.ci_high == pytest.approx(drawn)
+
+
+def test_bootstrap_means_over_several_chunks_are_resample_means():
+    # 2,000 values: 5,000 resample means are drawn 2,000 at a time; every one is a mean of drawn values
+    v = np.random.default_rng(47).uniform(10.0, 11.0, size=2000)
+    out = stats.bootstrap_means(v, 5000, 3)
+    assert out.shape == (5000,) and np.all((out >= v.min()) & (out <= v.max()))
+    # the resample means scatter around the mean with the standard error of a mean of 2,000 draws
+    se = v.std() / math.sqrt(v.size)
+    assert abs(out.mean() - v.mean()) < 6 * se / math.sqrt(5000)
+    assert 0.9 < out.std() / se < 1.1
+    assert np.array_equal(out, stats.bootstrap_means(v, 5000, 3))
+    with pytest.raises(ValueError, match=r"^values must be one-dimensional, got shape \(2, 2\)$"):
+        stats.bootstrap_means(np.ones((2, 2)), 10, 0)
+    with pytest.raises(ValueError, match=r"^values must be one-dimensional, got shape \(2, 2\)$"):
+        stats.bootstrap_mean_ci(np.ones((2, 2)))
+
+
+def test_block_bootstrap_where_every_resample_is_undefined():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = stats.block_bootstrap_ci("spearman", [1.0, 1.0, 1.0, 1.0], [1.0, 2.0, 3.0, 4.0], blocks=[0, 0, 1, 1],
+                                     n_resamples=20)
+    assert math.isnan(r.estimate) and math.isnan(r.ci_low) and math.isnan(r.ci_high) and r.n_undefined == 20
