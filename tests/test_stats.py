@@ -638,15 +638,6 @@ def test_block_statistic_auroc_is_nan_where_a_resample_loses_a_class():
         assert out[r] == pytest.approx(_auroc_brute(labels[rows], scores[rows]))
 
 
-def test_block_bootstrap_defaults_and_recorded_fields():
-    rng = np.random.default_rng(41)
-    x = rng.normal(size=20)
-    blocks = np.arange(20) // 2
-    r = stats.block_bootstrap_ci("mean", x, blocks=blocks)
-    assert (r.statistic, r.n_resamples, r.seed, r.confidence) == ("mean", 5000, 42, 0.95)
-    assert r == stats.block_bootstrap_ci("mean", x, blocks=blocks, n_resamples=5000, seed=42, confidence=0.95)
-
-
 def test_block_bootstrap_custom_statistic_is_recorded_by_name():
     rng = np.random.default_rng(42)
     x = rng.normal(size=18)
@@ -716,6 +707,15 @@ def test_block_bootstrap_of_two_rows_with_more_resamples_than_one_chunk():
     means = x[np.random.default_rng(9).integers(0, 2, size=(2_000_001, 2))].mean(axis=1)
     assert (r.ci_low, r.ci_high) == pytest.approx(_percentile_interval(means, 0.5), abs=1e-12)
     assert r.n_resamples == 2_000_001
+
+
+def test_block_bootstrap_defaults_and_recorded_fields():
+    rng = np.random.default_rng(41)
+    x = rng.normal(size=20)
+    blocks = np.arange(20) // 2
+    r = stats.block_bootstrap_ci("mean", x, blocks=blocks)
+    assert (r.statistic, r.n_resamples, r.seed, r.confidence) == ("mean", 5000, 42, 0.95)
+    assert r == stats.block_bootstrap_ci("mean", x, blocks=blocks, n_resamples=5000, seed=42, confidence=0.95)
 
 
 def test_block_bootstrap_auroc_counts_single_class_resamples_without_warnings():
