@@ -688,14 +688,14 @@ def test_block_bootstrap_with_two_blocks_and_zero_values():
 
 
 def test_block_bootstrap_with_several_chunks_is_the_unchunked_interval():
-    # 2,000 rows: bootstrap statistics are computed 500 resamples at a time; the interval must not depend on it
+    # 4,000 rows: bootstrap statistics are computed 250 resamples at a time; the interval must not depend on it
     rng = np.random.default_rng(43)
-    blocks = np.repeat(np.arange(400), 5)
+    blocks = np.repeat(np.arange(800), 5)
     x = rng.normal(size=blocks.size)
     r = stats.block_bootstrap_ci("mean", x, blocks=blocks, n_resamples=1001, seed=8, confidence=0.9)
-    draws = np.random.default_rng(8).integers(0, 400, size=(1001, 400))
+    draws = np.random.default_rng(8).integers(0, 800, size=(1001, 800))
     block_sums = np.bincount(blocks, weights=x)
-    means = np.array([block_sums[row].sum() / (5 * 400) for row in draws])
+    means = np.array([block_sums[row].sum() / (5 * 800) for row in draws])
     assert r.n_undefined == 0
     assert (r.ci_low, r.ci_high) == pytest.approx(_percentile_interval(means, 0.9), abs=1e-12)
 
