@@ -3,8 +3,10 @@ explicit loops) and hand-worked examples."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -272,7 +274,7 @@ def _brute_force_ranks(df, metric, n_resamples, seed, weighting, confidence=0.95
             scores = pd.concat([city_means.loc[c] for c in drawn]).groupby(level=0).mean()
         else:
             scores = pd.concat([df[df["city"] == c] for c in drawn]).groupby("method")[metric].mean()
-        scores = scores.reindex(methods)
+        scores = scores.reindex(methods).fillna(-np.inf)  # a method with no block in the drawn cities ranks last
         ranks.append([1 + sum(scores[o] > scores[m] for o in methods) for m in methods])
     ranks = np.array(ranks, dtype=float)
     a = (1 - confidence) / 2
@@ -514,3 +516,387 @@ def test_rank_stability_intervals_are_percentiles_of_bootstrap_ranks(weighting):
     assert list(table["rank_ci_low"]) == pytest.approx(list(lo)) and list(table["rank_ci_high"]) == pytest.approx(list(hi))
     assert list(table["rank1_prob"]) == pytest.approx(list((ranks == 1).mean(axis=0)))
     assert len({(lo, hi) for lo, hi in zip(table["rank_ci_low"], table["rank_ci_high"])}) > 1
+
+
+# -- recorded fields, documented defaults and error messages ---------------------------------
+# (these also kill the surviving mutants of issue 23's mutation run; see docs/mutation.md)
+
+
+def test_paired_bootstrap_defaults_are_the_documented_ones():
+    # docs/benchmark.md section 7: 5,000 resamples, default_rng(42), confidence 0.95, all recorded
+    rng = np.random.default_rng(40)
+    x, y = rng.normal(size=12), rng.normal(size=12)
+    r = stats.paired_bootstrap(x, y)
+    assert (r.n_resamples, r.seed, r.confidence) == (5000, 42, 0.95)
+    assert r == stats.paired_bootstrap(x, y, n_resamples=5000, seed=42, confidence=0.95)
+
+
+@pytest.mark.parametrize(
+    "x, y, match",
+    [
+        (np.ones((2, 2)), np.ones(4), r"^x must be one-dimensional, got shape \(2, 2\)$"),
+        (np.ones(4), np.ones((2, 2)), r"^y must be one-dimensional, got shape \(2, 2\)$"),
+        ([1.0, np.inf, 3.0], [1.0, 2.0, 3.0],
+         r"^1 of 3 pairs contain NaN or inf; drop them first \(paired_deltas does this and counts them\)$"),
+    ],
+)
+def test_paired_bootstrap_errors_name_the_argument(x, y, match):
+    with pytest.raises(ValueError, match=match):
+        stats.paired_bootstrap(x, y)
+
+
+def test_wilcoxon_p_reasons_and_errors():
+    # the reason is recorded next to a NaN p-value (BootstrapResult.wilcoxon_reason): its exact wording
+    p, reason = stats.wilcoxon_p([])
+    assert math.isnan(p) and reason == "no differences"
+    p, reason = stats.wilcoxon_p([0.0, 0.0])
+    assert math.isnan(p) and reason == "all differences are zero"
+    p, reason = stats.wilcoxon_p([np.nan, 1.0, 2.0])  # scipy propagates the NaN
+    assert math.isnan(p) and reason == "scipy.stats.wilcoxon returned a non-finite p-value"
+    d = [0.5, -0.2, 0.9]
+    assert stats.wilcoxon_p(d) == (pytest.approx(sstats.wilcoxon(d).pvalue, rel=1e-12), None)
+    with pytest.raises(ValueError, match=r"^differences must be one-dimensional, got shape \(2, 2\)$"):
+        stats.wilcoxon_p(np.ones((2, 2)))
+
+
+@pytest.mark.parametrize("category", [RuntimeWarning, UserWarning])
+def test_wilcoxon_p_silences_scipys_degenerate_input_warnings(monkeypatch, category):
+    # Older scipy versions warn on small or tied samples (e.g. "Sample size too small for normal
+    # approximation"); wilcoxon_p silences those two categories and still returns scipy's p-value.
+    real = sstats.wilcoxon
+
+    def warning_wilcoxon(d):
+        warnings.warn("a scipy warning about a small sample", category)
+        return real(d)
+
+    monkeypatch.setattr(sstats, "wilcoxon", warning_wilcoxon)
+    d = [0.4, -0.1, 0.3, 0.7]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p, reason = stats.wilcoxon_p(d)
+    assert p == pytest.approx(real(d).pvalue, rel=1e-12) and reason is None
+
+
+def test_wilcoxon_p_lets_other_scipy_warnings_through(monkeypatch):
+    # only the two degenerate-input categories are silenced: e.g. a FutureWarning of scipy still reaches the user
+    real = sstats.wilcoxon
+
+    def warning_wilcoxon(d):
+        warnings.warn("a scipy API change", FutureWarning)
+        return real(d)
+
+    monkeypatch.setattr(sstats, "wilcoxon", warning_wilcoxon)
+    with pytest.warns(FutureWarning, match="a scipy API change"):
+        p, reason = stats.wilcoxon_p([0.4, -0.1, 0.3, 0.7])
+    assert reason is None and p == pytest.approx(real([0.4, -0.1, 0.3, 0.7]).pvalue, rel=1e-12)
+
+
+def test_result_to_dict_records_every_field():
+    m = stats.bootstrap_mean_ci([0.1, 0.4, 0.3, 0.8], n_resamples=200, seed=3, confidence=0.9)
+    assert m.to_dict() == {"mean": m.mean, "ci_low": m.ci_low, "ci_high": m.ci_high, "n": 4, "seed": 3,
+                           "n_resamples": 200, "confidence": 0.9}
+    b = stats.block_bootstrap_ci("mean", [0.1, 0.4, 0.3, 0.8], blocks=[0, 0, 1, 2], n_resamples=200, seed=3,
+                                 confidence=0.9)
+    assert b.to_dict() == {"statistic": "mean", "estimate": pytest.approx(0.4), "ci_low": b.ci_low,
+                           "ci_high": b.ci_high, "n": 4, "n_blocks": 3, "n_undefined": 0, "seed": 3,
+                           "n_resamples": 200, "confidence": 0.9}
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: stats.spearman([1, 2, 3], [1, 2]), r"^x and y must have the same length, got 3 and 2$"),
+        (lambda: stats.auroc(np.zeros((2, 2)), [0.1, 0.2]), r"^labels must be one-dimensional, got shape \(2, 2\)$"),
+        (lambda: stats.auroc([0, 1], np.zeros((2, 2))), r"^scores must be one-dimensional, got shape \(2, 2\)$"),
+        (lambda: stats.auroc([0, 1, 1], [0.1, 0.2]), r"^labels and scores must have the same length, got 3 and 2$"),
+        (lambda: stats.auroc([0, 1, 1], [0.1, np.nan, 0.3]), r"^scores contain NaN or inf$"),
+        (lambda: stats.auroc([0, 2, 1], [0.1, 0.2, 0.3]), r"^labels must be boolean or 0/1$"),
+    ],
+)
+def test_spearman_and_auroc_errors_name_the_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_spearman_of_two_points_and_of_constant_input():
+    # hand-worked: two pairs are perfectly concordant (rho = 1) or discordant (rho = -1), as scipy says
+    assert stats.spearman([1.0, 2.0], [3.0, 4.0]) == 1.0 == pytest.approx(sstats.spearmanr([1, 2], [3, 4]).statistic)
+    assert stats.spearman([1.0, 2.0], [4.0, 3.0]) == -1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a constant input is NaN without a numpy warning
+        assert math.isnan(stats.spearman([2.0, 2.0, 2.0], [1.0, 2.0, 3.0]))
+
+
+def test_block_statistic_auroc_is_nan_where_a_resample_loses_a_class():
+    labels = np.array([0.0, 1.0, 0.0, 1.0])
+    scores = np.array([0.2, 0.9, 0.4, 0.3])
+    w = np.array([[1.0, 1.0, 1.0, 1.0], [2.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 3.0], [1.0, 0.0, 0.0, 2.0]])
+    out = stats.BLOCK_STATISTICS["auroc"](w, labels, scores)
+    assert out.dtype == np.float64 and np.isnan(out[1]) and np.isnan(out[2])
+    for r in (0, 3):  # the expanded sample, brute force
+        rows = np.repeat(np.arange(4), w[r].astype(int))
+        assert out[r] == pytest.approx(_auroc_brute(labels[rows], scores[rows]))
+
+
+def test_block_bootstrap_custom_statistic_is_recorded_by_name():
+    rng = np.random.default_rng(42)
+    x = rng.normal(size=18)
+    blocks = np.arange(18) // 3
+
+    def weighted_mean(w, v):
+        return (w @ v) / w.sum(axis=1)
+
+    builtin = stats.block_bootstrap_ci("mean", x, blocks=blocks, n_resamples=300, seed=5)
+    named = stats.block_bootstrap_ci(weighted_mean, x, blocks=blocks, n_resamples=300, seed=5)
+    nameless = stats.block_bootstrap_ci(functools.partial(weighted_mean), x, blocks=blocks, n_resamples=300, seed=5)
+    assert named.statistic == "weighted_mean" and nameless.statistic == "custom"
+    for r in (named, nameless):
+        assert (r.estimate, r.ci_low, r.ci_high) == pytest.approx((builtin.estimate, builtin.ci_low, builtin.ci_high))
+
+
+@pytest.mark.parametrize(
+    "args, blocks, match",
+    [
+        ((), [0, 1], r"^block_bootstrap_ci needs at least one data array$"),
+        (([1.0, 2.0],), 3, r"^blocks must be one-dimensional, got shape \(\)$"),
+        (([1.0, 2.0],), [[0, 1]], r"^blocks must be one-dimensional, got shape \(1, 2\)$"),
+        ((np.ones((2, 1)),), [0, 1], r"^array 0 must be one-dimensional, got shape \(2, 1\)$"),
+        (([1.0, np.nan],), [0, 1], r"^array 0 contains NaN or inf; drop those rows first$"),
+        (([],), [], r"^a block bootstrap needs at least 2 blocks, got 0$"),
+    ],
+)
+def test_block_bootstrap_errors_name_the_problem(args, blocks, match):
+    with pytest.raises(ValueError, match=match):
+        stats.block_bootstrap_ci("mean", *args, blocks=blocks)
+
+
+def test_block_bootstrap_rejects_unknown_statistics_and_non_binary_labels():
+    with pytest.raises(ValueError, match=r"^unknown statistic 'median'; one of "
+                                         r"\['auroc', 'mean', 'positive_share', 'spearman'\] or a callable$"):
+        stats.block_bootstrap_ci("median", [1.0, 2.0], blocks=[0, 1])
+    with pytest.raises(ValueError, match=r"^labels must be boolean or 0/1$"):
+        stats.block_bootstrap_ci("auroc", [0, 2, 1, 0], [0.1, 0.2, 0.3, 0.4], blocks=[0, 1, 2, 3])
+
+
+def test_block_bootstrap_with_two_blocks_and_zero_values():
+    # two blocks are enough; positive_share counts strictly positive values (hand-worked: 2 of 6)
+    r = stats.block_bootstrap_ci("positive_share", [0.0, 0.0, 1.0, -1.0, 2.0, 0.0], blocks=[0, 0, 0, 1, 1, 1],
+                                 n_resamples=200)
+    assert r.n_blocks == 2 and r.estimate == pytest.approx(2 / 6)
+    # each resample draws the blocks (0, 0), (0, 1), (1, 0) or (1, 1): shares 1/3, 1/3, 1/3, 1/3
+    assert (r.ci_low, r.ci_high) == pytest.approx((1 / 3, 1 / 3))
+
+
+def test_block_bootstrap_with_several_chunks_is_the_unchunked_interval():
+    # 4,000 rows: bootstrap statistics are computed 250 resamples at a time; the interval must not depend on it
+    rng = np.random.default_rng(43)
+    blocks = np.repeat(np.arange(800), 5)
+    x = rng.normal(size=blocks.size)
+    r = stats.block_bootstrap_ci("mean", x, blocks=blocks, n_resamples=1001, seed=8, confidence=0.9)
+    draws = np.random.default_rng(8).integers(0, 800, size=(1001, 800))
+    block_sums = np.bincount(blocks, weights=x)
+    means = np.array([block_sums[row].sum() / (5 * 800) for row in draws])
+    assert r.n_undefined == 0
+    assert (r.ci_low, r.ci_high) == pytest.approx(_percentile_interval(means, 0.9), abs=1e-12)
+
+
+def test_block_bootstrap_of_two_rows_with_more_resamples_than_one_chunk():
+    # 2 rows, 2,000,001 resamples: several chunks of resamples, the same interval as a direct computation
+    x = np.array([0.0, 1.0])
+    r = stats.block_bootstrap_ci("mean", x, blocks=[0, 1], n_resamples=2_000_001, seed=9, confidence=0.5)
+    means = x[np.random.default_rng(9).integers(0, 2, size=(2_000_001, 2))].mean(axis=1)
+    assert (r.ci_low, r.ci_high) == pytest.approx(_percentile_interval(means, 0.5), abs=1e-12)
+    assert r.n_resamples == 2_000_001
+
+
+def test_block_bootstrap_defaults_and_recorded_fields():
+    rng = np.random.default_rng(41)
+    x = rng.normal(size=20)
+    blocks = np.arange(20) // 2
+    r = stats.block_bootstrap_ci("mean", x, blocks=blocks)
+    assert (r.statistic, r.n_resamples, r.seed, r.confidence) == ("mean", 5000, 42, 0.95)
+    assert r == stats.block_bootstrap_ci("mean", x, blocks=blocks, n_resamples=5000, seed=42, confidence=0.95)
+
+
+def test_block_bootstrap_auroc_counts_single_class_resamples_without_warnings():
+    rng = np.random.default_rng(44)
+    blocks = np.repeat(np.arange(6), 2)
+    labels = (blocks == 0).astype(int)  # the only positives are in block 0: many resamples lose them
+    scores = rng.normal(size=12) + labels
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = stats.block_bootstrap_ci("auroc", labels, scores, blocks=blocks, n_resamples=300, seed=2)
+    draws = np.random.default_rng(2).integers(0, 6, size=(300, 6))
+    assert r.n_undefined == int((~(draws == 0).any(axis=1)).sum()) > 0
+    assert r.estimate == pytest.approx(_auroc_brute(labels, scores))
+
+
+# -- rank stability: sparse data, filters, recorded fields ------------------------------------
+
+
+def _sparse_ranking_frame():
+    """Cities A-D. x: one block per city; y: two blocks in A, one elsewhere; z (the best) only in A and B.
+    Also a NaN row of x, a row of y without a city, and a method w with only NaN values: all dropped."""
+    rng = np.random.default_rng(45)
+    spec = []
+    for city in "ABCD":
+        spec.append(("x", "L1", f"{city}0", city, 0.5 + rng.normal(0, 0.1)))
+        spec.append(("y", "L1", f"{city}0", city, 0.45 + rng.normal(0, 0.1)))
+        spec.append(("w", "L1", f"{city}0", city, np.nan))
+        if city == "A":
+            spec.append(("y", "L1", "A1", "A", 0.8))
+        if city in "AB":
+            spec.append(("z", "L1", f"{city}0", city, 0.9 + rng.normal(0, 0.01)))
+    spec += [("x", "L1", "C1", "C", np.nan), ("y", "L1", "X0", None, 5.0), ("z", "L0", "A0", "A", 0.1)]
+    return _rows(spec)
+
+
+@pytest.mark.parametrize("weighting", ["city", "block"])
+def test_rank_stability_with_methods_missing_from_cities_matches_brute_force(weighting):
+    df = _sparse_ranking_frame()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a method absent from the drawn cities is ranked last, silently
+        r = stats.rank_stability(df, "cos_sim", "L1", n_resamples=250, seed=6, weighting=weighting, confidence=0.9)
+    clean = df[(df["condition"] == "L1") & df["cos_sim"].notna() & df["city"].notna()]
+    got = r.table.set_index("method")
+    assert list(got.index.sort_values()) == ["x", "y", "z"]
+    want = _brute_force_ranks(clean, "cos_sim", 250, 6, weighting, confidence=0.9)
+    for col in want.columns:
+        assert got.loc[want.index, col].to_numpy(dtype=float) == pytest.approx(want[col].to_numpy(dtype=float)), col
+    assert got.loc["z", "rank_ci_high"] == 3  # z is missing from some resamples
+    counts = clean.groupby("method")["cos_sim"].count()
+    n_cities = clean.groupby("method")["city"].nunique()
+    if weighting == "city":
+        score = clean.groupby(["method", "city"])["cos_sim"].mean().groupby(level=0).mean()
+    else:
+        score = clean.groupby("method")["cos_sim"].mean()
+    for m in ("x", "y", "z"):
+        assert (got.loc[m, "n_blocks"], got.loc[m, "n_cities"]) == (counts[m], n_cities[m])
+        assert got.loc[m, "score"] == pytest.approx(score[m])
+        assert got.loc[m, "rank"] == 1 + sum(score[o] > score[m] for o in ("x", "y", "z"))
+    assert r.table["n_blocks"].dtype.kind == "i" and r.table["n_cities"].dtype.kind == "i"
+    assert list(r.table.columns) == ["method", "n_blocks", "n_cities", "score", "rank", "rank1_prob",
+                                     "rank_ci_low", "rank_ci_high", "mean_rank"]
+
+
+def test_rank_stability_reads_an_object_metric_column_with_none():
+    # e.g. rows read from JSON: the metric column holds Python floats and None
+    df = _sparse_ranking_frame()
+    obj = df.assign(cos_sim=[None if math.isnan(v) else v for v in df["cos_sim"]]).astype({"cos_sim": object})
+    assert obj["cos_sim"].dtype == object
+    a = stats.rank_stability(obj, "cos_sim", "L1", n_resamples=100, seed=1).table
+    b = stats.rank_stability(df, "cos_sim", "L1", n_resamples=100, seed=1).table
+    pd.testing.assert_frame_equal(a, b)
+
+
+@pytest.mark.parametrize("weighting", ["city", "block"])
+def test_rank_stability_of_categorical_columns_is_that_of_strings(weighting):
+    # e.g. rows read from parquet: city and method as categoricals whose category order is not alphabetical
+    # (pandas pivots them in category order) and with unused categories
+    df = _sparse_ranking_frame()
+    cat = df.assign(city=pd.Categorical(df["city"], categories=["D", "C", "B", "A", "Q"]),
+                    method=pd.Categorical(df["method"], categories=["z", "y", "x", "w", "v"]))
+    a = stats.rank_stability(cat, "cos_sim", "L1", n_resamples=100, seed=1, weighting=weighting)
+    b = stats.rank_stability(df, "cos_sim", "L1", n_resamples=100, seed=1, weighting=weighting)
+    assert a.n_cities == 4
+    pd.testing.assert_frame_equal(a.table, b.table)
+
+
+def test_rank_stability_methods_selects_the_ranked_methods():
+    df = _sparse_ranking_frame()
+    r = stats.rank_stability(df, "cos_sim", "L1", n_resamples=200, seed=2, methods=["x", "y"])
+    by_hand = stats.rank_stability(df[df["method"].isin(["x", "y"])], "cos_sim", "L1", n_resamples=200, seed=2)
+    assert sorted(r.table["method"]) == ["x", "y"]
+    pd.testing.assert_frame_equal(r.table, by_hand.table)
+
+
+def test_rank_stability_defaults_and_to_dict():
+    df = _ranking_frame()
+    r = stats.rank_stability(df, "cos_sim", "L1")
+    # docs/benchmark.md section 7: 2,000 resamples, default_rng(42), a 95 % interval, city-balanced
+    assert (r.n_resamples, r.seed, r.confidence, r.weighting) == (2000, 42, 0.95, "city")
+    explicit = stats.rank_stability(df, "cos_sim", "L1", n_resamples=2000, seed=42, confidence=0.95, weighting="city")
+    pd.testing.assert_frame_equal(r.table, explicit.table)
+    s = stats.rank_stability(df, "mmd", "L1", n_resamples=100, seed=4, confidence=0.8, weighting="block")
+    records = [dict(zip(s.table.columns, row)) for row in s.table.itertuples(index=False)]
+    assert s.to_dict() == {"metric": "mmd", "condition": "L1", "higher_is_better": False, "weighting": "block",
+                           "n_cities": 6, "n_resamples": 100, "seed": 4, "confidence": 0.8, "table": records}
+
+
+def test_rank_stability_errors_and_two_cities():
+    df = _sparse_ranking_frame()
+    two = df[df["city"].isin(["A", "B"])]
+    assert stats.rank_stability(two, "cos_sim", "L1", n_resamples=50).n_cities == 2
+    with pytest.raises(ValueError, match=r"^rank stability needs at least 2 cities, got 1$"):
+        stats.rank_stability(df[df["city"] == "A"], "cos_sim", "L1", n_resamples=50)
+    with pytest.raises(ValueError, match=r"^rank stability needs at least 2 methods with finite cos_sim under L1, "
+                                         r"got 1$"):
+        stats.rank_stability(df[df["method"].isin(["x", "w"])], "cos_sim", "L1", n_resamples=50)
+    with pytest.raises(ValueError, match=r"^rank stability needs column\(s\) \['city'\], which the results do not"):
+        stats.rank_stability(df.drop(columns="city"), "cos_sim", "L1", n_resamples=50)
+
+
+# -- validation and small samples of the shared bootstrap helpers --------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"confidence": 0.0}, r"^confidence must be in \(0, 1\), got 0.0$"),
+        ({"confidence": 1.0}, r"^confidence must be in \(0, 1\), got 1.0$"),
+        ({"confidence": 1.5}, r"^confidence must be in \(0, 1\), got 1.5$"),
+        ({"n_resamples": 0}, r"^n_resamples must be a positive integer, got 0$"),
+        ({"n_resamples": 2.5}, r"^n_resamples must be a positive integer, got 2.5$"),
+    ],
+)
+def test_bootstrap_parameters_are_checked(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        stats.bootstrap_mean_ci([0.1, 0.2, 0.3], **kwargs)
+    with pytest.raises(ValueError, match=match):
+        stats.paired_bootstrap([0.1, 0.2, 0.3], [0.0, 0.0, 0.0], **kwargs)
+
+
+def test_bootstrap_mean_ci_defaults_and_small_samples():
+    v = np.random.default_rng(46).normal(size=9)
+    r = stats.bootstrap_mean_ci(v)
+    # docs/benchmark.md section 7: 5,000 resamples, seed 42, 95 %
+    assert (r.n_resamples, r.seed, r.confidence) == (5000, 42, 0.95)
+    assert r == stats.bootstrap_mean_ci(v, n_resamples=5000, seed=42, confidence=0.95)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an empty sample: NaN mean and interval, no numpy warning
+        empty = stats.bootstrap_mean_ci([np.nan, None], n_resamples=7, seed=3, confidence=0.8)
+    assert all(math.isnan(getattr(empty, k)) for k in ("mean", "ci_low", "ci_high"))
+    assert (empty.n, empty.seed, empty.n_resamples, empty.confidence) == (0, 3, 7, 0.8)
+    one = stats.bootstrap_mean_ci([None, 0.5], n_resamples=7, seed=3, confidence=0.8)  # None is a missing value
+    assert one.mean == 0.5 and math.isnan(one.ci_low) and math.isnan(one.ci_high)
+    assert (one.n, one.seed, one.n_resamples, one.confidence) == (1, 3, 7, 0.8)
+    two = stats.bootstrap_mean_ci([0.2, None, 0.6], n_resamples=50, seed=3)
+    assert two.n == 2 and two.mean == pytest.approx(0.4) and 0.2 <= two.ci_low <= two.ci_high <= 0.6
+    # a single resample: the interval is that resample's mean (hand-worked from the same draws)
+    single = stats.bootstrap_mean_ci([1.0, 2.0, 4.0], n_resamples=1, seed=5)
+    drawn = np.array([1.0, 2.0, 4.0])[np.random.default_rng(5).integers(0, 3, size=3)].mean()
+    assert single.n_resamples == 1 and single.ci_low == single.ci_high == pytest.approx(drawn)
+
+
+def test_bootstrap_means_over_several_chunks_are_resample_means():
+    # 2,000 values: 5,000 resample means are drawn 2,000 at a time; every one is a mean of drawn values
+    v = np.random.default_rng(47).uniform(10.0, 11.0, size=2000)
+    out = stats.bootstrap_means(v, 5000, 3)
+    assert out.shape == (5000,) and np.all((out >= v.min()) & (out <= v.max()))
+    # the resample means scatter around the mean with the standard error of a mean of 2,000 draws
+    se = v.std() / math.sqrt(v.size)
+    assert abs(out.mean() - v.mean()) < 6 * se / math.sqrt(5000)
+    assert 0.9 < out.std() / se < 1.1
+    assert np.array_equal(out, stats.bootstrap_means(v, 5000, 3))
+    with pytest.raises(ValueError, match=r"^values must be one-dimensional, got shape \(2, 2\)$"):
+        stats.bootstrap_means(np.ones((2, 2)), 10, 0)
+    with pytest.raises(ValueError, match=r"^values must be one-dimensional, got shape \(2, 2\)$"):
+        stats.bootstrap_mean_ci(np.ones((2, 2)))
+
+
+def test_block_bootstrap_where_every_resample_is_undefined():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = stats.block_bootstrap_ci("spearman", [1.0, 1.0, 1.0, 1.0], [1.0, 2.0, 3.0, 4.0], blocks=[0, 0, 1, 1],
+                                     n_resamples=20)
+    assert math.isnan(r.estimate) and math.isnan(r.ci_low) and math.isnan(r.ci_high) and r.n_undefined == 20
