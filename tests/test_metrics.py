@@ -10,6 +10,7 @@ import doctest
 import importlib
 import itertools
 import math
+import re
 import subprocess
 import sys
 
@@ -31,6 +32,7 @@ from geofidelity_bench.metrics import (
     median_heuristic_gamma,
     mmd2,
     mmd2_with_reason,
+    normalized_hill,
     retrieval,
 )
 from geofidelity_bench.metrics import composition, panel, reference
@@ -861,3 +863,83 @@ def test_error_messages_name_the_argument():
     with pytest.raises(ValueError, match=r"^ref could not be read"):
         diversity_gap(np.eye(2), [["a", "b"]])
     assert mmd2_with_reason([[0.0]], [[1.0], [2.0]])[1] == "gen has 1 row; MMD^2 needs at least 2 rows in each set"
+
+
+# --------------------------------------------------------------------------- mutation-testing survivors (run 2)
+
+
+def test_gamma_out_of_float64_range_is_inf_or_zero_under_strict_float_errors(rng):
+    """A median-heuristic gamma beyond float64 comes back as inf / 0.0, not a FloatingPointError.
+
+    The user's numpy error settings must not turn the documented inf / 0 into an exception.
+    """
+    gen, ref, _ = magnitude_case(rng)
+    gamma0 = ref_gamma(gen, ref)  # the gamma of the unscaled embeddings
+    # scaling the embeddings by s scales gamma by s**-2: 1e-300 -> gamma0 * 1e600, 1e300 -> gamma0 * 1e-600
+    assert math.log10(gamma0) + 600 > 309 and math.log10(gamma0) - 600 < -324  # beyond float64 both ways
+    with np.errstate(all="raise"):
+        assert median_heuristic_gamma(gen * 1e-300, ref * 1e-300) == math.inf
+        assert median_heuristic_gamma(gen * 1e300, ref * 1e300) == 0.0
+
+
+@pytest.mark.parametrize("scale,gamma", [(1e300, 1.0), (1e-200, 1e-300)])
+def test_mmd2_unappliable_gamma_is_a_value_error_under_strict_float_errors(rng, scale, gamma):
+    """gamma * scale**2 overflows (huge embeddings) or underflows to 0 (tiny ones): a ValueError
+    that says what to do, whatever numpy's error settings, and never a silent MMD^2 with gamma 0."""
+    gen, ref, _ = magnitude_case(rng)
+    with np.errstate(all="raise"):
+        with pytest.raises(ValueError, match=rf"^gamma={gamma!r} cannot be applied to embeddings of magnitude about "
+                                             r"2\*\*-?\d+: the kernel values are not representable in float64; "
+                                             r"rescale the embeddings or use gamma=None$"):
+            mmd2_with_reason(gen * scale, ref * scale, gamma=gamma)
+
+
+def test_normalized_hill_uniform_is_one_and_never_above():
+    """Uniform over all |A| options is D = 1, and D never leaves [0, 1] (docs/benchmark.md section 9)
+    even where exp(H) rounds a little above |A| in float64 (n = 5, 9, 11, 12, ...)."""
+    for n in range(2, 41):
+        d = normalized_hill([7] * n, n)
+        assert d == pytest.approx(1.0, abs=1e-12) and 0.0 <= d <= 1.0, n
+
+
+def test_normalized_hill_accepts_an_integral_float_option_count():
+    """|A| given as 4.0 (e.g. read from JSON) is the integer 4."""
+    counts = [3, 1, 0, 0]
+    expected = (4 / 3 ** 0.75 - 1) / 3  # hand-worked: p = (3/4, 1/4), exp(H) = 4 / 3**(3/4)
+    assert normalized_hill(counts, 4.0) == pytest.approx(expected, abs=1e-12)
+    assert normalized_hill(counts, np.float64(4.0)) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "counts,message",
+    [
+        ([1.0, math.inf], "counts contains NaN or inf"),
+        ([1, -1], "counts must be non-negative"),
+        ([0, 0], "counts are all zero: no answers, so the diversity is undefined"),
+    ],
+)
+def test_normalized_hill_error_messages(counts, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        normalized_hill(counts, 3)
+
+
+def test_gaas_column_error_lists_the_groups_in_order():
+    with pytest.raises(ValueError, match=re.escape(
+        "gen_shares has 7 columns; GAAS needs 8 (road, sidewalk, building, vehicle, vegetation, sky, pole, sign)"
+    ) + "$"):
+        gaas(np.full((2, 7), 0.1), np.full((2, 8), 0.1))
+
+
+def test_gaas_accepts_shares_exactly_1e6_outside_the_unit_interval():
+    """docs/benchmark.md section 5: shares may stray *at most* 1e-6 outside [0, 1] (then clipped)."""
+    shares = np.full((3, 8), 0.1)
+    shares[0, 0] = 1.0 + 1e-6
+    shares[1, 1] = -1e-6
+    clipped = np.clip(shares, 0.0, 1.0)
+    assert gaas(shares, clipped) == 0.0
+    assert gaas(clipped, shares) == 0.0
+    for bad in (1.0 + 1e-6 + 1e-12, -1e-6 - 1e-12):
+        off = shares.copy()
+        off[2, 2] = bad
+        with pytest.raises(ValueError, match="gen_shares has pixel shares outside"):
+            gaas(off, clipped)
