@@ -943,3 +943,65 @@ def test_gaas_accepts_shares_exactly_1e6_outside_the_unit_interval():
         off[2, 2] = bad
         with pytest.raises(ValueError, match="gen_shares has pixel shares outside"):
             gaas(off, clipped)
+
+
+def test_duplicate_threshold_is_relative_to_the_pair_scale(rng):
+    """docs/benchmark.md section 5: a squared distance at or below 1e-12 * (|x_i|^2 + |x_j|^2) counts as 0;
+    the threshold scales with the data, so tiny and large embeddings (with repeated images) keep the
+    median-heuristic gamma of the plain-loop reference."""
+    x = embeddings(rng, 7, d=16, offset=0.3)
+    gen, ref = x[[0, 1, 2, 0, 1, 0]], x[[2, 3, 4, 5, 6, 3, 3]]  # duplicates within and across the sets
+    for s in (1e-4, 3e4):
+        assert median_heuristic_gamma(gen * s, ref * s) == pytest.approx(ref_gamma(gen * s, ref * s), rel=1e-9)
+        prepared = reference.prepare_reference(ref * s)
+        assert median_heuristic_gamma(gen * s, prepared) == pytest.approx(ref_gamma(gen * s, ref * s), rel=1e-9)
+
+
+def test_clamped_sq_dists_zeroes_a_distance_exactly_at_the_threshold():
+    """The boundary itself counts as a duplicate ("at or below"), built with exact dyadic arithmetic:
+    a = (B, 2**-20), b = (B, 0), so |a - b|^2 = 2**-40, and |a|^2 + |b|^2 = S with 1e-12 * S == 2**-40."""
+    from fractions import Fraction
+
+    target = 2.0**-40
+    s = 0.9094947017729282
+    assert reference.DUPLICATE_RTOL * s == target  # S is chosen so the threshold is exactly 2**-40
+    # |B|^2 = (S - 2**-40) / 2 as a sum of squares of powers of two (bit 2**-k: (2**-(k/2))^2, or
+    # two (2**-((k+1)/2))^2 when k is odd), so every product and partial sum below is exact
+    rest, comps, k = (Fraction(s) - Fraction(target)) / 2, [], 1
+    while rest:
+        if rest >= Fraction(1, 2**k):
+            rest -= Fraction(1, 2**k)
+            comps += [2.0 ** -(k // 2)] if k % 2 == 0 else [2.0 ** -((k + 1) // 2)] * 2
+        k += 1
+    for delta, expected in ((2.0**-20, 0.0), (2.0**-19, 4 * target)):  # at the threshold; 4x above it
+        a, b = np.array([comps + [delta]]), np.array([comps + [0.0]])
+        sqa, sqb = np.einsum("ij,ij->i", a, a), np.einsum("ij,ij->i", b, b)
+        assert Fraction(sqa[0]) + Fraction(sqb[0]) == Fraction(s) + Fraction(delta) ** 2 - Fraction(target)
+        assert sum((Fraction(p) - Fraction(q)) ** 2 for p, q in zip(a[0], b[0])) == Fraction(delta) ** 2
+        assert reference.clamped_sq_dists(a, sqa, b, sqb).tolist() == [[expected]]
+
+
+def test_diversity_of_antipodal_rows_is_two_and_never_above(rng):
+    """cos(x, -x) = -1, so Div = 2, the top of its documented range [0, 2] (docs/benchmark.md section 5);
+    for some directions the unit rows' squared norms round above 1 and the clamp must hold it at 2."""
+    for _ in range(200):
+        x = rng.normal(size=8)
+        value = diversity(np.stack([x, -x]))
+        assert value == pytest.approx(2.0, abs=1e-12) and value <= 2.0
+        assert reference.prepare_reference(np.stack([x, -x])).diversity <= 2.0
+
+
+def test_panel_vectors_of_near_max_float_galleries(rng):
+    """A gallery whose raw sum overflows float64 (entries near 2**1024) keeps its panel vector: the
+    rows are rescaled by a power of two first, so retrieval is bit-identical to the unscaled gallery."""
+    gen = embeddings(rng, 4, d=16)
+    candidates = {name: 8.0 + rng.normal(size=(9, 16)) for name in CANDIDATE_NAMES}
+    huge = {name: arr * 2.0**1020 for name, arr in candidates.items()}
+    with np.errstate(over="ignore"):
+        assert all(np.isfinite(arr).all() and np.isinf(arr.sum(axis=0)).any() for arr in huge.values())
+    expected = retrieval(gen, candidates)
+    result = retrieval(gen, huge)
+    assert result.sims == expected.sims and result.ranks.tolist() == expected.ranks.tolist()
+    assert reference.prepare_reference(huge["target"]).panel_vector.tolist() == pytest.approx(
+        (candidates["target"].mean(axis=0) / np.linalg.norm(candidates["target"].mean(axis=0))).tolist(), abs=1e-15
+    )
