@@ -1005,3 +1005,19 @@ def test_panel_vectors_of_near_max_float_galleries(rng):
     assert reference.prepare_reference(huge["target"]).panel_vector.tolist() == pytest.approx(
         (candidates["target"].mean(axis=0) / np.linalg.norm(candidates["target"].mean(axis=0))).tolist(), abs=1e-15
     )
+
+
+def test_prepared_reference_does_not_alias_an_array_subclass_or_view(rng):
+    """np.asarray of an ndarray subclass is a view of the caller's data (not the caller's object
+    itself): it is copied too, so changing the caller's array later leaves the prepared gallery alone."""
+
+    class Tagged(np.ndarray):
+        pass
+
+    base = embeddings(rng, 5, d=8)
+    before = base.copy()
+    p = metrics.prepare_reference(base.view(Tagged))
+    base[0, 0] = 99.0
+    assert base.flags.writeable
+    assert p.rows.tolist() == before.tolist()
+    assert p.mean.tolist() == pytest.approx(before.mean(axis=0).tolist(), abs=1e-15)
