@@ -1021,3 +1021,20 @@ def test_prepared_reference_does_not_alias_an_array_subclass_or_view(rng):
     assert base.flags.writeable
     assert p.rows.tolist() == before.tolist()
     assert p.mean.tolist() == pytest.approx(before.mean(axis=0).tolist(), abs=1e-15)
+
+
+@pytest.mark.parametrize("k", [500, -500])
+def test_prepared_reference_raw_scale_fields_of_rescaled_galleries(rng, k):
+    """Galleries outside the safe magnitude range are computed on rows / 2**e and scaled back: the
+    recorded squared norms and pair distances are those of the raw rows (a power of two is exact)."""
+    x = embeddings(rng, 6, d=8, offset=0.5)
+    p, p_big = reference.prepare_reference(x), reference.prepare_reference(x * 2.0**k)
+    assert p_big.sq_norms.tolist() == (p.sq_norms * 2.0 ** (2 * k)).tolist()
+    assert p_big.pair_sq_dists.tolist() == (p.pair_sq_dists * 2.0 ** (2 * k)).tolist()
+    assert p_big.centered.tolist() == (p.centered * 2.0**k).tolist()
+    assert p_big.mean_norm == p.mean_norm * 2.0**k
+    # and p's own fields against plain loops on the unscaled rows
+    centered = x - x.mean(axis=0)
+    assert p.sq_norms.tolist() == pytest.approx([float(np.sum(c * c)) for c in centered], rel=1e-12)
+    pairs = [ref_sq_dist(x[i], x[j]) for i, j in zip(*np.triu_indices(6, 1))]
+    assert p.pair_sq_dists.tolist() == pytest.approx(pairs, rel=1e-9)
