@@ -1038,3 +1038,43 @@ def test_prepared_reference_raw_scale_fields_of_rescaled_galleries(rng, k):
     assert p.sq_norms.tolist() == pytest.approx([float(np.sum(c * c)) for c in centered], rel=1e-12)
     pairs = [ref_sq_dist(x[i], x[j]) for i, j in zip(*np.triu_indices(6, 1))]
     assert p.pair_sq_dists.tolist() == pytest.approx(pairs, rel=1e-9)
+
+
+def test_negative_dominated_huge_sets_are_rescaled_by_their_largest_magnitude(rng):
+    """The rescaling looks at the largest MAGNITUDE, also when it is a negative entry: a set of
+    entries near -1e300 whose maximum is 0.0 still scores like the unscaled set."""
+    gen, ref = embeddings(rng, 5, d=16, offset=-6.0), embeddings(rng, 7, d=16, offset=-6.0)
+    gen[0, 0] = ref[0, 0] = 0.0  # the largest *value* is 0
+    big_gen, big_ref = gen * 1e300, ref * 1e300
+    assert reference.prepare_reference(big_ref).max_abs == float(np.abs(big_ref).max())
+    with np.errstate(all="raise"):
+        assert mmd2(big_gen, big_ref) == pytest.approx(ref_mmd2(gen, ref), abs=1e-12)
+        assert median_heuristic_gamma(gen * 1e150, ref * 1e150) * 1e300 == pytest.approx(ref_gamma(gen, ref), rel=1e-9)
+
+
+def test_cos_sim_of_tiny_sets_keeps_its_epsilon(rng):
+    """CosSim's 1e-8 in the denominator (docs/benchmark.md section 5) is not rescaled away: for means of size
+    1e-170 the dot product is about 1e-340, so CosSim is 0 to within 1e-300 (not the cosine of the directions)."""
+    gen, ref = embeddings(rng, 5, d=16, offset=1.0), embeddings(rng, 7, d=16, offset=1.0)
+    assert cos_sim(gen, ref) > 0.5  # the directions agree: a large cosine at ordinary scale
+    assert abs(cos_sim(gen * 1e-170, ref * 1e-170)) < 1e-300
+    assert abs(cos_sim(gen * 1e-170, reference.prepare_reference(ref * 1e-170))) < 1e-300
+
+
+@pytest.mark.parametrize("scale", [1e-158, 1e-150])
+def test_diversity_of_rows_whose_squared_norms_are_subnormal(rng, scale):
+    """Rows of size 1e-158 have squared norms near 1e-314 (subnormal, few significant bits): they are
+    rescaled before normalizing, so Div matches the plain-loop reference on the unscaled rows."""
+    x = embeddings(rng, 6, d=16, offset=0.3)
+    assert diversity(x * scale) == pytest.approx(ref_diversity(x), abs=1e-12)
+    assert reference.prepare_reference(x * scale).diversity == pytest.approx(ref_diversity(x), abs=1e-12)
+
+
+def test_all_zero_rows_have_cosine_zero_with_every_row():
+    """docs/benchmark.md section 5: an all-zero row has cosine 0 with every row (so distance 1), no NaN."""
+    x = [[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]]
+    # pairs: (0, 1) -> 1, (0, 2) -> 1, (1, 2) orthogonal -> 1
+    assert diversity(x) == 1.0
+    assert diversity([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]]) == pytest.approx(2 / 3, abs=1e-15)  # 1, 1, 0
+    result = retrieval([[0.0, 0.0], [1.0, 0.0]], {"target": [[1.0, 0.0]], "random_city": [[0.0, 1.0]]})
+    assert result.per_image_sims[:, CANDIDATE_NAMES.index("target")].tolist() == [0.0, 1.0]
