@@ -1078,3 +1078,20 @@ def test_all_zero_rows_have_cosine_zero_with_every_row():
     assert diversity([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]]) == pytest.approx(2 / 3, abs=1e-15)  # 1, 1, 0
     result = retrieval([[0.0, 0.0], [1.0, 0.0]], {"target": [[1.0, 0.0]], "random_city": [[0.0, 1.0]]})
     assert result.per_image_sims[:, CANDIDATE_NAMES.index("target")].tolist() == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("scale", [1e150, 2.0**600])
+def test_cos_sim_of_huge_sets_is_the_formula_on_raw_values(rng, scale):
+    """The 1e-8 of CosSim is in raw units: on sets of size 1e150 it is negligible next to |g||r| ~ 1e292,
+    so CosSim is the plain cosine of the means, also when the means are far smaller than the entries
+    (the rescaling for overflow must not turn the 1e-8 into a relative error of the rescaled means)."""
+    def centered_with_small_mean(n, direction):
+        x = rng.normal(size=(n, 8))
+        return x - x.mean(axis=0) + 1e-4 * direction
+
+    gen = centered_with_small_mean(5, np.arange(1.0, 9.0))
+    ref = centered_with_small_mean(7, np.arange(8.0, 0.0, -1.0))
+    mg, mr = gen.mean(axis=0), ref.mean(axis=0)
+    plain = float(np.dot(mg, mr) / (np.linalg.norm(mg) * np.linalg.norm(mr)))  # 1e-8 / 1e292 is nothing
+    assert cos_sim(gen * scale, ref * scale) == pytest.approx(plain, rel=1e-9)
+    assert cos_sim(gen * scale, reference.prepare_reference(ref * scale)) == pytest.approx(plain, rel=1e-9)

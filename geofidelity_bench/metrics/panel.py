@@ -5,6 +5,8 @@ Both work on raw embeddings of shape (images, dim); each says where it normalize
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -45,20 +47,24 @@ def cos_sim(gen: ArrayLike, ref: ArrayLike | PreparedReference) -> float:
         0.1644
     """
     g = as_matrix(gen, "gen")
-    g = rescaled(g, unsafe_exponent(max_abs(g), small=False))
+    e_g = unsafe_exponent(max_abs(g), small=False)
+    g = rescaled(g, e_g)
     if isinstance(ref, PreparedReference):
-        e = unsafe_exponent(ref.max_abs, small=False)
-        if e:
-            ref = prepare_reference(rescaled(ref.rows, e), "ref")
+        e_r = unsafe_exponent(ref.max_abs, small=False)
+        if e_r:
+            ref = prepare_reference(rescaled(ref.rows, e_r), "ref")
         r, mr, norm_r = ref.rows, ref.mean, ref.mean_norm
     else:
         r = as_matrix(ref, "ref")
-        r = rescaled(r, unsafe_exponent(max_abs(r), small=False))
+        e_r = unsafe_exponent(max_abs(r), small=False)
+        r = rescaled(r, e_r)
         mr = r.mean(axis=0)
         norm_r = float(np.linalg.norm(mr))
     check_same_dim(g, "gen", r, "ref")
     mg = g.mean(axis=0)
-    denom = float(np.linalg.norm(mg)) * norm_r + COS_EPS
+    # COS_EPS is in raw units: in the units of the rescaled means it is COS_EPS / 2**(e_g + e_r)
+    # (math.ldexp gives 0.0, without a floating-point error, where that is below float64)
+    denom = float(np.linalg.norm(mg)) * norm_r + math.ldexp(COS_EPS, -(e_g + e_r))
     return float(np.dot(mg, mr) / denom)
 
 
