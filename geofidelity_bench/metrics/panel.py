@@ -27,7 +27,8 @@ def cos_sim(gen: ArrayLike, ref: ArrayLike | PreparedReference) -> float:
     The means are taken over RAW embeddings (not per-image normalized). Higher is better;
     the range is [-1, 1], and identical sets give 1 (up to the 1e-8 in the denominator).
     A set too large for its squared norm to be a float64 (entries of 1e144 and beyond) is
-    first divided by a power of two, which does not change its direction.
+    first divided by a power of two, which does not change its direction (the 1e-8 stays in raw
+    units, so the value is the formula's on the raw embeddings).
 
     Args:
         gen: generated-panel embeddings, shape (n, d), n >= 1.
