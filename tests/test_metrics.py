@@ -10,6 +10,7 @@ import doctest
 import importlib
 import itertools
 import math
+import re
 import subprocess
 import sys
 
@@ -31,6 +32,7 @@ from geofidelity_bench.metrics import (
     median_heuristic_gamma,
     mmd2,
     mmd2_with_reason,
+    normalized_hill,
     retrieval,
 )
 from geofidelity_bench.metrics import composition, panel, reference
@@ -861,3 +863,235 @@ def test_error_messages_name_the_argument():
     with pytest.raises(ValueError, match=r"^ref could not be read"):
         diversity_gap(np.eye(2), [["a", "b"]])
     assert mmd2_with_reason([[0.0]], [[1.0], [2.0]])[1] == "gen has 1 row; MMD^2 needs at least 2 rows in each set"
+
+
+# --------------------------------------------------------------------------- mutation-testing survivors (run 2)
+
+
+def test_gamma_out_of_float64_range_is_inf_or_zero_under_strict_float_errors(rng):
+    """A median-heuristic gamma beyond float64 comes back as inf / 0.0, not a FloatingPointError.
+
+    The user's numpy error settings must not turn the documented inf / 0 into an exception.
+    """
+    gen, ref, _ = magnitude_case(rng)
+    gamma0 = ref_gamma(gen, ref)  # the gamma of the unscaled embeddings
+    # scaling the embeddings by s scales gamma by s**-2: 1e-300 -> gamma0 * 1e600, 1e300 -> gamma0 * 1e-600
+    assert math.log10(gamma0) + 600 > 309 and math.log10(gamma0) - 600 < -324  # beyond float64 both ways
+    with np.errstate(all="raise"):
+        assert median_heuristic_gamma(gen * 1e-300, ref * 1e-300) == math.inf
+        assert median_heuristic_gamma(gen * 1e300, ref * 1e300) == 0.0
+
+
+@pytest.mark.parametrize("scale,gamma", [(1e300, 1.0), (1e-200, 1e-300)])
+def test_mmd2_unappliable_gamma_is_a_value_error_under_strict_float_errors(rng, scale, gamma):
+    """gamma * scale**2 overflows (huge embeddings) or underflows to 0 (tiny ones): a ValueError
+    that says what to do, whatever numpy's error settings, and never a silent MMD^2 with gamma 0."""
+    gen, ref, _ = magnitude_case(rng)
+    with np.errstate(all="raise"):
+        with pytest.raises(ValueError, match=rf"^gamma={gamma!r} cannot be applied to embeddings of magnitude about "
+                                             r"2\*\*-?\d+: the kernel values are not representable in float64; "
+                                             r"rescale the embeddings or use gamma=None$"):
+            mmd2_with_reason(gen * scale, ref * scale, gamma=gamma)
+
+
+def test_normalized_hill_uniform_is_one_and_never_above():
+    """Uniform over all |A| options is D = 1, and D never leaves [0, 1] (docs/benchmark.md section 9)
+    even where exp(H) rounds a little above |A| in float64 (n = 5, 9, 11, 12, ...)."""
+    for n in range(2, 41):
+        d = normalized_hill([7] * n, n)
+        assert d == pytest.approx(1.0, abs=1e-12) and 0.0 <= d <= 1.0, n
+
+
+def test_normalized_hill_accepts_an_integral_float_option_count():
+    """|A| given as 4.0 (e.g. read from JSON) is the integer 4."""
+    counts = [3, 1, 0, 0]
+    expected = (4 / 3 ** 0.75 - 1) / 3  # hand-worked: p = (3/4, 1/4), exp(H) = 4 / 3**(3/4)
+    assert normalized_hill(counts, 4.0) == pytest.approx(expected, abs=1e-12)
+    assert normalized_hill(counts, np.float64(4.0)) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "counts,message",
+    [
+        ([1.0, math.inf], "counts contains NaN or inf"),
+        ([1, -1], "counts must be non-negative"),
+        ([0, 0], "counts are all zero: no answers, so the diversity is undefined"),
+    ],
+)
+def test_normalized_hill_error_messages(counts, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        normalized_hill(counts, 3)
+
+
+def test_gaas_column_error_lists_the_groups_in_order():
+    with pytest.raises(ValueError, match=re.escape(
+        "gen_shares has 7 columns; GAAS needs 8 (road, sidewalk, building, vehicle, vegetation, sky, pole, sign)"
+    ) + "$"):
+        gaas(np.full((2, 7), 0.1), np.full((2, 8), 0.1))
+
+
+def test_gaas_accepts_shares_exactly_1e6_outside_the_unit_interval():
+    """docs/benchmark.md section 5: shares may stray *at most* 1e-6 outside [0, 1] (then clipped)."""
+    shares = np.full((3, 8), 0.1)
+    shares[0, 0] = 1.0 + 1e-6
+    shares[1, 1] = -1e-6
+    clipped = np.clip(shares, 0.0, 1.0)
+    assert gaas(shares, clipped) == 0.0
+    assert gaas(clipped, shares) == 0.0
+    for bad in (1.0 + 1e-6 + 1e-12, -1e-6 - 1e-12):
+        off = shares.copy()
+        off[2, 2] = bad
+        with pytest.raises(ValueError, match="gen_shares has pixel shares outside"):
+            gaas(off, clipped)
+
+
+def test_duplicate_threshold_is_relative_to_the_pair_scale(rng):
+    """docs/benchmark.md section 5: a squared distance at or below 1e-12 * (|x_i|^2 + |x_j|^2) counts as 0;
+    the threshold scales with the data, so tiny and large embeddings (with repeated images) keep the
+    median-heuristic gamma of the plain-loop reference."""
+    x = embeddings(rng, 7, d=16, offset=0.3)
+    gen, ref = x[[0, 1, 2, 0, 1, 0]], x[[2, 3, 4, 5, 6, 3, 3]]  # duplicates within and across the sets
+    for s in (1e-4, 3e4):
+        assert median_heuristic_gamma(gen * s, ref * s) == pytest.approx(ref_gamma(gen * s, ref * s), rel=1e-9)
+        prepared = reference.prepare_reference(ref * s)
+        assert median_heuristic_gamma(gen * s, prepared) == pytest.approx(ref_gamma(gen * s, ref * s), rel=1e-9)
+
+
+def test_clamped_sq_dists_zeroes_a_distance_exactly_at_the_threshold():
+    """The boundary itself counts as a duplicate ("at or below"), built with exact dyadic arithmetic:
+    a = (B, 2**-20), b = (B, 0), so |a - b|^2 = 2**-40, and |a|^2 + |b|^2 = S with 1e-12 * S == 2**-40."""
+    from fractions import Fraction
+
+    target = 2.0**-40
+    s = 0.9094947017729282
+    assert reference.DUPLICATE_RTOL * s == target  # S is chosen so the threshold is exactly 2**-40
+    # |B|^2 = (S - 2**-40) / 2 as a sum of squares of powers of two (bit 2**-k: (2**-(k/2))^2, or
+    # two (2**-((k+1)/2))^2 when k is odd), so every product and partial sum below is exact
+    rest, comps, k = (Fraction(s) - Fraction(target)) / 2, [], 1
+    while rest:
+        if rest >= Fraction(1, 2**k):
+            rest -= Fraction(1, 2**k)
+            comps += [2.0 ** -(k // 2)] if k % 2 == 0 else [2.0 ** -((k + 1) // 2)] * 2
+        k += 1
+    for delta, expected in ((2.0**-20, 0.0), (2.0**-19, 4 * target)):  # at the threshold; 4x above it
+        a, b = np.array([comps + [delta]]), np.array([comps + [0.0]])
+        sqa, sqb = np.einsum("ij,ij->i", a, a), np.einsum("ij,ij->i", b, b)
+        assert Fraction(sqa[0]) + Fraction(sqb[0]) == Fraction(s) + Fraction(delta) ** 2 - Fraction(target)
+        assert sum((Fraction(p) - Fraction(q)) ** 2 for p, q in zip(a[0], b[0])) == Fraction(delta) ** 2
+        assert reference.clamped_sq_dists(a, sqa, b, sqb).tolist() == [[expected]]
+
+
+def test_diversity_of_antipodal_rows_is_two_and_never_above(rng):
+    """cos(x, -x) = -1, so Div = 2, the top of its documented range [0, 2] (docs/benchmark.md section 5);
+    for some directions the unit rows' squared norms round above 1 and the clamp must hold it at 2."""
+    for _ in range(200):
+        x = rng.normal(size=8)
+        value = diversity(np.stack([x, -x]))
+        assert value == pytest.approx(2.0, abs=1e-12) and value <= 2.0
+        assert reference.prepare_reference(np.stack([x, -x])).diversity <= 2.0
+
+
+def test_panel_vectors_of_near_max_float_galleries(rng):
+    """A gallery whose raw sum overflows float64 (entries near 2**1024) keeps its panel vector: the
+    rows are rescaled by a power of two first, so retrieval is bit-identical to the unscaled gallery."""
+    gen = embeddings(rng, 4, d=16)
+    candidates = {name: 8.0 + rng.normal(size=(9, 16)) for name in CANDIDATE_NAMES}
+    huge = {name: arr * 2.0**1020 for name, arr in candidates.items()}
+    with np.errstate(over="ignore"):
+        assert all(np.isfinite(arr).all() and np.isinf(arr.sum(axis=0)).any() for arr in huge.values())
+    expected = retrieval(gen, candidates)
+    result = retrieval(gen, huge)
+    assert result.sims == expected.sims and result.ranks.tolist() == expected.ranks.tolist()
+    assert reference.prepare_reference(huge["target"]).panel_vector.tolist() == pytest.approx(
+        (candidates["target"].mean(axis=0) / np.linalg.norm(candidates["target"].mean(axis=0))).tolist(), abs=1e-15
+    )
+
+
+def test_prepared_reference_does_not_alias_an_array_subclass_or_view(rng):
+    """np.asarray of an ndarray subclass is a view of the caller's data (not the caller's object
+    itself): it is copied too, so changing the caller's array later leaves the prepared gallery alone."""
+
+    class Tagged(np.ndarray):
+        pass
+
+    base = embeddings(rng, 5, d=8)
+    before = base.copy()
+    p = metrics.prepare_reference(base.view(Tagged))
+    base[0, 0] = 99.0
+    assert base.flags.writeable
+    assert p.rows.tolist() == before.tolist()
+    assert p.mean.tolist() == pytest.approx(before.mean(axis=0).tolist(), abs=1e-15)
+
+
+@pytest.mark.parametrize("k", [500, -500])
+def test_prepared_reference_raw_scale_fields_of_rescaled_galleries(rng, k):
+    """Galleries outside the safe magnitude range are computed on rows / 2**e and scaled back: the
+    recorded squared norms and pair distances are those of the raw rows (a power of two is exact)."""
+    x = embeddings(rng, 6, d=8, offset=0.5)
+    p, p_big = reference.prepare_reference(x), reference.prepare_reference(x * 2.0**k)
+    assert p_big.sq_norms.tolist() == (p.sq_norms * 2.0 ** (2 * k)).tolist()
+    assert p_big.pair_sq_dists.tolist() == (p.pair_sq_dists * 2.0 ** (2 * k)).tolist()
+    assert p_big.centered.tolist() == (p.centered * 2.0**k).tolist()
+    assert p_big.mean_norm == p.mean_norm * 2.0**k
+    # and p's own fields against plain loops on the unscaled rows
+    centered = x - x.mean(axis=0)
+    assert p.sq_norms.tolist() == pytest.approx([float(np.sum(c * c)) for c in centered], rel=1e-12)
+    pairs = [ref_sq_dist(x[i], x[j]) for i, j in zip(*np.triu_indices(6, 1))]
+    assert p.pair_sq_dists.tolist() == pytest.approx(pairs, rel=1e-9)
+
+
+def test_negative_dominated_huge_sets_are_rescaled_by_their_largest_magnitude(rng):
+    """The rescaling looks at the largest MAGNITUDE, also when it is a negative entry: a set of
+    entries near -1e300 whose maximum is 0.0 still scores like the unscaled set."""
+    gen, ref = embeddings(rng, 5, d=16, offset=-6.0), embeddings(rng, 7, d=16, offset=-6.0)
+    gen[0, 0] = ref[0, 0] = 0.0  # the largest *value* is 0
+    big_gen, big_ref = gen * 1e300, ref * 1e300
+    assert reference.prepare_reference(big_ref).max_abs == float(np.abs(big_ref).max())
+    with np.errstate(all="raise"):
+        assert mmd2(big_gen, big_ref) == pytest.approx(ref_mmd2(gen, ref), abs=1e-12)
+        assert median_heuristic_gamma(gen * 1e150, ref * 1e150) * 1e300 == pytest.approx(ref_gamma(gen, ref), rel=1e-9)
+
+
+def test_cos_sim_of_tiny_sets_keeps_its_epsilon(rng):
+    """CosSim's 1e-8 in the denominator (docs/benchmark.md section 5) is not rescaled away: for means of size
+    1e-170 the dot product is about 1e-340, so CosSim is 0 to within 1e-300 (not the cosine of the directions)."""
+    gen, ref = embeddings(rng, 5, d=16, offset=1.0), embeddings(rng, 7, d=16, offset=1.0)
+    assert cos_sim(gen, ref) > 0.5  # the directions agree: a large cosine at ordinary scale
+    assert abs(cos_sim(gen * 1e-170, ref * 1e-170)) < 1e-300
+    assert abs(cos_sim(gen * 1e-170, reference.prepare_reference(ref * 1e-170))) < 1e-300
+
+
+@pytest.mark.parametrize("scale", [1e-158, 1e-150])
+def test_diversity_of_rows_whose_squared_norms_are_subnormal(rng, scale):
+    """Rows of size 1e-158 have squared norms near 1e-314 (subnormal, few significant bits): they are
+    rescaled before normalizing, so Div matches the plain-loop reference on the unscaled rows."""
+    x = embeddings(rng, 6, d=16, offset=0.3)
+    assert diversity(x * scale) == pytest.approx(ref_diversity(x), abs=1e-12)
+    assert reference.prepare_reference(x * scale).diversity == pytest.approx(ref_diversity(x), abs=1e-12)
+
+
+def test_all_zero_rows_have_cosine_zero_with_every_row():
+    """docs/benchmark.md section 5: an all-zero row has cosine 0 with every row (so distance 1), no NaN."""
+    x = [[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]]
+    # pairs: (0, 1) -> 1, (0, 2) -> 1, (1, 2) orthogonal -> 1
+    assert diversity(x) == 1.0
+    assert diversity([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]]) == pytest.approx(2 / 3, abs=1e-15)  # 1, 1, 0
+    result = retrieval([[0.0, 0.0], [1.0, 0.0]], {"target": [[1.0, 0.0]], "random_city": [[0.0, 1.0]]})
+    assert result.per_image_sims[:, CANDIDATE_NAMES.index("target")].tolist() == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("scale", [1e150, 2.0**600])
+def test_cos_sim_of_huge_sets_is_the_formula_on_raw_values(rng, scale):
+    """The 1e-8 of CosSim is in raw units: on sets of size 1e150 it is negligible next to |g||r| ~ 1e292,
+    so CosSim is the plain cosine of the means, also when the means are far smaller than the entries
+    (the rescaling for overflow must not turn the 1e-8 into a relative error of the rescaled means)."""
+    def centered_with_small_mean(n, direction):
+        x = rng.normal(size=(n, 8))
+        return x - x.mean(axis=0) + 1e-4 * direction
+
+    gen = centered_with_small_mean(5, np.arange(1.0, 9.0))
+    ref = centered_with_small_mean(7, np.arange(8.0, 0.0, -1.0))
+    mg, mr = gen.mean(axis=0), ref.mean(axis=0)
+    plain = float(np.dot(mg, mr) / (np.linalg.norm(mg) * np.linalg.norm(mr)))  # 1e-8 / 1e292 is nothing
+    assert cos_sim(gen * scale, ref * scale) == pytest.approx(plain, rel=1e-9)
+    assert cos_sim(gen * scale, reference.prepare_reference(ref * scale)) == pytest.approx(plain, rel=1e-9)

@@ -596,3 +596,23 @@ def test_cli_module_does_not_import_torch():
             "assert 'torch' not in sys.modules, 'torch imported'; "
             "assert 'geofidelity_bench.encoders.dino_vit_keys' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_self_similarity_uses_its_documented_epsilon():
+    """Keys shorter than eps = 1e-8 are divided by eps, not by their own norm (F.normalize semantics):
+    keys of norm about 1e-10 give self-similarities 1e-4 times those of the unit keys."""
+    torch.manual_seed(0)
+    keys = torch.randn(1, 5, 6, dtype=torch.float64)
+    unit = keys / keys.norm(dim=-1, keepdim=True)
+    tiny = unit * 1e-10
+    expected = (tiny / 1e-8) @ (tiny / 1e-8).transpose(-1, -2)  # max(norm, eps) = eps
+    torch.testing.assert_close(M.self_similarity(tiny).double(), expected, rtol=1e-5, atol=1e-12)
+    torch.testing.assert_close(M.self_similarity(unit), (unit @ unit.transpose(-1, -2)).float(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("which", ["cls", "keys"])
+def test_pair_terms_rejects_features_of_different_shapes(which):
+    f = M.MFPFeatures(cls=torch.ones(1, 4), keys=torch.ones(1, 3, 4))
+    other = f._replace(cls=torch.ones(1, 5)) if which == "cls" else f._replace(keys=torch.ones(1, 5, 4))
+    with pytest.raises(ValueError, match=r"^feature shapes differ: generated \(1, 3, 4\), target \((1, 3, 4|1, 5, 4)\)$"):
+        M.pair_terms(f, other)

@@ -5,6 +5,8 @@ Both work on raw embeddings of shape (images, dim); each says where it normalize
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -25,7 +27,8 @@ def cos_sim(gen: ArrayLike, ref: ArrayLike | PreparedReference) -> float:
     The means are taken over RAW embeddings (not per-image normalized). Higher is better;
     the range is [-1, 1], and identical sets give 1 (up to the 1e-8 in the denominator).
     A set too large for its squared norm to be a float64 (entries of 1e144 and beyond) is
-    first divided by a power of two, which does not change its direction.
+    first divided by a power of two, which does not change its direction (the 1e-8 stays in raw
+    units, so the value is the formula's on the raw embeddings).
 
     Args:
         gen: generated-panel embeddings, shape (n, d), n >= 1.
@@ -45,20 +48,24 @@ def cos_sim(gen: ArrayLike, ref: ArrayLike | PreparedReference) -> float:
         0.1644
     """
     g = as_matrix(gen, "gen")
-    g = rescaled(g, unsafe_exponent(max_abs(g), small=False))
+    e_g = unsafe_exponent(max_abs(g), small=False)
+    g = rescaled(g, e_g)
     if isinstance(ref, PreparedReference):
-        e = unsafe_exponent(ref.max_abs, small=False)
-        if e:
-            ref = prepare_reference(rescaled(ref.rows, e), "ref")
+        e_r = unsafe_exponent(ref.max_abs, small=False)
+        if e_r:
+            ref = prepare_reference(rescaled(ref.rows, e_r), "ref")
         r, mr, norm_r = ref.rows, ref.mean, ref.mean_norm
     else:
         r = as_matrix(ref, "ref")
-        r = rescaled(r, unsafe_exponent(max_abs(r), small=False))
+        e_r = unsafe_exponent(max_abs(r), small=False)
+        r = rescaled(r, e_r)
         mr = r.mean(axis=0)
         norm_r = float(np.linalg.norm(mr))
     check_same_dim(g, "gen", r, "ref")
     mg = g.mean(axis=0)
-    denom = float(np.linalg.norm(mg)) * norm_r + COS_EPS
+    # COS_EPS is in raw units: in the units of the rescaled means it is COS_EPS / 2**(e_g + e_r)
+    # (math.ldexp gives 0.0, without a floating-point error, where that is below float64)
+    denom = float(np.linalg.norm(mg)) * norm_r + math.ldexp(COS_EPS, -(e_g + e_r))
     return float(np.dot(mg, mr) / denom)
 
 
