@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -490,6 +491,64 @@ def test_psnr_known_value():
     b = np.full((16, 16, 3), 110, np.uint8)
     assert Q.psnr(a, b) == pytest.approx(10 * math.log10(255**2 / 100.0))
     assert Q.psnr(a, a) == math.inf
+
+
+def _independent_psnr(a, b) -> float:
+    mse = np.mean((np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)) ** 2)
+    return 10 * math.log10(255**2 / mse)
+
+
+def test_psnr_of_uint8_pil_and_integer_images_is_computed_in_float():
+    # Random values in both directions: computed in uint8 or int16, a - b and its square wrap.
+    rng = np.random.default_rng(23)
+    a = rng.integers(0, 256, (16, 16, 3)).astype(np.uint8)
+    b = rng.integers(0, 256, (16, 16, 3)).astype(np.uint8)
+    expected = _independent_psnr(a, b)
+    for x, y in [(a, b), (Image.fromarray(a), Image.fromarray(b)), (a.astype(np.int16), b.astype(np.int16))]:
+        assert Q.psnr(x, y) == pytest.approx(expected, rel=1e-12)
+
+
+def test_ssim_of_rgb_is_ssim_of_bt601_luma():
+    rng = np.random.default_rng(29)
+    a = rng.integers(0, 256, (24, 20, 3)).astype(np.uint8)
+    b = np.clip(a.astype(np.int16) + rng.integers(-60, 60, a.shape), 0, 255).astype(np.uint8)
+    b[..., 0] = 255 - b[..., 0]  # channels that differ, so that any other channel weighting shows
+
+    def luma(z):
+        z = z.astype(np.float64)
+        return 0.299 * z[..., 0] + 0.587 * z[..., 1] + 0.114 * z[..., 2]
+
+    assert Q.ssim(a, b) == pytest.approx(Q.ssim(luma(a), luma(b)), rel=1e-12)
+    assert Q.ssim(a.astype(np.float64), b.astype(np.float64)) == pytest.approx(Q.ssim(a, b), rel=1e-12)
+
+
+def test_ssim_of_the_smallest_image_is_its_one_window():
+    # 11x11: the valid region is one pixel, the whole Gaussian window.
+    rng = np.random.default_rng(31)
+    x, y = rng.uniform(0, 255, (11, 11)), rng.uniform(0, 255, (11, 11))
+    w = _gaussian_window()
+    mx, my = (w * x).sum(), (w * y).sum()
+    vx, vy, cxy = (w * x * x).sum() - mx**2, (w * y * y).sum() - my**2, (w * x * y).sum() - mx * my
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    expected = (2 * mx * my + c1) * (2 * cxy + c2) / ((mx**2 + my**2 + c1) * (vx + vy + c2))
+    assert Q.ssim(x, y) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("fn", [Q.psnr, Q.ssim])
+def test_image_quality_errors_name_the_image_and_the_problem(fn):
+    good = np.zeros((16, 16, 3))
+    for bad in (np.zeros((16, 16, 4)), np.zeros((16, 16, 3, 1)), np.zeros(16)):
+        with pytest.raises(ValueError, match="^" + re.escape(f"image_a must be HxW or HxWx3, got shape {bad.shape}") + "$"):
+            fn(bad, good)
+        with pytest.raises(ValueError, match="^" + re.escape(f"image_b must be HxW or HxWx3, got shape {bad.shape}") + "$"):
+            fn(good, bad)
+    with pytest.raises(ValueError, match="image_b"):
+        fn(np.zeros((16, 16, 3), np.uint8), b"not an image")
+    with pytest.raises(ValueError, match="image_a"):
+        fn(b"not an image", np.zeros((16, 16, 3), np.uint8))
+    if fn is Q.psnr:
+        with pytest.raises(ValueError, match=r"^psnr needs images of the same shape, got \(16, 16, 3\) and \(16, 12, 3\)$"):
+            fn(good, np.zeros((16, 12, 3)))
 
 
 # -- the command -------------------------------------------------------------------------------
