@@ -1095,3 +1095,17 @@ def test_cos_sim_of_huge_sets_is_the_formula_on_raw_values(rng, scale):
     plain = float(np.dot(mg, mr) / (np.linalg.norm(mg) * np.linalg.norm(mr)))  # 1e-8 / 1e292 is nothing
     assert cos_sim(gen * scale, ref * scale) == pytest.approx(plain, rel=1e-9)
     assert cos_sim(gen * scale, reference.prepare_reference(ref * scale)) == pytest.approx(plain, rel=1e-9)
+
+
+@pytest.mark.parametrize("scale", [8e307, 1.7e308])
+def test_cos_sim_with_a_prepared_gallery_near_the_float64_limit(scale):
+    """A prepared gallery whose entries are close to the largest float64: its rows are divided by a power of
+    two before the means meet (else the dot product overflows), as for an array gallery."""
+    rng = np.random.default_rng(41)
+    gen = rng.normal(size=(5, 8))
+    gen = gen / np.abs(gen).max() * scale
+    gallery = np.full((3, 8), scale)
+    mg, mr = (gen / 2.0**1000).mean(axis=0), (gallery / 2.0**1000).mean(axis=0)  # exact: a power of two
+    plain = float(np.dot(mg, mr) / (np.linalg.norm(mg) * np.linalg.norm(mr)))  # the 1e-8 is nothing here
+    assert cos_sim(gen, reference.prepare_reference(gallery)) == pytest.approx(plain, rel=1e-12)
+    assert cos_sim(gen, gallery) == pytest.approx(plain, rel=1e-12)
