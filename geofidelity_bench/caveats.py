@@ -1,0 +1,122 @@
+"""What a reader must be told next to a number, worded once for the report, the app and the Hub.
+
+A benchmark is read, not only computed (docs/benchmark.md section 7, Statistics): a retrieval
+accuracy means little without the chance level of its candidate set, an interval over a handful
+of blocks is wide for a reason, a held-out anchor whose panel repeats one photo is penalized by
+the diversity terms, and a panel that copies the benchmark's own photos is not a model's result.
+Each such caveat has one function here, so every view says the same thing.
+
+Pure Python and pandas (pandas is imported inside the functions that take a table).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: The one bootstrap setting of every interval the project shows (the report's, the app's, the Hub's).
+BOOTSTRAP_RESAMPLES = 5000
+BOOTSTRAP_SEED = 42
+#: An interval resting on fewer blocks or cities than this gets :func:`interval_caveat`.
+MIN_INTERVAL_BLOCKS = 10
+MIN_INTERVAL_CITIES = 5
+#: The mark shown next to a method, row or point whose panels copy reference photos.
+COPIED_MARK = "\u26a0 copied"
+#: The mark shown next to a row whose panel repeats photos (n_distinct < n_generated).
+REPEATS_MARK = "\u21bb repeats photos"
+
+HELDOUT_METHOD = "heldout_real"
+
+
+def bootstrap_text(n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> str:
+    """``"5,000 bootstrap resamples, seed 42"``."""
+    return f"{int(n_resamples):,} bootstrap resamples, seed {int(seed)}"
+
+
+def interval_caveat(n_blocks: int, n_cities: int | None = None) -> str | None:
+    """A warning for an interval over fewer than 10 blocks or 5 cities (None otherwise)."""
+    thin = []
+    if n_blocks < MIN_INTERVAL_BLOCKS:
+        thin.append(f"{n_blocks} block(s) (< {MIN_INTERVAL_BLOCKS})")
+    if n_cities is not None and n_cities < MIN_INTERVAL_CITIES:
+        thin.append(f"{n_cities} cit{'y' if n_cities == 1 else 'ies'} (< {MIN_INTERVAL_CITIES})")
+    if not thin:
+        return None
+    return ("intervals rest on only " + " and ".join(thin) + ": a bootstrap over so few units is unstable "
+            "and usually too narrow; read them as rough")
+
+
+def chance_levels(n_candidates: float) -> tuple[float, float]:
+    """(retrieval accuracy, MRR) of a random ranking of ``n_candidates`` distinct candidates.
+
+    Accuracy ``1/k``; MRR ``H_k / k`` (the mean of 1/rank over ranks 1..k). NaN for k < 1 or NaN.
+    """
+    if n_candidates is None or not math.isfinite(float(n_candidates)) or n_candidates < 1:
+        return float("nan"), float("nan")
+    k = int(round(float(n_candidates)))
+    return 1.0 / k, sum(1.0 / r for r in range(1, k + 1)) / k
+
+
+def chance_sentence(chance_acc: float, n_candidates: float | None = None) -> str:
+    """``"1 in 4 by chance here"`` (or ``"0.27 by chance here"`` for a mean over blocks)."""
+    if chance_acc is None or not math.isfinite(float(chance_acc)) or chance_acc <= 0:
+        return "chance level unknown here"
+    inv = 1.0 / float(chance_acc)
+    if abs(inv - round(inv)) < 1e-9:
+        text = f"1 in {int(round(inv))} by chance here"
+    else:
+        text = f"{float(chance_acc):.2f} by chance here (mean over blocks)"
+    if n_candidates is not None and math.isfinite(float(n_candidates)):
+        text += f" ({int(round(float(n_candidates)))} candidates)"
+    return text
+
+
+def repeats_photos(n_generated: Any, n_distinct: Any) -> bool:
+    """Whether a panel holds fewer distinct images than it scores (False when not recorded)."""
+    try:
+        g, d = float(n_generated), float(n_distinct)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(g) and math.isfinite(d) and d < g
+
+
+def thin_anchor_blocks(results) -> list[str]:
+    """The blocks whose ``heldout_real`` panel repeats photos (sorted), from a results table."""
+    if results is None or "n_distinct" not in results or "method" not in results:
+        return []
+    rows = results[results["method"] == HELDOUT_METHOD]
+    return sorted({str(r.block_id) for r in rows.itertuples() if repeats_photos(r.n_generated, r.n_distinct)})
+
+
+def thin_anchor_note(n_thin: int, n_blocks: int) -> str | None:
+    """What a repeating held-out panel means (None when no block repeats)."""
+    if n_thin <= 0:
+        return None
+    return (f"{n_thin} of {n_blocks} block(s) have fewer held-out photos than the panel size, so their "
+            f"held-out panel repeats photos (the paper's rule: cycle the held-out photos to the panel size). "
+            f"MMD\u00b2 and DCSF then penalize the missing diversity, and the held-out anchor looks worse on them "
+            f"than the photos deserve; its CosSim and retrieval are unaffected")
+
+
+def copied_mask(results):
+    """Rows whose panel holds images flagged by the copy audit (``n_copied > 0``; NaN counts as not)."""
+    import pandas as pd
+
+    if "n_copied" not in results:
+        return pd.Series(False, index=results.index)
+    return pd.to_numeric(results["n_copied"], errors="coerce").fillna(0) > 0
+
+
+def copied_note(n_rows: int, n_images: int) -> str | None:
+    """What a copied row means (None when nothing was flagged)."""
+    if n_rows <= 0:
+        return None
+    return (f"{COPIED_MARK}: {n_images} image(s) in {n_rows} panel(s) are copies of the benchmark's own reference "
+            f"photos (the copy audit, docs/benchmark.md); their scores say how close the photos are, not how "
+            f"good a model is, and such rows are never ranked as a model's result")
+
+
+__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "COPIED_MARK", "HELDOUT_METHOD", "MIN_INTERVAL_BLOCKS",
+           "MIN_INTERVAL_CITIES", "REPEATS_MARK", "bootstrap_text", "chance_levels", "chance_sentence",
+           "copied_mask", "copied_note", "interval_caveat", "repeats_photos", "thin_anchor_blocks",
+           "thin_anchor_note"]
