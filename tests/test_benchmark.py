@@ -17,6 +17,7 @@ from geofidelity_bench.benchmark import (
     heldout_count,
     load_benchmark,
     save_benchmark,
+    split_references,
     split_seed,
 )
 
@@ -51,6 +52,25 @@ def test_split_does_not_depend_on_input_order(tiny_benchmark):
     again = Benchmark(tiny_benchmark.blocks, shuffled, name="again")
     for block_id in tiny_benchmark.block_ids:
         assert again.heldout(block_id) == tiny_benchmark.heldout(block_id)
+
+
+@pytest.mark.parametrize("order", ["reversed", "shuffled", "sorted"])
+def test_split_references_sorts_its_input_itself(tiny_benchmark, order):
+    """The public function, called directly (not through Benchmark, which sorts its references first):
+    the split is the documented one (section 1: sort by reference id, shuffle with the block's seed, first
+    k) whatever order the caller passes."""
+    for block_id in tiny_benchmark.block_ids:
+        refs = sorted(tiny_benchmark.references_of(block_id), key=lambda r: r.reference_id)
+        assert len(refs) >= 3  # enough for the order to matter
+        given = {"reversed": refs[::-1], "sorted": list(refs),
+                 "shuffled": random.Random(block_id).sample(refs, len(refs))}[order]
+        ids = [r.reference_id for r in refs]
+        random.Random(int(hashlib.sha256(f"0|{block_id}".encode()).hexdigest()[:16], 16)).shuffle(ids)
+        k = max(1, min(4, len(ids) // 2))
+        heldout, gallery = split_references(block_id, given)
+        assert [r.reference_id for r in heldout] == ids[:k]
+        assert [r.reference_id for r in gallery] == ids[k:]
+        assert heldout == tiny_benchmark.heldout(block_id) and gallery == tiny_benchmark.gallery(block_id)
 
 
 def test_negatives_are_named(tiny_benchmark):

@@ -8,6 +8,7 @@ import csv
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from geofidelity_bench.curation.carving import CarveParams, carve, carve_blocks
@@ -308,3 +309,38 @@ def test_carving_errors_are_clear(tmp_path):
     with pytest.raises(CurationError, match=r"unsorted\.osm.*osmium sort"):
         read_osm_file(unsorted)
     assert [w.way_id for w in read_osm_file(unsorted, areas=False).ways] == [8, 9]  # release rules need no areas
+
+
+def test_a_block_exactly_at_the_near_limit_is_near():
+    """docs/benchmark.md section 8: ``near`` = the same-city blocks "within" the limit, boundary included
+    (``<=``). b is exactly ``near_m`` from a: b is a's only near block, so a's same-neighborhood negative is
+    always b and its same-city negative always the far c, for every seed. One float below the distance,
+    b is far and the draws vary."""
+    from conftest import make_block
+
+    a = make_block("t_a", neighborhood="Quarter", centroid=(48.0, 2.0))
+    b = make_block("t_b", neighborhood="Quarter", centroid=(48.0 + 0.007, 2.0))  # ~780 m north
+    c = make_block("t_c", neighborhood="Quarter", centroid=(48.05, 2.0))  # ~5.6 km north
+    limit = haversine_m(*a.centroid, *b.centroid)
+
+    def negatives_of_a(near_m, seed):
+        out = next(x for x in assign_negatives([a, b, c], seed=seed, near_m=near_m) if x.block_id == "t_a")
+        return out.neg_same_neighborhood, out.neg_same_city
+
+    assert {negatives_of_a(limit, seed) for seed in range(20)} == {("t_b", "t_c")}
+    below = {negatives_of_a(float(np.nextafter(limit, 0.0)), seed) for seed in range(20)}
+    assert {n for n, _ in below} == {"t_b", "t_c"} and {s for _, s in below} == {"t_b", "t_c"}
+
+
+def test_the_default_near_limit_is_1000_m():
+    from conftest import make_block
+    from geofidelity_bench.curation.negatives import NEAR_M
+
+    assert NEAR_M == 1000.0
+    a = make_block("t_a", neighborhood="Quarter", centroid=(48.0, 2.0))
+    inside = make_block("t_b", neighborhood="Quarter", centroid=(48.0 + 995 / 111_195, 2.0))
+    outside = make_block("t_c", neighborhood="Quarter", centroid=(48.0 + 1005 / 111_195, 2.0))
+    assert 990 < haversine_m(*a.centroid, *inside.centroid) < 1000 < haversine_m(*a.centroid, *outside.centroid) < 1010
+    for seed in range(10):
+        got = next(x for x in assign_negatives([a, inside, outside], seed=seed) if x.block_id == "t_a")
+        assert (got.neg_same_neighborhood, got.neg_same_city) == ("t_b", "t_c")

@@ -60,6 +60,26 @@ def test_anchor_draw_matches_documented_seed(demo):
     assert anchor_panels(demo)[("random_global", "anchor", bid)] == expected
 
 
+def test_a_pool_of_exactly_the_panel_size_is_drawn_without_replacement(demo):
+    """The demo's Arezzo blocks: each one's same-country pool is the other two Arezzo galleries, exactly 4
+    photos. ``rng.sample`` (section 6: "at least 4") gives those 4 photos once each, in the seeded order;
+    drawing with replacement there would repeat photos and change the anchor's numbers."""
+    panels = anchor_panels(demo)
+    arezzo = [b.block_id for b in demo.blocks if b.city == "arezzo"]
+    assert len(arezzo) == 3
+    for bid in arezzo:
+        pool = sorted((r for b in arezzo if b != bid for r in demo.gallery(b)), key=lambda r: r.reference_id)
+        assert len(pool) == 4  # the boundary case: pool size == panel size
+        panel = panels[("random_same_country", "anchor", bid)]
+        assert panel == random.Random(f"0|{bid}|random_same_country").sample(pool, 4)
+        assert sorted(r.reference_id for r in panel) == [r.reference_id for r in pool]  # each photo once
+    # a panel one photo larger than the pool is drawn with replacement (rng.choice five times)
+    small = anchor_panels(demo, n=5)[("random_same_country", "anchor", arezzo[0])]
+    pool = sorted((r for b in arezzo[1:] for r in demo.gallery(b)), key=lambda r: r.reference_id)
+    rng = random.Random(f"0|{arezzo[0]}|random_same_country")
+    assert small == [rng.choice(pool) for _ in range(5)]
+
+
 def _documented_heldout(block_id, references):
     """docs/benchmark.md section 1 (Held-out split), rebuilt here: sort by id, shuffle with the sha256 seed, first k."""
     ordered = sorted(references, key=lambda r: r.reference_id)

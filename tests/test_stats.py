@@ -237,6 +237,32 @@ def test_rank_stability_dominant_method():
     assert r.n_cities == 6 and r.n_resamples == 500 and r.seed == 3 and r.higher_is_better
 
 
+@pytest.mark.parametrize("metric", ["cos_sim", "mmd"])
+def test_rank_stability_ties_share_the_best_rank(metric):
+    """a and b score the same in every block, as do d and e: in the full data and in every resample the
+    tied methods share the best of their ranks (competition ranking 1, 1, 3, 4, 4, scipy's ``"min"``), and
+    both tied leaders have rank 1 in every resample. A tie given the worse rank (2, 2, 3, 5, 5) fails."""
+    rng = np.random.default_rng(11)
+    sign = 1.0 if metric == "cos_sim" else -1.0  # mmd is lower-is-better: the same order with flipped values
+    spec = []
+    for ci in range(5):
+        for b in range(2):
+            base = rng.normal(0.5, 0.05)
+            for m, off in (("a", 0.3), ("b", 0.3), ("c", 0.2), ("d", 0.1), ("e", 0.1)):
+                spec.append((m, "L1", f"c{ci}_b{b}", f"c{ci}", sign * (base + off)))
+    df = _rows(spec)
+    r = stats.rank_stability(df, metric, "L1", n_resamples=300, seed=2)
+    t = r.table.set_index("method")
+    expected = dict(zip("abcde", sstats.rankdata([-0.3, -0.3, -0.2, -0.1, -0.1], method="min")))
+    assert expected == {"a": 1, "b": 1, "c": 3, "d": 4, "e": 4}
+    for m, rank in expected.items():
+        assert t.loc[m, "rank"] == rank, m
+        assert (t.loc[m, "rank_ci_low"], t.loc[m, "rank_ci_high"], t.loc[m, "mean_rank"]) == (rank, rank, rank), m
+    assert t.loc["a", "rank1_prob"] == t.loc["b", "rank1_prob"] == 1.0
+    assert (t.loc[["c", "d", "e"], "rank1_prob"] == 0).all()
+    assert list(r.table["method"]) == ["a", "b", "c", "d", "e"]  # ties listed by name
+
+
 def test_rank_stability_is_direction_aware():
     df = _ranking_frame()
     # mmd is lower-is-better: the method with the largest values is now last
