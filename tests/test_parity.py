@@ -272,3 +272,331 @@ def test_mask2former_is_preprocessed_at_the_checkpoints_saved_size(tiny_m2f_dir,
     override = get_segmenter("mask2former-vistas", weights=folder, device="cpu", input_size=64, max_input_size=128)
     assert tuple(override._pixel_values(img).shape[-2:]) == (64, 128)
     assert "overridden by size" in override.config["input"]["settings_from"]
+
+
+# -- 6. metric and statistics code against the release's -------------------------------------------
+#
+# docs/benchmark.md section 12, "Differences in the metric and statistics code": each row there is
+# backed by a test here that computes both versions on the same inputs, ours through the library and
+# the release's by a few-line reimplementation of what its evaluation code (eval/run_eval_v3.py,
+# metrics/set_fidelity.py, eval/reviewer_analysis_v3.py) computes, written out below, and shows where
+# they agree and where they differ. Should the library change on one of these inputs, a test fails and
+# the table has to be revisited.
+
+import math  # noqa: E402
+import warnings  # noqa: E402
+
+import pandas as pd  # noqa: E402
+from scipy.spatial.distance import cdist  # noqa: E402
+from scipy.stats import wilcoxon  # noqa: E402
+
+from conftest import make_block  # noqa: E402
+from geofidelity_bench import metrics, stats  # noqa: E402
+from geofidelity_bench.evaluation import EvaluationError, score_embeddings  # noqa: E402
+
+
+def _release_mmd(x, y):
+    """MMD^2 as the release: cdist squared distances, gamma = 1 / median of the positive entries of the
+    pooled n x n matrix, unbiased estimator, then Python ``max(mmd2, 0.0)`` (which keeps a NaN)."""
+    pooled = np.vstack([x, y])
+    d = cdist(pooled, pooled, "sqeuclidean")
+    gamma = 1.0 / np.median(d[d > 0])
+    kxx, kyy, kxy = (np.exp(-gamma * cdist(a, b, "sqeuclidean")) for a, b in ((x, x), (y, y), (x, y)))
+    n, m = len(x), len(y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = ((kxx.sum() - np.trace(kxx)) / np.float64(n * (n - 1)) + (kyy.sum() - np.trace(kyy)) / np.float64(m * (m - 1))
+                 - 2 * kxy.sum() / (n * m))
+    return float(max(value, 0.0)), float(gamma)
+
+
+def _release_div(e):
+    """Mean cosine distance over the pairs i < j (scipy's cdist "cosine"); 0.0 for fewer than 2 rows."""
+    if len(e) < 2:
+        return 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        d = cdist(e, e, "cosine")
+    return float(d[np.triu_indices(len(e), k=1)].mean())
+
+
+def _release_row(gen, ref, negatives):
+    """One result row as the release's evaluator computes it (``score`` + ``diversity_calibrated_set_fidelity``)."""
+    mmd, _ = _release_mmd(gen, ref)
+    gap = max(0.0, _release_div(ref) - _release_div(gen))  # the column "diversity_gap"
+    gm, rm = gen.mean(axis=0), ref.mean(axis=0)
+    panels = np.stack([p.mean(axis=0) for p in [ref, *negatives]])
+    panels = panels / (np.linalg.norm(panels, axis=1, keepdims=True) + 1e-8)
+    g = gen / (np.linalg.norm(gen, axis=1, keepdims=True) + 1e-8)
+    sims = g @ panels.T
+    target_rank = ((-sims).argsort(axis=1) == 0).argmax(axis=1)
+    return {"cos_sim": float(gm @ rm / (np.linalg.norm(gm) * np.linalg.norm(rm) + 1e-8)), "mmd": mmd,
+            "dcsf": mmd + 0.5 * gap, "diversity_gap": gap, "retrieval_acc": float((target_rank == 0).mean()),
+            "mrr": float((1.0 / (target_rank + 1)).mean()), "ranks": target_rank}
+
+
+_ROLES = ("same_neighborhood", "same_city", "same_driving_side", "random_city")
+
+
+def _our_row(gen, ref, negatives):
+    """One result row through the library (score_embeddings), the target with one negative per role."""
+    negs = {f"neg_{role}": f"n{i}" for i, role in enumerate(_ROLES[: len(negatives)])}
+    blocks = [make_block("t", **negs)] + [make_block(f"n{i}") for i in range(len(negatives))]
+    galleries = {"t": ref, **{f"n{i}": n for i, n in enumerate(negatives)}}
+    df = score_embeddings(blocks, galleries, {("m", "L1", "t"): gen}, encoder_name="test")
+    return df.iloc[0]
+
+
+def _panel_case(seed, n=4, m=6, d=16):
+    rng = np.random.default_rng(seed)
+    center = rng.normal(size=d)
+    ref = center + rng.normal(size=(m, d))
+    gen = center + rng.normal(scale=1.5, size=(n, d))
+    negatives = [rng.normal(size=d) + rng.normal(size=(m, d)) for _ in range(3)]
+    return gen, ref, negatives
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ordinary_panels_score_as_the_release_scores_them(seed):
+    """Distinct, non-zero rows and no tie: every shared column agrees to float rounding, except that our
+    diversity_gap keeps its sign (the release's is our value clipped at 0)."""
+    gen, ref, negatives = _panel_case(seed)
+    ours, rel = _our_row(gen, ref, negatives), _release_row(gen, ref, negatives)
+    for col in ("cos_sim", "mmd", "dcsf", "retrieval_acc", "mrr"):
+        assert ours[col] == pytest.approx(rel[col], abs=1e-12), col
+    assert max(0.0, ours["diversity_gap"]) == pytest.approx(rel["diversity_gap"], abs=1e-12)
+
+
+def test_diversity_gap_is_signed_here_and_clipped_at_zero_in_the_release():
+    """A generator MORE diverse than the gallery: our diversity_gap is negative, the release's column of
+    the same name is 0; DCSF (which clips the gap in both) agrees."""
+    rng = np.random.default_rng(3)
+    center = rng.normal(size=16)
+    ref = center * 3 + rng.normal(scale=0.3, size=(6, 16))  # a tight gallery
+    gen = rng.normal(size=(4, 16))  # scattered images
+    negatives = [rng.normal(size=(6, 16)) for _ in range(2)]
+    ours, rel = _our_row(gen, ref, negatives), _release_row(gen, ref, negatives)
+    signed = _release_div(ref) - _release_div(gen)
+    assert signed < -0.5
+    assert ours["diversity_gap"] == pytest.approx(signed, abs=1e-12)
+    assert rel["diversity_gap"] == 0.0
+    assert ours["dcsf"] == pytest.approx(rel["dcsf"], abs=1e-12) == pytest.approx(ours["mmd"], abs=1e-12)
+
+
+def test_a_zero_embedding_row_keeps_its_diversity_here_and_drops_the_penalty_and_wins_retrieval_in_the_release():
+    """An all-zero generated row: scipy's cosine distance to it is NaN, so the release's Div is NaN and
+    ``max(0.0, nan)`` gives a diversity_gap of 0 (no diversity penalty in DCSF); its similarities are all 0
+    and the release's argsort puts the target first (a retrieval hit). Here the zero row has cosine 0 with
+    every row (section 5) and a tie counts against the target (rank last). CosSim and MMD agree."""
+    rng = np.random.default_rng(5)
+    center = rng.normal(size=16)
+    ref = rng.normal(size=(6, 16))  # a varied gallery (Div about 1)
+    gen = np.vstack([center + rng.normal(scale=0.05, size=(3, 16)), np.zeros((1, 16))])  # collapsed + a zero row
+    negatives = [rng.normal(size=(6, 16)) for _ in range(3)]
+    ours, rel = _our_row(gen, ref, negatives), _release_row(gen, ref, negatives)
+    for col in ("cos_sim", "mmd"):
+        assert ours[col] == pytest.approx(rel[col], abs=1e-12), col
+    assert math.isnan(_release_div(gen)) and rel["diversity_gap"] == 0.0 and rel["dcsf"] == rel["mmd"]
+    # ours: the zero row is at cosine distance 1 from each of the 3 others (3 of the 6 pairs)
+    unit = gen[:3] / np.linalg.norm(gen[:3], axis=1, keepdims=True)
+    div_gen = ((1 - unit @ unit.T)[np.triu_indices(3, k=1)].sum() + 3 * 1.0) / 6
+    assert metrics.diversity(gen) == pytest.approx(div_gen, abs=1e-12)
+    assert ours["diversity_gap"] == pytest.approx(_release_div(ref) - div_gen, abs=1e-12) and ours["diversity_gap"] > 0
+    assert ours["dcsf"] == pytest.approx(ours["mmd"] + 0.5 * ours["diversity_gap"], abs=1e-12) and ours["dcsf"] > rel["dcsf"]
+    # retrieval: the three real rows rank the same in both; the zero row is a hit there, last here
+    assert rel["ranks"][3] == 0
+    ours_ranks = metrics.retrieval(gen, {"target": ref, **dict(zip(_ROLES, negatives))})
+    assert ours["retrieval_acc"] == pytest.approx(float((rel["ranks"][:3] == 0).sum()) / 4)
+    assert rel["retrieval_acc"] == pytest.approx(ours["retrieval_acc"] + 0.25)
+    assert ours_ranks.accuracy == ours["retrieval_acc"]
+
+
+def test_near_duplicate_rows_are_zeroed_here_and_enter_the_median_in_the_release():
+    """Exact duplicates (the held-out anchor's cycled photo) have distance 0 in both and never enter the
+    bandwidth's median. Rows that differ only by float noise (the same photo embedded twice, relative
+    difference 1e-8) are duplicates here (distance <= 1e-12 (|x|^2 + |y|^2) counts as 0, section 5) but
+    tiny positive distances in the release, which pull its median, hence gamma and MMD^2, away."""
+    rng = np.random.default_rng(8)
+    photo = rng.normal(size=16)
+    ref = rng.normal(size=(2, 16)) + photo  # a gallery of 2, as in the demo
+    exact = np.tile(photo, (6, 1))
+    noisy = photo * (1 + 1e-8 * rng.normal(size=(6, 16)))  # 15 of the 28 pooled pairs are float noise
+    assert 0 < cdist(noisy, noisy, "sqeuclidean")[0, 1] <= 1e-12 * 2 * photo @ photo
+    for gen, agree in ((exact, True), (noisy, False)):
+        rel_mmd, rel_gamma = _release_mmd(gen, ref)
+        gamma = metrics.median_heuristic_gamma(gen, ref)
+        if agree:
+            assert gamma == pytest.approx(rel_gamma, rel=1e-12) and metrics.mmd2(gen, ref) == pytest.approx(rel_mmd, abs=1e-12)
+        else:
+            # ours is the release's formula on the exact duplicates, up to the 1e-8 noise itself
+            assert gamma == pytest.approx(_release_mmd(exact, ref)[1], rel=1e-6)
+            assert metrics.mmd2(gen, ref) == pytest.approx(_release_mmd(exact, ref)[0], abs=1e-6)
+            # the release's median is a noise distance: its gamma explodes and the kernel sees every
+            # distinct pair as unrelated (k = 0), the near-duplicates as partly related
+            assert rel_gamma > 1e6 * gamma
+            assert abs(metrics.mmd2(gen, ref) - rel_mmd) > 0.1
+
+
+def test_one_image_panels_are_refused_here_and_half_scored_in_the_release():
+    """A 1-image panel: the release writes CosSim and retrieval, MMD^2 and DCSF NaN (0/0 in the unbiased
+    estimator) and a diversity_gap of Div(gallery) (a 1-image Div is 0.0 there). Here the panel is refused
+    with an error naming it (Div of one image is undefined), and MMD^2 alone is NaN with a reason."""
+    gen, ref, negatives = _panel_case(2, n=1)
+    rel = _release_row(gen, ref, negatives)
+    assert math.isnan(rel["mmd"]) and math.isnan(rel["dcsf"])
+    assert rel["diversity_gap"] == pytest.approx(_release_div(ref)) and rel["diversity_gap"] > 0
+    assert np.isfinite(rel["cos_sim"]) and rel["retrieval_acc"] in (0.0, 1.0)
+    with pytest.raises(EvaluationError, match=r"m/L1/t: .*1 row"):
+        _our_row(gen, ref, negatives)
+    value, reason = metrics.mmd2_with_reason(gen, ref)
+    assert math.isnan(value) and "2" in reason
+    # CosSim and retrieval themselves are the same numbers in both
+    assert metrics.cos_sim(gen, ref) == pytest.approx(rel["cos_sim"], abs=1e-12)
+    assert metrics.retrieval(gen, {"target": ref, **dict(zip(_ROLES, negatives))}).accuracy == rel["retrieval_acc"]
+
+
+# -- statistics ------------------------------------------------------------------------------------
+
+
+def _results(seed=0, n_cities=5, blocks=3, methods=("m1", "m2", "m3")):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for c in range(n_cities):
+        for b in range(blocks):
+            base = rng.normal(0.5, 0.05)
+            for m in methods:
+                for level, lift in (("L0", 0.0), ("L1", 0.03), ("L2", 0.035)):
+                    rows.append({"method": m, "condition": level, "level": level, "block_id": f"c{c}_b{b}",
+                                 "city": f"c{c}", "cos_sim": base + lift + rng.normal(0, 0.02)})
+    return pd.DataFrame(rows)
+
+
+def _release_bootstrap(values, rng, n_boot=5000):
+    means = rng.choice(np.asarray(values, dtype=float), size=(n_boot, len(values)), replace=True).mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def _release_city_delta(df, low, high):
+    """City-balanced as the release: the mean of every row of (city, level), unpaired, then high - low."""
+    city_level = df.groupby(["city", "level"])["cos_sim"].mean().unstack("level")
+    return (city_level[high] - city_level[low]).dropna()
+
+
+def test_city_balanced_deltas_pair_units_first_here_and_average_unpaired_rows_in_the_release():
+    df = _results(seed=1)
+    ours = stats.city_balanced(df, "cos_sim", "L1", "L0")
+    rel = _release_city_delta(df, "L0", "L1")
+    # complete data: the same city deltas, estimate and (fresh default_rng(42)) interval
+    assert ours.per_city.set_index("city")["delta"].to_numpy() == pytest.approx(rel.to_numpy(), abs=1e-12)
+    assert ours.mean == pytest.approx(rel.mean(), abs=1e-12)
+    lo, hi = _release_bootstrap(rel.to_numpy(), np.random.default_rng(42))
+    assert (ours.ci_low, ours.ci_high) == pytest.approx((lo, hi), abs=1e-12)
+    # a missing panel (m1's L0 panel of c0_b0): the release's c0 L0 mean loses one row, its L1 mean keeps
+    # all; ours drops the unit from both sides
+    missing = df.drop(df[(df["method"] == "m1") & (df["condition"] == "L0") & (df["block_id"] == "c0_b0")].index)
+    ours = stats.city_balanced(missing, "cos_sim", "L1", "L0")
+    rel = _release_city_delta(missing, "L0", "L1")
+    per_city = ours.per_city.set_index("city")["delta"]
+    assert per_city.drop("c0").to_numpy() == pytest.approx(rel.drop("c0").to_numpy(), abs=1e-12)
+    assert abs(per_city["c0"] - rel["c0"]) > 1e-3
+    paired = missing[~((missing["method"] == "m1") & (missing["block_id"] == "c0_b0"))]
+    assert per_city["c0"] == pytest.approx(_release_city_delta(paired, "L0", "L1")["c0"], abs=1e-12)
+    assert ours.n_pairs == 3 * 5 * 3 - 1
+
+
+def _release_rank_stability(df, models, rng, n_boot):
+    city_method = df.groupby(["city", "method"])["cos_sim"].mean().unstack("method").reindex(columns=models)
+    cities = city_method.index.to_numpy()
+    ranks = {m: [] for m in models}
+    rank1 = {m: 0 for m in models}
+    for _ in range(n_boot):
+        means = city_method.loc[rng.choice(cities, size=len(cities), replace=True)].mean(axis=0)
+        ranking = means.rank(ascending=False, method="min")
+        rank1[means.idxmax()] += 1
+        for m in models:
+            ranks[m].append(float(ranking[m]))
+    out = {}
+    for m in models:
+        r = np.asarray(ranks[m])
+        lo, hi = np.percentile(r, [2.5, 97.5])
+        out[m] = {"mean_rank": r.mean(), "rank_ci_low": lo, "rank_ci_high": hi, "rank1_prob": rank1[m] / n_boot}
+    return pd.DataFrame(out).T
+
+
+def test_rank_stability_of_a_method_absent_from_drawn_cities():
+    """z has blocks in city c0 only. In a resample without c0 the release's mean for z is NaN, its rank NaN,
+    and one NaN makes z's rank interval and mean rank NaN; here z ranks last there. The methods present
+    in every city get the same numbers in both (the same city draws as the release's first analysis)."""
+    df = _results(seed=4, methods=("m1", "m2", "m3"))
+    df = df[df["condition"] == "L1"]
+    z = df[(df["method"] == "m1") & (df["city"] == "c0")].assign(method="z", cos_sim=lambda d: d["cos_sim"] + 0.2)
+    df = pd.concat([df, z], ignore_index=True)
+    models = ["m1", "m2", "m3", "z"]
+    ours = stats.rank_stability(df, "cos_sim", "L1", n_resamples=400, seed=42).table.set_index("method")
+    rel = _release_rank_stability(df, models, np.random.default_rng(42), 400)
+    for m in ("m1", "m2", "m3"):
+        for col in ("mean_rank", "rank_ci_low", "rank_ci_high", "rank1_prob"):
+            assert ours.loc[m, col] == pytest.approx(rel.loc[m, col]), (m, col)
+    assert math.isnan(rel.loc["z", "mean_rank"]) and math.isnan(rel.loc["z", "rank_ci_high"])
+    assert ours.loc["z", "rank_ci_high"] == 4 and ours.loc["z", "rank_ci_low"] == 1
+    assert ours.loc["z", "rank1_prob"] == pytest.approx(rel.loc["z", "rank1_prob"]) and rel.loc["z", "rank1_prob"] > 0
+
+
+def test_rank_stability_credits_every_method_tied_for_first_the_release_only_the_first_column():
+    """Two methods with the same score in every city: both have rank 1 in every resample, in both codes
+    (pandas ``rank(method="min")``); the release counts "rank 1" with ``idxmax``, which credits only the
+    first of them, so its rank-1 probabilities are 1 and 0 where ours are 1 and 1."""
+    df = _results(seed=6, methods=("a", "c"))
+    df = df[df["condition"] == "L1"]
+    df = pd.concat([df, df[df["method"] == "a"].assign(method="b")], ignore_index=True)  # b == a everywhere
+    df.loc[df["method"] == "c", "cos_sim"] -= 0.5
+    ours = stats.rank_stability(df, "cos_sim", "L1", n_resamples=200, seed=42).table.set_index("method")
+    rel = _release_rank_stability(df, ["a", "b", "c"], np.random.default_rng(42), 200)
+    for m in "abc":
+        assert (ours.loc[m, "rank_ci_low"], ours.loc[m, "rank_ci_high"]) == (rel.loc[m, "rank_ci_low"], rel.loc[m, "rank_ci_high"])
+    assert list(ours.loc[["a", "b", "c"], "rank1_prob"]) == [1.0, 1.0, 0.0]
+    assert list(rel.loc[["a", "b", "c"], "rank1_prob"]) == [1.0, 0.0, 0.0]
+
+
+def _release_wilcoxon(delta):
+    try:
+        return float(wilcoxon(delta).pvalue)
+    except ValueError:
+        return float("nan")
+
+
+def test_wilcoxon_on_all_zero_differences():
+    """Non-zero differences (zeros among them dropped by both): the same p-value. All differences zero:
+    ours is NaN with the reason "all differences are zero"; the release's is whatever scipy returns (1.0
+    from scipy 1.17, with a RuntimeWarning; NaN from versions that raise ValueError, which it catches)."""
+    d = np.array([0.02, -0.01, 0.0, 0.03, 0.015, 0.0, 0.04, -0.005])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert stats.wilcoxon_p(d)[0] == pytest.approx(_release_wilcoxon(d), rel=1e-12)
+        rel = _release_wilcoxon(np.zeros(8))
+    assert rel == 1.0 or math.isnan(rel)
+    p, reason = stats.wilcoxon_p(np.zeros(8))
+    assert math.isnan(p) and reason == "all differences are zero"
+    same = pd.DataFrame({"method": "m", "condition": ["L0"] * 4 + ["L1"] * 4, "block_id": [f"b{i}" for i in range(4)] * 2,
+                         "city": "c", "cos_sim": [0.5, 0.6, 0.7, 0.8] * 2})
+    r = stats.paired_deltas(same, "cos_sim", "L1", "L0", n_resamples=100)
+    assert math.isnan(r.result.wilcoxon_p) and r.result.wilcoxon_reason == "all differences are zero"
+
+
+def test_bootstrap_streams_start_at_the_seed_for_every_analysis_here_and_run_on_in_the_release():
+    """The release draws every analysis of one run from one ``default_rng(42)``, in order (L1-L0, L2-L1,
+    L2-L0, ...); here each analysis starts from ``default_rng(seed)``. The first analysis has the same
+    resamples (``rng.choice`` and ``rng.integers`` draw the same indices), the later ones do not."""
+    df = _results(seed=2)
+    shared = np.random.default_rng(42)
+    for k, (low, high) in enumerate([("L0", "L1"), ("L1", "L2")]):
+        pivot = df.pivot_table(index=["method", "block_id", "city"], columns="level", values="cos_sim")
+        delta = (pivot[high] - pivot[low]).dropna().to_numpy()
+        rel = _release_bootstrap(delta, shared)
+        ours = stats.paired_deltas(df, "cos_sim", high, low)
+        assert ours.mean == pytest.approx(delta.mean(), abs=1e-12)
+        assert (ours.ci_low, ours.ci_high) == pytest.approx(_release_bootstrap(delta, np.random.default_rng(42)), abs=1e-12)
+        if k == 0:
+            assert (ours.ci_low, ours.ci_high) == pytest.approx(rel, abs=1e-12)
+        else:
+            assert (ours.ci_low, ours.ci_high) != pytest.approx(rel, abs=1e-6)
