@@ -39,7 +39,10 @@ STRING_COLUMNS = ("method", "condition", "block_id", "city", "country", "stratum
                   # the columns a results repo adds to each submission (hub/results_repo.py)
                   "run_id", "benchmark_name", "benchmark_fingerprint", "encoder_config_hash", "protocol_version",
                   "library_version", "created_at")
-NUMERIC_COLUMNS = ("n_generated", "n_reference") + RESULT_METRIC_COLUMNS
+#: Columns added after the first release of the format: a results.csv without them reads them as NaN.
+ADDED_COLUMNS = ("n_distinct", "n_copied", "n_candidates", "chance_retrieval_acc", "chance_mrr")
+NUMERIC_COLUMNS = ("n_generated", "n_reference", "n_distinct", "n_copied") + RESULT_METRIC_COLUMNS + (
+    "n_candidates", "chance_retrieval_acc", "chance_mrr")
 
 #: (column, header) of :func:`leaderboard_text`; ``^`` higher is better, ``v`` lower is better.
 LEADERBOARD_COLUMNS = [
@@ -228,6 +231,9 @@ def hierarchy_text(results) -> str:
 def read_results_csv(path: str | os.PathLike):
     """Reads a ``results.csv`` keeping ids as strings (a country ``NA`` stays ``NA``).
 
+    A file written before the columns of :data:`ADDED_COLUMNS` existed (``n_distinct``,
+    ``n_copied``, the chance columns) reads them as NaN: not recorded.
+
     Raises:
         ResultsFolderError: a numeric column holds text.
     """
@@ -249,6 +255,9 @@ def read_results_csv(path: str | os.PathLike):
                 df[col] = pd.to_numeric(df[col], errors="raise").astype(float)
             except (ValueError, TypeError) as err:
                 raise ResultsFolderError(f"{path}: column {col!r} is not numeric ({err})") from None
+    for col in ADDED_COLUMNS:
+        if col not in df.columns:
+            df[col] = float("nan")
     return df
 
 
