@@ -234,16 +234,23 @@ def is_copied(frame: pd.DataFrame) -> bool:
     return copied_count(frame)[0] > 0
 
 
-def marked_label(label: str, frame: pd.DataFrame) -> str:
-    """``label`` with the copied and repeating-photos marks of the units ``frame`` behind it."""
+def marks(frame: pd.DataFrame) -> str:
+    """The copied and repeating-photos marks of the units ``frame`` behind a row ("" when none)."""
     n = int(frame["block_id"].nunique()) if not frame.empty else 0
+    out = []
     panels, _ = copied_count(frame)
     if panels:
-        label += f" {caveats.COPIED_MARK} ({panels} of {len(frame)} panels)"
+        out.append(f"{caveats.COPIED_MARK} in {panels} of {len(frame)} panels")
     repeats = repeats_count(frame)
     if repeats:
-        label += f" {caveats.REPEATS_MARK} ({repeats} of {n} blocks)"
-    return label
+        out.append(f"{caveats.REPEATS_MARK} in {repeats} of {n} blocks")
+    return "; ".join(out)
+
+
+def marked_label(label: str, frame: pd.DataFrame) -> str:
+    """``label`` followed by :func:`marks` of the units ``frame`` behind it."""
+    m = marks(frame)
+    return f"{label} ({m})" if m else label
 
 
 def chance_means(frame: pd.DataFrame) -> dict[str, float]:

@@ -70,12 +70,13 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
     if not metrics:
         return None
     n = len(table)
-    names = (table["label"] if "label" in table.columns else
-             ["Generator mean" if g == "generator_mean" else method_label(m)
-              for g, m in zip(table["group"], table["method"])])
-    labels = [f"{name} ({int(b)} blocks)" for name, b in zip(names, table["n_blocks"])]
-    label_w = 0.065 * max(len(x) for x in labels)
-    fig = _figure(max(7.0, 1.2 + label_w + 2.3 * len(metrics)), 1.8 + 0.32 * n)
+    names = ["Generator mean" if g == "generator_mean" else method_label(m)
+             for g, m in zip(table["group"], table["method"])]
+    marked = table["marks"] if "marks" in table.columns else [""] * n
+    labels = [f"{name} ({int(b)} blocks)" + (f"\n{mk}" if mk else "")
+              for name, b, mk in zip(names, table["n_blocks"], marked)]
+    label_w = 0.065 * max(len(line) for x in labels for line in x.split("\n"))
+    fig = _figure(max(7.0, 1.2 + label_w + 2.3 * len(metrics)), 1.8 + 0.4 * n)
     y = np.arange(n)[::-1]
     for i, m in enumerate(metrics):
         ax = fig.add_subplot(1, len(metrics), i + 1)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from .. import caveats, stats
 from ..comparability import comparability_of_run, not_comparable_reason
-from ..metrics.catalog import HIGHER_IS_BETTER
+from ..metrics.catalog import RESULT_METRICS
 from ..provenance import library_versions
 from ..results import (
     REQUIRED_COLUMNS,
@@ -158,8 +158,8 @@ def build_report(
               "delta_metrics": list(DELTA_METRICS), "control_metrics": list(CONTROL_METRICS),
               "leaderboard_condition": MAIN_CONDITION, "leaderboard_metrics": list(LEADERBOARD_METRICS),
               "lower_is_better": sorted(stats.LOWER_IS_BETTER),
-              "higher_is_better": sorted(m for m, hib in HIGHER_IS_BETTER.items() if hib is True),
-              "no_direction": sorted(m for m, hib in HIGHER_IS_BETTER.items() if hib is None),
+              "higher_is_better": sorted(m.column for m in RESULT_METRICS if m.higher_is_better is True),
+              "no_direction": sorted(m.column for m in RESULT_METRICS if m.higher_is_better is None),
               "encoders": encoders}
     if len(encoders) > 1 or len(groups) > 1:
         return _build_mixed(results_df, out, infos, groups, params, clip_scores, title, plots)

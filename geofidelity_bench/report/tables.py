@@ -38,6 +38,7 @@ from .context import (
     generator_mean,
     is_copied,
     marked_label,
+    marks,
     method_label,
     method_means,
     repeats_count,
@@ -543,6 +544,7 @@ def table_leaderboard(ctx: Context) -> Table:
         row = {"group": group, "method": method, "condition": condition,
                "label": ("Generator mean" if group == "generator_mean"
                          else marked_label(method_label(method), frame)),
+               "marks": marks(frame) if group != "generator_mean" else "",
                "n_blocks": finite_blocks(values, metrics), "n_copied_panels": panels, "n_copied_images": images,
                "n_blocks_repeating": repeats_count(frame) if group != "generator_mean" else 0}
         for m in metrics:
