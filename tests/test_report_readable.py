@@ -320,3 +320,19 @@ def test_thin_intervals_carry_the_caveat(tmp_path, n_cities, blocks_per_city, th
     for name in ("leaderboard", "cos_sim_by_condition", "prompt_deltas", "rank_stability"):
         notes = " ".join(rep["tables"][name]["notes"])
         assert (expected is not None and expected in notes) == thin, name
+
+
+def test_printed_leaderboard_shows_chance_and_marks():
+    df = _with_chance(synthetic_results())
+    df.loc[(df["method"] == "heldout_real") & (df["block_id"] == "city0_b0"), "n_distinct"] = 1
+    df.loc[(df["method"] == "sdxl") & (df["condition"] == "L1") & (df["block_id"] == "city0_b1"), "n_copied"] = 2
+    text = rs.leaderboard_text(df)
+    header = text.splitlines()[0].split()
+    assert header[header.index("Retr^") + 1] == "Retr@chance" and header[header.index("MRR^") + 1] == "MRR@chance"
+    line = next(x for x in text.splitlines() if x.startswith("heldout_real"))
+    held = df[df["method"] == "heldout_real"]
+    assert f"{held['chance_retrieval_acc'].mean():.3f}" in line and f"{held['chance_mrr'].mean():.3f}" in line
+    assert f"[{caveats.REPEATS_MARK} 1/12]" in line
+    sdxl = next(x for x in text.splitlines() if x.startswith("sdxl") and " L1 " in x)
+    assert caveats.COPIED_MARK in sdxl
+    assert "@chance:" in text
