@@ -59,6 +59,7 @@ def plot_captions(confidence: float = 0.95) -> dict[str, str]:
 PLOT_CAPTIONS = plot_captions()
 #: The chance column of each retrieval metric: a dashed line on every retrieval plot.
 CHANCE_OF = {"retrieval_acc": "chance_retrieval_acc", "mrr": "chance_mrr"}
+COPIED_EDGE = "#8B0000"
 
 _MIN_FONT = 8  # points; at the figures' 100 dpi about 11 px
 
@@ -75,6 +76,7 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
     marked = table["marks"] if "marks" in table.columns else [""] * n
     labels = [f"{name} ({int(b)} blocks)" + (f"\n{mk}" if mk else "")
               for name, b, mk in zip(names, table["n_blocks"], marked)]
+    copied = [int(c) > 0 for c in table["n_copied_panels"]] if "n_copied_panels" in table.columns else [False] * n
     label_w = 0.065 * max(len(line) for x in labels for line in x.split("\n"))
     fig = _figure(max(7.0, 1.2 + label_w + 2.3 * len(metrics)), 1.8 + 0.4 * n)
     y = np.arange(n)[::-1]
@@ -84,8 +86,12 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
         lo = table[f"{m}_ci_low"].to_numpy(dtype=float)
         hi = table[f"{m}_ci_high"].to_numpy(dtype=float)
         err = np.vstack([np.where(np.isfinite(lo), v - lo, 0), np.where(np.isfinite(hi), hi - v, 0)])
-        ax.barh(y, np.nan_to_num(v), xerr=err, color=[GROUP_STYLES.get(g, GROUP_STYLES["generator"])[0]
-                                                     for g in table["group"]], capsize=2, ecolor="black")
+        bars = ax.barh(y, np.nan_to_num(v), xerr=err, color=[GROUP_STYLES.get(g, GROUP_STYLES["generator"])[0]
+                                                            for g in table["group"]], capsize=2, ecolor="black")
+        for bar, is_copy in zip(bars, copied):
+            if is_copy:  # a copy of the benchmark's own photos: hatched, never read as a model's result
+                bar.set_hatch("///")
+                bar.set_edgecolor(COPIED_EDGE)
         chance_drawn = False
         if m in CHANCE_OF and CHANCE_OF[m] in table.columns:
             chance = table[CHANCE_OF[m]].to_numpy(dtype=float)
@@ -104,6 +110,9 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
 
     present = [g for g in GROUP_STYLES if g in set(table["group"])]
     handles = [Patch(color=GROUP_STYLES[g][0], label=GROUP_STYLES[g][1]) for g in present]
+    if any(copied):
+        handles.append(Patch(facecolor="white", edgecolor=COPIED_EDGE, hatch="///",
+                             label=f"{COPIED_MARK}: copies reference photos"))
     if any(c in table.columns and np.isfinite(table[c].to_numpy(dtype=float)).any() for c in CHANCE_OF.values()):
         handles.append(Line2D([], [], color="#C44E52", linestyle="dashed", label="chance level (random order)"))
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=_MIN_FONT, frameon=False)
@@ -186,7 +195,7 @@ def plot_city_heatmap(table: pd.DataFrame, path: Path) -> str | None:
     methods = [marked.get(c, method_label(c)) for c in table.columns if c != "city"]
     # Sized from the content: room for the longest labels, cells wide enough for "0.00" at 8 pt.
     label_w = 0.075 * max(len(str(c)) for c in cities)
-    rot_h = 0.055 * max(len(m) for m in methods)
+    rot_h = 0.055 * max(len(line) for m in methods for line in m.split("\n"))
     fig = _figure(max(4.5, 1.8 + label_w + 0.85 * len(methods)), max(3.0, 1.0 + rot_h + 0.45 * len(cities)))
     ax = fig.add_subplot(1, 1, 1)
     im = ax.imshow(np.ma.masked_invalid(values), aspect="auto", cmap="viridis")

@@ -250,7 +250,7 @@ def _write_plots(ctx: Context, tables: Mapping[str, Table], out: Path) -> dict[s
 def _unequal_note(t: Table) -> str | None:
     """The not-comparable note of a table, for its plot (None when its rows are comparable)."""
     if any("not comparable across rows" in n for n in t.notes):
-        return "generators average different blocks: points of different generators are not comparable (Table 5)"
+        return "generators cover different blocks: not comparable across generators (Table 5)"
     return None
 
 

@@ -714,7 +714,9 @@ def table_city_by_method(ctx: Context) -> Table:
     t.data = pivot.reset_index()
     n_blocks = frame.groupby("city")["block_id"].nunique().reindex(pivot.index)
     labels = [marked_label(method_label(c), frame[frame["method"] == c]) for c in cols]
-    t.data.attrs["labels"] = dict(zip(cols, labels))
+    # plot labels: the marks on a second line (the heatmap's labels are rotated)
+    t.data.attrs["labels"] = {c: method_label(c) + (f"\n{mk}" if (mk := marks(frame[frame["method"] == c])) else "")
+                              for c in cols}
     t.markdown = _md_table(["City", *labels, "Blocks"],
                            [[city, *(_fmt(v) for v in r.to_numpy()), _fmt(int(n_blocks[city]))]
                             for city, r in pivot.iterrows()])
@@ -746,11 +748,22 @@ def table_extra_conditions(ctx: Context) -> Table:
         t.reason = "no rows with extra conditions"
         return t
     metrics = list(LEADERBOARD_METRICS)
-    g = ctx.extra_units.groupby(["method", "condition"], sort=True)
-    data = g[metrics].mean()
-    data.insert(0, "n_blocks", g["block_id"].nunique())
-    t.data = data.reset_index()
-    t.markdown = _md_table(["Model", "Condition", *(heading(m) for m in metrics), "Blocks"],
-                           [[method_label(r["method"]), str(r["condition"]), *(_fmt(r[m]) for m in metrics),
-                             _fmt(r["n_blocks"])] for _, r in t.data.iterrows()])
+    rows = []
+    for (method, condition), part in ctx.extra_units.groupby(["method", "condition"], sort=True):
+        rows.append({"method": method, "condition": condition, "n_blocks": finite_blocks(part, metrics),
+                     **part[metrics].mean().to_dict(), **chance_means(part),
+                     "label": marked_label(method_label(method), part)})
+    t.data = pd.DataFrame(rows)
+    chance_for = {"retrieval_acc": "chance_retrieval_acc", "mrr": "chance_mrr"}
+    headers = ["Model", "Condition"]
+    for m in metrics:
+        headers += [heading(m)] + ([f"{METRIC_LABELS[m]} by chance"] if m in chance_for else [])
+    body = []
+    for _, r in t.data.iterrows():
+        cells = [r["label"], str(r["condition"])]
+        for m in metrics:
+            cells += [_fmt(r[m])] + ([_fmt(r[chance_for[m]])] if m in chance_for else [])
+        body.append([*cells, _fmt(r["n_blocks"])])
+    t.markdown = _md_table([*headers, "Blocks"], body)
+    _note_chance(t, ctx.extra_units)
     return t
