@@ -71,6 +71,22 @@ def chance_sentence(chance_acc: float, n_candidates: float | None = None) -> str
     return text
 
 
+def chance_counting_note(min_candidates: int, max_candidates: int, n_two_roles: int = 0,
+                         n_blocks: int | None = None) -> str:
+    """How the chance level of retrieval is counted (the candidates, and a block that fills two roles)."""
+    k = str(min_candidates) if min_candidates == max_candidates else f"{min_candidates}-{max_candidates}"
+    text = (f"chance: the expected retrieval accuracy and MRR of images that carry no information about the place, "
+            f"i.e. of a random order of each block's candidates (its target gallery plus one per negative role "
+            f"present: {k} candidates here); a retrieval score near its chance level says nothing about the place")
+    if n_two_roles:
+        of = f" of {n_blocks}" if n_blocks is not None else ""
+        text += (f". Where one block fills two negative roles ({n_two_roles}{of} block(s) here) it is counted as two "
+                 "candidates with the same gallery: the two always tie, and a tie counts against the target, so "
+                 "chance accuracy is 1 / (distinct candidate blocks), not 1 / candidates, and chance MRR counts the "
+                 "pair as two places above the target whenever that block outranks it (docs/benchmark.md section 5)")
+    return text
+
+
 def repeats_photos(n_generated: Any, n_distinct: Any) -> bool:
     """Whether a panel holds fewer distinct images than it scores (False when not recorded)."""
     try:
@@ -117,6 +133,7 @@ def copied_note(n_rows: int, n_images: int) -> str | None:
 
 
 __all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "COPIED_MARK", "HELDOUT_METHOD", "MIN_INTERVAL_BLOCKS",
-           "MIN_INTERVAL_CITIES", "REPEATS_MARK", "bootstrap_text", "chance_levels", "chance_sentence",
+           "MIN_INTERVAL_CITIES", "REPEATS_MARK", "bootstrap_text", "chance_counting_note", "chance_levels",
+           "chance_sentence",
            "copied_mask", "copied_note", "interval_caveat", "repeats_photos", "thin_anchor_blocks",
            "thin_anchor_note"]

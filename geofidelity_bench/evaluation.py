@@ -37,8 +37,13 @@ from .generated_folder import (
 from .images import load_image
 from .metrics.catalog import RESULT_METRIC_COLUMNS
 
-#: The columns of ``results.csv``, in order: the panel's keys, then every metric of the catalog
-#: (:data:`geofidelity_bench.metrics.catalog.RESULT_METRICS`), then the encoder.
+#: The retrieval candidates of a row and the chance level of its retrieval accuracy and MRR
+#: (:func:`geofidelity_bench.metrics.retrieval_chance`; docs/benchmark.md section 5, Metrics).
+CHANCE_COLUMNS = ("n_candidates", "chance_retrieval_acc", "chance_mrr")
+#: The columns of ``results.csv``, in order: the panel's keys and sizes (``n_distinct``: distinct
+#: images in the panel; ``n_copied``: images the copy audit flagged, NaN when not audited), every
+#: metric of the catalog (:data:`geofidelity_bench.metrics.catalog.RESULT_METRICS`), the chance
+#: columns, then the encoder.
 RESULT_COLUMNS = [
     "method",
     "condition",
@@ -48,7 +53,10 @@ RESULT_COLUMNS = [
     "stratum",
     "n_generated",
     "n_reference",
+    "n_distinct",
+    "n_copied",
     *RESULT_METRIC_COLUMNS,
+    *CHANCE_COLUMNS,
     "encoder",
 ]
 METRIC_COLUMNS = list(RESULT_METRIC_COLUMNS)
@@ -320,6 +328,47 @@ def segment_items(
 # -- scoring ------------------------------------------------------------------------------------
 
 
+def n_distinct_rows(embeddings: np.ndarray) -> int:
+    """Distinct rows of a panel's embeddings (identical images give identical rows)."""
+    emb = np.asarray(embeddings)
+    return int(np.unique(emb, axis=0).shape[0]) if emb.ndim == 2 and emb.shape[0] else 0
+
+
+def _item_sha256(item: Any) -> str | None:
+    """sha256 of a panel item's encoded bytes, when it has bytes (a PIL image or an embedding has none)."""
+    import hashlib
+
+    if isinstance(item, (ReferenceImage, PoolImage)):
+        return item.sha256
+    if isinstance(item, (bytes, bytearray)):
+        return hashlib.sha256(bytes(item)).hexdigest()
+    if isinstance(item, (str, os.PathLike)) and os.path.isfile(item):
+        h = hashlib.sha256()
+        with open(item, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    return None
+
+
+def panel_n_distinct(items: Sequence[Any] | None, embeddings: np.ndarray) -> int:
+    """Distinct images of a panel: distinct sha256 of the items' bytes where every item has bytes,
+    else distinct embedding rows (docs/benchmark.md section 7, ``n_distinct``)."""
+    if items is not None and not isinstance(items, np.ndarray):
+        digests = [_item_sha256(item) for item in items]
+        if digests and all(d is not None for d in digests):
+            return len(set(digests))
+    return n_distinct_rows(embeddings)
+
+
+def chance_columns(block: Block) -> dict[str, float]:
+    """``n_candidates``, ``chance_retrieval_acc`` and ``chance_mrr`` of a block's retrieval candidates
+    (:func:`geofidelity_bench.metrics.retrieval_chance`: a block filling two roles is two tied candidates)."""
+    roles = {role: getattr(block, fld) for role, fld in NEGATIVE_FIELDS.items()}
+    chance = metrics.retrieval_chance({"target": block.block_id, **roles})
+    return {"n_candidates": chance.n_candidates, "chance_retrieval_acc": chance.accuracy, "chance_mrr": chance.mrr}
+
+
 def _nan_row_reasons(key: PanelKey, reasons: list[dict], column: str, reason: str) -> None:
     reasons.append({"method": key[0], "condition": key[1], "block_id": key[2], "column": column, "reason": reason})
 
@@ -425,6 +474,8 @@ def score_embeddings(
             "stratum": block.stratum or "",
             "n_generated": int(gen.shape[0]),
             "n_reference": target.n_rows,
+            "n_distinct": n_distinct_rows(gen),
+            "n_copied": float("nan"),
             "cos_sim": cos,
             "mmd": mmd,
             "dcsf": dcsf,
@@ -435,6 +486,7 @@ def score_embeddings(
             **{f"sim_{name}": ret.sims[name] for name in metrics.CANDIDATE_NAMES},
             "local_margin": ret.local_margin,
             "strongest_margin": ret.strongest_margin,
+            **chance_columns(block),
             "encoder": encoder_name,
         }
         return row, reasons
@@ -590,6 +642,9 @@ def evaluate_panels(
         gaas_reason = "the panel was given as precomputed embeddings; GAAS needs its images"
     df = score_embeddings(benchmark.blocks, galleries, panel_emb, encoder_name=encoder.name, shares=shares,
                           gaas_unavailable_reason=gaas_reason)
+    if len(df):  # distinct images by their bytes where the panel's items have bytes (else embedding rows)
+        df["n_distinct"] = [panel_n_distinct(panels.get(k), panel_emb[k])
+                            for k in zip(df["method"], df["condition"], df["block_id"])]
     if image_check.too_small:
         df = _with_too_small_panels(df, benchmark, image_check.too_small, encoder.name)
     df.attrs["embedding_stats"] = stats
@@ -613,8 +668,9 @@ def _with_too_small_panels(df: pd.DataFrame, benchmark: Benchmark, too_small: Ma
         block = benchmark.block(key[2])
         rows.append({"method": key[0], "condition": key[1], "block_id": key[2], "city": block.city,
                      "country": block.country, "stratum": block.stratum or "", "n_generated": n_left,
-                     "n_reference": len(benchmark.gallery(key[2])), **{c: float("nan") for c in METRIC_COLUMNS},
-                     "encoder": encoder_name})
+                     "n_reference": len(benchmark.gallery(key[2])), "n_distinct": float("nan"),
+                     "n_copied": float("nan"), **{c: float("nan") for c in METRIC_COLUMNS},
+                     **chance_columns(block), "encoder": encoder_name})
         for column in METRIC_COLUMNS:
             _nan_row_reasons(key, reasons, column, too_small_reason(n_left))
     extra = pd.DataFrame(rows, columns=RESULT_COLUMNS)

@@ -39,7 +39,10 @@ STRING_COLUMNS = ("method", "condition", "block_id", "city", "country", "stratum
                   # the columns a results repo adds to each submission (hub/results_repo.py)
                   "run_id", "benchmark_name", "benchmark_fingerprint", "encoder_config_hash", "protocol_version",
                   "library_version", "created_at")
-NUMERIC_COLUMNS = ("n_generated", "n_reference") + RESULT_METRIC_COLUMNS
+#: Columns added after the first release of the format: a results.csv without them reads them as NaN.
+ADDED_COLUMNS = ("n_distinct", "n_copied", "n_candidates", "chance_retrieval_acc", "chance_mrr")
+NUMERIC_COLUMNS = ("n_generated", "n_reference", "n_distinct", "n_copied") + RESULT_METRIC_COLUMNS + (
+    "n_candidates", "chance_retrieval_acc", "chance_mrr")
 
 #: (column, header) of :func:`leaderboard_text`; ``^`` higher is better, ``v`` lower is better.
 LEADERBOARD_COLUMNS = [
@@ -199,17 +202,63 @@ def format_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+#: (chance column, header) shown after the retrieval columns of :func:`leaderboard_text`.
+CHANCE_TEXT_COLUMNS = [("chance_retrieval_acc", "Retr@chance"), ("chance_mrr", "MRR@chance")]
+
+
 def leaderboard_text(results) -> str:
-    """Mean scores per (method, condition), best CosSim first; ^ higher is better, v lower."""
+    """Mean scores per (method, condition), best CosSim first; ^ higher is better, v lower.
+
+    Beside retrieval and MRR, their chance level (mean over the blocks with a retrieval score);
+    after the table, what the copied (``n_copied > 0``) and repeating-photos marks mean."""
+    import pandas as pd
+
+    from . import caveats
     from .evaluation import summarize
 
     summary = summarize(results, ["method", "condition"]).sort_values("cos_sim", ascending=False)
-    headers = ["method", "condition", "blocks"] + [h for _, h in LEADERBOARD_COLUMNS]
-    rows = [
-        [r["method"], r["condition"], str(int(r["n_blocks"]))] + [_fmt(r[c]) for c, _ in LEADERBOARD_COLUMNS]
-        for _, r in summary.iterrows()
-    ]
-    return format_table(headers, rows)
+    frame = results.copy()
+    for col in ("chance_retrieval_acc", "chance_mrr", "n_distinct", "n_copied"):
+        if col not in frame.columns:
+            frame[col] = float("nan")
+    scored = frame[pd.to_numeric(frame["retrieval_acc"], errors="coerce").notna()]
+    chance = scored.groupby(["method", "condition"])[["chance_retrieval_acc", "chance_mrr"]].mean()
+    copied = frame.assign(_c=caveats.copied_mask(frame)).groupby(["method", "condition"])["_c"].sum()
+    repeats = frame.assign(_r=[caveats.repeats_photos(g, d) for g, d in zip(frame["n_generated"], frame["n_distinct"])]
+                           ).groupby(["method", "condition"])["_r"].sum()
+    headers = ["method", "condition", "blocks"]
+    for c, h in LEADERBOARD_COLUMNS:
+        headers.append(h)
+        if c == "retrieval_acc":
+            headers.append(CHANCE_TEXT_COLUMNS[0][1])
+        elif c == "mrr":
+            headers.append(CHANCE_TEXT_COLUMNS[1][1])
+    rows, marked = [], {"copied": False, "repeats": False}
+    for _, r in summary.iterrows():
+        key = (r["method"], r["condition"])
+        name = r["method"]
+        if copied.get(key, 0):
+            name += f" [{caveats.COPIED_MARK}]"
+            marked["copied"] = True
+        if repeats.get(key, 0):
+            name += f" [{caveats.REPEATS_MARK} {int(repeats[key])}/{int(r['n_blocks'])}]"
+            marked["repeats"] = True
+        cells = [name, r["condition"], str(int(r["n_blocks"]))]
+        for c, _ in LEADERBOARD_COLUMNS:
+            cells.append(_fmt(r[c]))
+            if c in ("retrieval_acc", "mrr"):
+                col = "chance_retrieval_acc" if c == "retrieval_acc" else "chance_mrr"
+                cells.append(_fmt(float(chance[col].get(key, float("nan")))) if key in chance.index else "n/a")
+        rows.append(cells)
+    text = format_table(headers, rows)
+    text += ("\n@chance: the retrieval accuracy / MRR of images that carry no information about the place "
+             "(a random order of each block's candidates)")
+    if marked["copied"]:
+        text += f"\n[{caveats.COPIED_MARK}]: panels that copy the benchmark's reference photos (never a model's result)"
+    if marked["repeats"]:
+        text += (f"\n[{caveats.REPEATS_MARK} k/n]: k of n blocks' panels repeat photos (held-out anchors cycle their "
+                 "photos to 4: MMD/DCSF penalize it)")
+    return text
 
 
 def hierarchy_text(results) -> str:
@@ -227,6 +276,9 @@ def hierarchy_text(results) -> str:
 
 def read_results_csv(path: str | os.PathLike):
     """Reads a ``results.csv`` keeping ids as strings (a country ``NA`` stays ``NA``).
+
+    A file written before the columns of :data:`ADDED_COLUMNS` existed (``n_distinct``,
+    ``n_copied``, the chance columns) reads them as NaN: not recorded.
 
     Raises:
         ResultsFolderError: a numeric column holds text.
@@ -249,6 +301,9 @@ def read_results_csv(path: str | os.PathLike):
                 df[col] = pd.to_numeric(df[col], errors="raise").astype(float)
             except (ValueError, TypeError) as err:
                 raise ResultsFolderError(f"{path}: column {col!r} is not numeric ({err})") from None
+    for col in ADDED_COLUMNS:
+        if col not in df.columns:
+            df[col] = float("nan")
     return df
 
 

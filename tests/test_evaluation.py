@@ -536,3 +536,38 @@ def test_anchor_pools_sorted_once_draw_what_sorting_every_pool_draws(seed):
     got = {k: v for k, v in anchor_panels(bench, n=5).items() if k[0] != "heldout_real"}
     assert got == _anchor_panels_sorting_every_pool(bench, n=5)
     assert got
+
+
+# -- n_distinct and the chance columns (issue 28 parts 2-3) -------------------------------------------
+
+
+def test_rows_record_distinct_images_and_the_chance_of_their_candidates(demo, encoder):
+    import itertools
+
+    img = [r.image_bytes for r in demo.gallery("lund_seg1")]
+    panels = {("m", "L0", "lund_seg1"): [img[0], img[1], img[0], img[0]],  # 2 distinct files, cycled
+              ("m", "L0", "lund_seg2"): [demo.gallery("lund_seg2")[0].image_bytes] + img[:3]}
+    df = evaluate_panels(demo, panels, encoder, include_anchors=True, progress=False)
+    assert list(df.columns) == RESULT_COLUMNS
+    row = df.set_index(["method", "condition", "block_id"])
+    assert row.loc[("m", "L0", "lund_seg1"), "n_distinct"] == 2
+    assert row.loc[("m", "L0", "lund_seg2"), "n_distinct"] == 4
+    for block in demo.blocks:
+        held = {r.reference_id for r in demo.heldout(block.block_id)}
+        # the paper's rule cycles the held-out photos to 4: a block with one held-out photo has 1 distinct image
+        assert row.loc[("heldout_real", "anchor", block.block_id), "n_distinct"] == min(len(held), 4)
+        assert row.loc[("heldout_real", "anchor", block.block_id), "n_generated"] == 4
+        assert np.isnan(row.loc[("heldout_real", "anchor", block.block_id), "n_copied"])
+        # chance: every ordering of the distinct candidate blocks, ties (two roles, one block) against the target
+        negs = [n for n in demo.negatives(block.block_id).values() if n]
+        distinct = [block.block_id, *sorted(set(negs))]
+        ranks = [sum(n in order[: order.index(block.block_id)] for n in negs)
+                 for order in itertools.permutations(distinct)]
+        r = row.loc[("heldout_real", "anchor", block.block_id)]
+        assert r["n_candidates"] == 1 + len(negs)
+        assert r["chance_retrieval_acc"] == pytest.approx(np.mean([k == 0 for k in ranks]))
+        assert r["chance_mrr"] == pytest.approx(np.mean([1 / (k + 1) for k in ranks]))
+    # embeddings without bytes: distinct rows
+    emb = np.random.default_rng(0).standard_normal((3, encoder.dim)).astype(np.float32)
+    by_emb = evaluate_panels(demo, {("e", "L0", "lund_seg1"): emb[[0, 1, 1, 2, 0]]}, encoder, progress=False)
+    assert by_emb["n_distinct"].tolist() == [3]

@@ -48,6 +48,8 @@ def make_results(out, *, method="gen_a", encoder="dinov2-base", enc_hash="e" * 6
             for col in RESULT_METRIC_COLUMNS:
                 row[col] = float(rng.uniform(0.05, 0.9))
             row["gaas"] = np.nan
+            row.update(n_distinct=4, n_copied=np.nan if cond == "anchor" else 0.0, n_candidates=5,
+                       chance_retrieval_acc=0.2, chance_mrr=(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5) / 5)
             rows.append(row)
     df = pd.DataFrame(rows)[RESULT_COLUMNS]
     info = {

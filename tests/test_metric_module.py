@@ -209,7 +209,7 @@ def test_compute_equals_evaluate_panels(metric, demo, encoder, panel_inputs):
     for row, (_, want_row) in zip(rows, want.iterrows()):
         assert list(row) == RESULT_COLUMNS
         for col in RESULT_COLUMNS:
-            if col in METRIC_COLUMNS:
+            if col in METRIC_COLUMNS or isinstance(want_row[col], float):  # n_copied is NaN (not audited yet)
                 assert _same(row[col], float(want_row[col])), col
             else:
                 assert row[col] == want_row[col], col

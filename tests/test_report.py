@@ -52,6 +52,8 @@ def synthetic_results(methods=("sdxl", "flux_dev", "pixart_sigma"), conditions=(
                     "sim_target": st, "sim_same_neighborhood": neg, "sim_same_city": neg - 0.02,
                     "sim_same_driving_side": rng.normal(0.2, 0.02), "sim_random_city": rng.normal(0.18, 0.02),
                     "local_margin": st - neg, "strongest_margin": st - neg, "encoder": encoder,
+                    "n_distinct": 4, "n_copied": np.nan if cond == "anchor" else 0.0, "n_candidates": 5,
+                    "chance_retrieval_acc": 1 / 5, "chance_mrr": (1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5) / 5,
                 })
     return pd.DataFrame(rows)[list(RESULT_COLUMNS)]
 

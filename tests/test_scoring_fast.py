@@ -25,7 +25,24 @@ from geofidelity_bench.evaluation import (
 
 from conftest import make_block
 
-NUMERIC = [c for c in RESULT_COLUMNS[8:22]]
+NUMERIC = [c for c in RESULT_COLUMNS if c not in ("method", "condition", "block_id", "city", "country", "stratum",
+                                                  "n_generated", "n_reference", "encoder")]
+
+
+def brute_force_chance(block):
+    """Every ordering of the distinct candidate galleries, equally likely; ties against the target."""
+    import itertools
+
+    roles = [getattr(block, fld) for fld in NEGATIVE_FIELDS.values()]
+    negs = [r for r in roles if r is not None]
+    distinct = sorted(set(negs) | {block.block_id})
+    accs, rrs = [], []
+    for order in itertools.permutations(distinct):
+        above = set(order[: order.index(block.block_id) + 1])  # the target and what ranks above it
+        rank = sum(1 for n in negs if n in above)  # a role naming the target ties with it
+        accs.append(rank == 0)
+        rrs.append(1 / (rank + 1))
+    return 1 + len(negs), float(np.mean(accs)), float(np.mean(rrs))
 
 
 def reference_score_embeddings(blocks, galleries, panels, *, encoder_name, shares=None,
@@ -79,6 +96,8 @@ def reference_score_embeddings(blocks, galleries, panels, *, encoder_name, share
             "diversity_gap": gap, "gaas": gaas, "retrieval_acc": ret.accuracy, "mrr": ret.mrr,
             **{f"sim_{name}": ret.sims[name] for name in metrics.CANDIDATE_NAMES},
             "local_margin": ret.local_margin, "strongest_margin": ret.strongest_margin,
+            "n_distinct": len({row.tobytes() for row in gen}), "n_copied": float("nan"),
+            **dict(zip(("n_candidates", "chance_retrieval_acc", "chance_mrr"), brute_force_chance(block))),
             "encoder": encoder_name,
         })
     df = pd.DataFrame(rows, columns=RESULT_COLUMNS)

@@ -48,8 +48,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
                 if note.startswith("left out:") or "not comparable" in note:
                     print(f"{'':28s} {note.replace('**', '')}")
     else:
-        for enc, sub in report.get("sub_reports", {}).items():
-            print(f"encoder {enc}: {out}/{sub['report_md']}")
+        for sub in report.get("sub_reports", {}).values():
+            print(f"encoder {sub['encoder']} ({sub['comparability']}): {out}/{sub['report_md']}")
     print(f"\nwrote {out}/report.md, report.json, tables/ and plots/", file=sys.stderr)
     return 0
 
@@ -107,6 +107,7 @@ def register(sub) -> None:
                    help="city bootstraps for rank stability (default: 2000)")
     p.add_argument("--confidence", type=float, default=0.95, help="interval level (default: 0.95)")
     p.add_argument("--allow-mixed-encoders", action="store_true",
-                   help="accept results from several encoders (one sub-report per encoder)")
+                   help="accept results folders that are not comparable (another encoder, encoder config, benchmark "
+                   "or protocol): one sub-report per comparable group, never ranked together")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.set_defaults(func=_cmd_report)

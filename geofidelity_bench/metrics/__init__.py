@@ -23,7 +23,7 @@ from .composition import GAAS_GROUPS, SEMANTIC_GROUPS, gaas
 from .hill import normalized_hill
 from .panel import cos_sim, diversity
 from .reference import PreparedReference, prepare_reference
-from .retrieval import CANDIDATE_NAMES, RetrievalResult, retrieval
+from .retrieval import CANDIDATE_NAMES, RetrievalChance, RetrievalResult, retrieval, retrieval_chance
 from .set_fidelity import (
     SetFidelity,
     dcsf,
@@ -39,6 +39,7 @@ __all__ = [
     "GAAS_GROUPS",
     "SEMANTIC_GROUPS",
     "PreparedReference",
+    "RetrievalChance",
     "RetrievalResult",
     "SetFidelity",
     "cos_sim",
@@ -52,5 +53,6 @@ __all__ = [
     "normalized_hill",
     "prepare_reference",
     "retrieval",
+    "retrieval_chance",
     "set_fidelity",
 ]

@@ -185,3 +185,76 @@ def retrieval(
         local_margin=mean_sims["target"] - max(local) if local else math.nan,
         strongest_margin=mean_sims["target"] - max(strongest) if strongest else math.nan,
     )
+
+
+@dataclass(frozen=True)
+class RetrievalChance:
+    """The retrieval scores of an uninformative ranking, under :func:`retrieval`'s own candidates and tie rule.
+
+    Attributes:
+        n_candidates: the candidates :func:`retrieval` counts: the target plus one per negative
+            role present (a block filling two roles counts twice).
+        n_distinct: the distinct candidate galleries (the target and the distinct negative blocks).
+        accuracy: the expected retrieval accuracy, ``1 / n_distinct`` (0 when a role names the
+            target block itself: that candidate ties with the target on every image).
+        mrr: the expected MRR.
+    """
+
+    n_candidates: int
+    n_distinct: int
+    accuracy: float
+    mrr: float
+
+
+def retrieval_chance(candidates: Mapping[str, object]) -> RetrievalChance:
+    r"""Chance level of :func:`retrieval` for one target block (docs/benchmark.md section 5, Metrics).
+
+    An image that carries no information about the place orders the distinct candidate galleries
+    uniformly at random. A block that fills two negative roles is two candidates with the SAME
+    panel vector: they always tie with each other, so they are above the target together or
+    below it together, and a tie counts against the target. With ``D`` distinct galleries
+    (target included) and multiplicity :math:`m_b` of each distinct negative block b, the target
+    has ``j`` distinct negatives above it with probability ``1/D`` for each ``j = 0..D-1``, every
+    ``j``-subset ``S`` equally likely, and then ``rank = sum_{b in S} m_b``. Hence
+
+    .. math::
+        \mathrm{acc} = \frac1D,\qquad
+        \mathrm{MRR} = \frac1D \sum_{j=0}^{D-1} \binom{D-1}{j}^{-1}
+                       \sum_{|S| = j} \frac{1}{1 + \sum_{b \in S} m_b}
+
+    which is :math:`H_D / D` when every negative fills one role.
+
+    Args:
+        candidates: candidate name -> what identifies its gallery (the block id); names come
+            from :data:`CANDIDATE_NAMES`, ``"target"`` is required, absent or ``None`` roles are
+            left out. Two roles naming the same block are one gallery in two roles.
+
+    Example:
+        >>> c = retrieval_chance({"target": "a", "same_neighborhood": "b", "same_city": "b",
+        ...                       "random_city": "c"})
+        >>> c.n_candidates, c.n_distinct, round(c.accuracy, 4), round(c.mrr, 4)
+        (4, 3, 0.3333, 0.5556)
+    """
+    from itertools import combinations
+
+    unknown = [name for name in candidates if name not in CANDIDATE_NAMES]
+    if unknown:
+        raise ValueError(f"unknown candidate(s) {unknown}; names must come from {', '.join(CANDIDATE_NAMES)}")
+    if candidates.get("target") is None:
+        raise ValueError("candidates must include 'target' (the target block)")
+    target = candidates["target"]
+    counts: dict[object, int] = {}
+    for name in CANDIDATE_NAMES[1:]:
+        block = candidates.get(name)
+        if block is not None:
+            counts[block] = counts.get(block, 0) + 1
+    # A role naming the target's own gallery ties with the target on every image: always above it.
+    always_above = counts.pop(target, 0)
+    multiplicities = list(counts.values())
+    d = len(multiplicities) + 1
+    mrr = 0.0
+    for j in range(d):
+        subsets = list(combinations(multiplicities, j))
+        mrr += sum(1.0 / (1 + always_above + sum(s)) for s in subsets) / len(subsets)
+    return RetrievalChance(n_candidates=1 + always_above + sum(multiplicities), n_distinct=d,
+                           accuracy=0.0 if always_above else 1.0 / d, mrr=mrr / d)

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .. import stats
+from .. import caveats, stats
 from ..metrics.catalog import RESULT_METRICS, SIMILARITY_COLUMNS
 from ..prompts import CONDITIONS
 from ..results import ResultsFolderError, nan_reasons_from_run_info
@@ -21,6 +21,11 @@ LEADERBOARD_METRICS = ("cos_sim", "dcsf", "mmd", "gaas", "retrieval_acc", "mrr",
 HIERARCHY_COLUMNS = SIMILARITY_COLUMNS
 RANK_METRICS = ("cos_sim", "retrieval_acc")
 MAIN_CONDITION = "L1"
+#: Per-row columns beside the metrics that the tables read (NaN when a results.csv predates them).
+CHANCE_COLUMNS = ("n_candidates", "chance_retrieval_acc", "chance_mrr")
+PANEL_COLUMNS = ("n_generated", "n_distinct", "n_copied")
+#: Anchor rows scored twice (two folders) count as the same when every metric agrees to this.
+ANCHOR_TOLERANCE = 1e-6
 
 #: The one label of every result metric (:mod:`geofidelity_bench.metrics.catalog`).
 METRIC_LABELS = {m.column: m.label for m in RESULT_METRICS}
@@ -53,6 +58,11 @@ class ReportError(ResultsFolderError):
 
 
 
+def confidence_label(confidence: float) -> str:
+    """``0.95`` -> ``"95%"``; ``0.975`` -> ``"97.5%"``."""
+    return f"{100 * float(confidence):.10g}%"
+
+
 def method_label(method: str) -> str:
     return METHOD_LABELS.get(method, method)
 
@@ -72,6 +82,9 @@ class Context:
                 df[col] = np.nan
         if "city" not in df.columns:
             df["city"] = np.nan
+        for col in (*CHANCE_COLUMNS, *PANEL_COLUMNS):
+            if col not in df.columns:
+                df[col] = np.nan
         dup_in_run = df.duplicated(["run", "method", "condition", "block_id"], keep=False)
         if dup_in_run.any():
             ex = df.loc[dup_in_run, ["method", "condition", "block_id"]].iloc[0].tolist()
@@ -79,13 +92,23 @@ class Context:
                 f"{int(dup_in_run.sum())} result rows repeat a (method, condition, block_id) within one run, e.g. {ex}"
             )
         self.notes: list[str] = []
-        self.duplicated = bool(df.duplicated(["method", "condition", "block_id"]).any())
+        # Only a GENERATED unit scored in several runs (the paper's control analysis: L1 in the prompt run
+        # and in the control run) makes the run a pairing key. The anchors, which every evaluate run
+        # scores, are deterministic: scored again, they are the same rows and break no pairing.
+        generated_rows = df[df["condition"].isin(CONDITIONS)]
+        self.duplicated = bool(generated_rows.duplicated(["method", "condition", "block_id"]).any())
         self.pair_keys = ("run", "method", "block_id") if self.duplicated else stats.DEFAULT_PAIR_KEYS
         if self.duplicated:
             self.notes.append(
-                "some (method, condition, block) units appear in several runs: summaries average them, and paired "
-                "comparisons pair within a run"
+                "some generated (method, condition, block) units appear in several runs: summaries average them, "
+                "and paired comparisons pair within a run"
             )
+        elif df["run"].nunique() > 1:
+            self.notes.append(
+                f"{df['run'].nunique()} runs are combined: each generated unit is scored in one run only, so paired "
+                "comparisons pair (method, block) units across runs"
+            )
+        self.notes += _repeated_anchor_notes(df)
         known = set(CONDITIONS) | {stats.ANCHOR_CONDITION, stats.SANITY_CONDITION}
         unknown = sorted(set(map(str, df["condition"].dropna().unique())) - known)
         if unknown:
@@ -94,7 +117,15 @@ class Context:
         self.raw = df[df["condition"].isin(known)].copy()
         metric_cols = list(stats.METRIC_COLUMNS)
         first_cols = [c for c in ("city", "country", "stratum", "encoder") if c in df.columns]
-        self.units = _units(self.raw, metric_cols, first_cols)
+        units = _units(self.raw, metric_cols, first_cols)
+        # A row without a single finite score (a panel left with < 2 images) covers no block.
+        empty = ~np.isfinite(units[metric_cols].to_numpy(dtype=float)).any(axis=1)
+        if empty.any():
+            shown = ", ".join("/".join(map(str, k)) for k in
+                              units.loc[empty, ["method", "condition", "block_id"]].head(5).itertuples(index=False))
+            self.notes.append(f"{int(empty.sum())} row(s) have no finite score (e.g. {shown}): they count as no block "
+                              "in any table")
+        self.units = units[~empty].reset_index(drop=True)
         #: (method, condition, block) means of the rows whose condition is an extra (user-declared) one.
         self.extra_units = _units(df[~df["condition"].isin(known)], metric_cols, first_cols)
         self.generated = self.units[self.units["condition"].isin(CONDITIONS)]
@@ -117,21 +148,115 @@ class Context:
     def n_cities(self, frame: pd.DataFrame) -> int:
         return int(frame["city"].dropna().nunique())
 
+    def interval_caveat(self, frame: pd.DataFrame, columns: Sequence[str] | None = None) -> str | None:
+        """:func:`~geofidelity_bench.caveats.interval_caveat` for intervals over the blocks and cities of ``frame``."""
+        if frame.empty:
+            return None
+        if columns:
+            cols = [c for c in columns if c in frame.columns]
+            frame = frame[np.isfinite(frame[cols].to_numpy(dtype=float)).any(axis=1)] if cols else frame
+        return caveats.interval_caveat(int(frame["block_id"].nunique()), self.n_cities(frame))
+
+    def pct(self) -> str:
+        """The interval level as a percentage label (``95%``, ``80%``, ``97.5%``)."""
+        return confidence_label(self.confidence)
+
 
 def _units(frame: pd.DataFrame, metric_cols: list[str], first_cols: list[str]) -> pd.DataFrame:
-    """One row per (method, condition, block): the mean of the metrics over runs, the first of ``first_cols``."""
+    """One row per (method, condition, block): the mean of the metrics (and chance levels) over runs, the
+    first of ``first_cols``, the fewest distinct images and the most copied images of its scorings."""
     grouped = frame.groupby(["method", "condition", "block_id"], sort=True, dropna=False)
-    units = grouped[metric_cols].mean()
+    units = grouped[metric_cols + list(CHANCE_COLUMNS)].mean()
+    units = units.join(grouped[["n_generated", "n_copied"]].max()).join(grouped[["n_distinct"]].min())
     if first_cols:
         units = units.join(grouped[first_cols].first())
     return units.reset_index()
 
 
+def _repeated_anchor_notes(df: pd.DataFrame) -> list[str]:
+    """Anchor and sanity rows scored in several runs must agree (they are deterministic for one
+    benchmark, encoder config and protocol); a note names any that do not."""
+    fixed = df[df["condition"].isin([stats.ANCHOR_CONDITION, stats.SANITY_CONDITION])]
+    if fixed.empty or fixed["run"].nunique() < 2:
+        return []
+    cols = [c for c in stats.METRIC_COLUMNS if c in fixed.columns]
+    keys = ["method", "condition", "block_id"]
+    spread = fixed.groupby(keys)[cols].agg(lambda s: float(s.max() - s.min()) if s.notna().any() else 0.0)
+    nan_mismatch = fixed.groupby(keys)[cols].agg(lambda s: s.isna().any() and s.notna().any())
+    bad = (spread > ANCHOR_TOLERANCE).any(axis=1) | nan_mismatch.any(axis=1)
+    if not bad.any():
+        return []
+    worst = spread.loc[bad].max(axis=1)
+    example = "/".join(map(str, worst.idxmax()))
+    runs = sorted(map(str, fixed["run"].unique()))
+    return [f"**the real-image anchors differ between the runs** {', '.join(runs)} on {int(bad.sum())} row(s) (largest "
+            f"difference {float(worst.max()):.3g}, {example}): anchors are deterministic for one benchmark, encoder "
+            "config and protocol, so these runs were made with another encoder build or pipeline; their anchor rows "
+            "are averaged here, and their generated rows may not be comparable"]
+
+
+def finite_blocks(frame: pd.DataFrame, columns: Sequence[str]) -> int:
+    """The blocks of ``frame`` with a finite value in at least one of ``columns``."""
+    cols = [c for c in columns if c in frame.columns]
+    if frame.empty or not cols:
+        return 0
+    ok = np.isfinite(frame[cols].to_numpy(dtype=float)).any(axis=1)
+    return int(frame.loc[ok, "block_id"].nunique())
+
+
 def method_means(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     g = frame.groupby("method", sort=True)
     out = g[list(columns)].mean()
-    out.insert(0, "n_blocks", g["block_id"].nunique())
+    out.insert(0, "n_blocks", [finite_blocks(part, columns) for _, part in g])
     return out.reset_index()
+
+
+# -- marks: what a reader must see next to a row --------------------------------------------------
+
+
+def repeats_count(frame: pd.DataFrame) -> int:
+    """Blocks of ``frame`` whose panel repeats photos (``n_distinct < n_generated``)."""
+    if frame.empty or "n_distinct" not in frame.columns:
+        return 0
+    return int(frame.loc[[caveats.repeats_photos(g, d) for g, d in zip(frame["n_generated"], frame["n_distinct"])],
+                         "block_id"].nunique())
+
+
+def copied_count(frame: pd.DataFrame) -> tuple[int, int]:
+    """(panels, images) of ``frame`` that the copy audit flagged."""
+    if frame.empty:
+        return 0, 0
+    mask = caveats.copied_mask(frame)
+    return int(mask.sum()), int(pd.to_numeric(frame.loc[mask, "n_copied"], errors="coerce").sum())
+
+
+def is_copied(frame: pd.DataFrame) -> bool:
+    return copied_count(frame)[0] > 0
+
+
+def marks(frame: pd.DataFrame) -> str:
+    """The copied and repeating-photos marks of the units ``frame`` behind a row ("" when none)."""
+    n = int(frame["block_id"].nunique()) if not frame.empty else 0
+    out = []
+    panels, _ = copied_count(frame)
+    if panels:
+        out.append(f"{caveats.COPIED_MARK} in {panels} of {len(frame)} panels")
+    repeats = repeats_count(frame)
+    if repeats:
+        out.append(f"{caveats.REPEATS_MARK} in {repeats} of {n} blocks")
+    return "; ".join(out)
+
+
+def marked_label(label: str, frame: pd.DataFrame) -> str:
+    """``label`` followed by :func:`marks` of the units ``frame`` behind it."""
+    m = marks(frame)
+    return f"{label} ({m})" if m else label
+
+
+def chance_means(frame: pd.DataFrame) -> dict[str, float]:
+    """The mean chance levels (and candidates) over the blocks of ``frame`` with a finite retrieval accuracy."""
+    ok = frame[np.isfinite(frame["retrieval_acc"].to_numpy(dtype=float))] if not frame.empty else frame
+    return {c: float(ok[c].mean()) if len(ok) else float("nan") for c in CHANCE_COLUMNS}
 
 
 def generator_mean(frame: pd.DataFrame, columns: Sequence[str]) -> pd.Series:

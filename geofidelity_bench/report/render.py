@@ -13,7 +13,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import stats
+from .. import caveats, stats
+from ..comparability import comparability_of_run, not_comparable_reason
+from ..metrics.catalog import RESULT_METRICS
 from ..provenance import library_versions
 from ..results import (
     REQUIRED_COLUMNS,
@@ -31,8 +33,9 @@ from .context import (
     PROMPT_COMPARISONS,
     Context,
     ReportError,
+    confidence_label,
 )
-from .plots import PLOT_CAPTIONS, plot_city_heatmap, plot_cos_sim_by_condition, plot_hierarchy, plot_leaderboard
+from .plots import plot_captions, plot_city_heatmap, plot_cos_sim_by_condition, plot_hierarchy, plot_leaderboard
 from .tables import (
     Table,
     table_city_by_method,
@@ -145,15 +148,21 @@ def build_report(
         check_encoders(results_df, allow_mixed_encoders)
     except ResultsFolderError as err:
         raise ReportError(str(err)) from None
+    groups = comparable_groups(results_df, infos)
+    if len(groups) > 1 and not allow_mixed_encoders:
+        raise ReportError(_not_comparable_message(groups))
     params = {"seed": int(seed), "n_resamples": int(n_resamples), "rank_resamples": int(rank_resamples),
               "confidence": float(confidence), "interval": "percentile bootstrap",
               "rng": "numpy.random.default_rng(seed), one fresh generator per estimate",
               "prompt_comparisons": [f"{a} - {b}" for a, b in PROMPT_COMPARISONS],
               "delta_metrics": list(DELTA_METRICS), "control_metrics": list(CONTROL_METRICS),
               "leaderboard_condition": MAIN_CONDITION, "leaderboard_metrics": list(LEADERBOARD_METRICS),
-              "lower_is_better": sorted(stats.LOWER_IS_BETTER), "encoders": encoders}
-    if len(encoders) > 1:
-        return _build_mixed(results_df, out, infos, encoders, params, clip_scores, title, plots)
+              "lower_is_better": sorted(stats.LOWER_IS_BETTER),
+              "higher_is_better": sorted(m.column for m in RESULT_METRICS if m.higher_is_better is True),
+              "no_direction": sorted(m.column for m in RESULT_METRICS if m.higher_is_better is None),
+              "encoders": encoders}
+    if len(encoders) > 1 or len(groups) > 1:
+        return _build_mixed(results_df, out, infos, groups, params, clip_scores, title, plots)
     reason_sources = list(infos)
     if isinstance(results_df.attrs.get("nan_reasons"), (list, Mapping)):
         reason_sources.append({"nan_reasons": results_df.attrs["nan_reasons"]})
@@ -204,8 +213,10 @@ def build_report(
                                           if isinstance(i.get("benchmark"), Mapping)
                                           and i["benchmark"].get("fingerprint")}),
     }
+    inputs["comparability"] = groups[0]["key"] if groups else None
     report = {"title": title, "versions": library_versions(REPORT_DISTRIBUTIONS), "parameters": params, "inputs": inputs,
-              "metric_na": ctx.metric_na, "notes": ctx.notes, "tables": table_json, "plots": plot_json}
+              "metric_na": ctx.metric_na, "notes": ctx.notes, "tables": table_json, "plots": plot_json,
+              "copy_audit": copy_audit_summary(infos, ctx.units)}
     report = _json_clean(report)
     _write_json(out / "report.json", report)
     (out / "report.md").write_text(_markdown(title, report, tables), encoding="utf-8")
@@ -216,20 +227,31 @@ def build_report(
 def _write_plots(ctx: Context, tables: Mapping[str, Table], out: Path) -> dict[str, Any]:
     res: dict[str, Any] = {}
 
+    captions = plot_captions(ctx.confidence)
+
     def run(name: str, table: str, fn) -> None:
         t = tables[table]
         if not t.ok:
             res[name] = {"status": "skipped", "reason": f"table {table} skipped: {t.reason}"}
             return
         path = fn(t.data, out / "plots" / f"{name}.png")
-        res[name] = ({"status": "ok", "png": f"plots/{name}.png", "caption": PLOT_CAPTIONS[name]} if path
+        res[name] = ({"status": "ok", "png": f"plots/{name}.png", "caption": captions[name]} if path
                      else {"status": "skipped", "reason": "nothing to plot"})
 
-    run("leaderboard", "leaderboard", lambda d, p: plot_leaderboard(d, p, ctx.metric_na))
-    run("cos_sim_by_condition", "cos_sim_by_condition", lambda d, p: plot_cos_sim_by_condition(d, ctx.conditions, p))
+    run("leaderboard", "leaderboard", lambda d, p: plot_leaderboard(d, p, ctx.metric_na, confidence=ctx.confidence))
+    run("cos_sim_by_condition", "cos_sim_by_condition",
+        lambda d, p: plot_cos_sim_by_condition(d, ctx.conditions, p, confidence=ctx.confidence,
+                                               note=_unequal_note(tables["cos_sim_by_condition"])))
     run("hierarchy", "hierarchy", plot_hierarchy)
     run("city_heatmap", "city_by_method", plot_city_heatmap)
     return res
+
+
+def _unequal_note(t: Table) -> str | None:
+    """The not-comparable note of a table, for its plot (None when its rows are comparable)."""
+    if any("not comparable across rows" in n for n in t.notes):
+        return "generators cover different blocks: not comparable across generators (Table 5)"
+    return None
 
 
 def _markdown(title: str, report: Mapping, tables: Sequence[Table]) -> str:
@@ -245,13 +267,18 @@ def _markdown(title: str, report: Mapping, tables: Sequence[Table]) -> str:
     if inp["benchmark_fingerprints"]:
         lines.append(f"- benchmark fingerprint: {', '.join(f[:16] for f in inp['benchmark_fingerprints'])}")
     lines += [
-        f"- statistics: {p['interval']} {p['confidence']:.0%} intervals, {p['n_resamples']} resamples, "
-        f"seed {p['seed']} ({p['rng']}); rank stability {p['rank_resamples']} city resamples; pairs matched by "
-        f"({', '.join(p.get('pair_keys', []))})",
-        f"- lower is better: {', '.join(p['lower_is_better'])}; every other reported metric: higher is better",
+        f"- statistics: {p['interval']} {confidence_label(p['confidence'])} intervals, "
+        f"{caveats.bootstrap_text(p['n_resamples'], p['seed'])} ({p['rng']}); rank stability "
+        f"{p['rank_resamples']:,} city resamples; pairs matched by ({', '.join(p.get('pair_keys', []))})",
+        f"- higher is better: {', '.join(p['higher_is_better'])}; lower is better: {', '.join(p['lower_is_better'])}; "
+        f"no direction (descriptive): {', '.join(p['no_direction'])} (Table 4's similarities to the negatives say "
+        "how alike two places look, neither higher nor lower is better)",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()),
         "",
     ]
+    if (p["n_resamples"], p["seed"]) != (caveats.BOOTSTRAP_RESAMPLES, caveats.BOOTSTRAP_SEED):
+        lines[-1:-1] = [f"- note: these intervals use {caveats.bootstrap_text(p['n_resamples'], p['seed'])}, not "
+                        f"the project's setting ({caveats.bootstrap_text()}): they differ from other reports'"]
     for metric, why in report["metric_na"].items():
         lines.append(f"- n/a: `{metric}`: {why}")
     for note in report["notes"]:
@@ -273,6 +300,7 @@ def _markdown(title: str, report: Mapping, tables: Sequence[Table]) -> str:
         if t.notes:
             lines.append("")
         lines += [f"CSV: `tables/{t.name}.csv`", ""]
+    lines += _copied_section(report.get("copy_audit") or {})
     plots = report.get("plots") or {}
     if plots:
         lines += ["## Plots", ""]
@@ -285,33 +313,152 @@ def _markdown(title: str, report: Mapping, tables: Sequence[Table]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _build_mixed(results_df, out: Path, infos, encoders, params, clip_scores, title, plots) -> dict:
+def comparable_groups(results_df: pd.DataFrame, infos: Sequence[Mapping]) -> list[dict]:
+    """The groups of rows whose scores may be compared (docs/benchmark.md section 7, Comparability).
+
+    Each results folder's ``run.json`` gives its key (:func:`~geofidelity_bench.comparability.comparability_of_run`:
+    benchmark fingerprint, encoder config hash, protocol version); folders with different keys, or
+    rows with different encoder names, are in different groups. Returns one dict per group, in
+    first-seen order: ``key`` (the Comparability), ``encoder``, ``runs`` (the run labels, None when
+    the rows carry no ``run``), ``dirs``, ``mask`` (its rows of ``results_df``).
+    """
+    by_run = {str(i["_run"]): i for i in infos if i.get("_run") is not None}
+    has_runs = "run" in results_df.columns and bool(by_run)
+    enc = (results_df["encoder"].fillna("").astype(str) if "encoder" in results_df.columns
+           else pd.Series("", index=results_df.index))
+    if has_runs:
+        keys = results_df["run"].astype(str).map(lambda r: comparability_of_run(by_run.get(r, {})))
+    else:
+        key = comparability_of_run(infos[0]) if len(infos) == 1 else comparability_of_run({})
+        keys = pd.Series([key] * len(results_df), index=results_df.index, dtype=object)
+    groups: dict[tuple, dict] = {}
+    for idx, (k, e) in enumerate(zip(keys, enc)):
+        g = groups.setdefault((k.key, e), {"key": k, "encoder": e, "runs": [] if has_runs else None, "dirs": [],
+                                           "rows": []})
+        g["rows"].append(idx)
+        if has_runs:
+            run = str(results_df["run"].iloc[idx])
+            if run not in g["runs"]:
+                g["runs"].append(run)
+                g["dirs"].append(str(by_run.get(run, {}).get("_dir", run)))
+    out = []
+    for g in groups.values():
+        mask = np.zeros(len(results_df), dtype=bool)
+        mask[g.pop("rows")] = True
+        out.append({**g, "mask": mask})
+    return out
+
+
+def _not_comparable_message(groups: Sequence[dict]) -> str:
+    first = groups[0]
+    parts = []
+    for g in groups:
+        why = not_comparable_reason(first["key"], g["key"]) if g is not first else None
+        where = ", ".join(g["dirs"]) or "rows given directly"
+        parts.append(f"[{where}: {g['key'].short()}, encoder {g['encoder'] or '?'}"
+                     + (f"; {why}" if why else "") + "]")
+    return (f"the results fall into {len(groups)} groups whose scores are not comparable (they need the same benchmark "
+            "fingerprint, encoder config hash and protocol version, docs/benchmark.md section 7): " + " ".join(parts)
+            + ". Report one group at a time, or pass --allow-mixed-encoders (allow_mixed_encoders=True) to write one "
+            "sub-report per group; no table ranks across groups")
+
+
+def _build_mixed(results_df, out: Path, infos, groups, params, clip_scores, title, plots) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     subs = {}
-    for enc in encoders:
-        sub_df = results_df[results_df["encoder"] == enc]
-        runs = set(sub_df["run"]) if "run" in sub_df.columns else None
+    encoders = [g["encoder"] for g in groups]
+    for n, g in enumerate(groups, 1):
+        sub_df = results_df[g["mask"]]
+        runs = set(g["runs"]) if g["runs"] is not None else None
         sub_infos = [i for i in infos if runs is None or i.get("_run") in runs]
         sub_clip = clip_scores
         if clip_scores is not None and runs is not None and "run" in clip_scores.columns:
             sub_clip = clip_scores[clip_scores["run"].isin(runs)]
-        folder = f"encoder_{_safe_name(enc)}"
+        folder = f"encoder_{_safe_name(g['encoder'])}" + (f"_group{n}" if encoders.count(g["encoder"]) > 1 else "")
         rep = build_report(sub_df, out / folder, run_info=sub_infos, seed=params["seed"],
                            n_resamples=params["n_resamples"], confidence=params["confidence"],
                            rank_resamples=params["rank_resamples"], clip_scores=sub_clip, plots=plots,
-                           title=f"{title}: encoder {enc}")
-        subs[enc] = {"folder": folder, "report_md": f"{folder}/report.md",
-                     "tables": {k: v["status"] for k, v in rep["tables"].items()}}
+                           title=f"{title}: encoder {g['encoder']} ({g['key'].short()})")
+        subs[folder] = {"folder": folder, "report_md": f"{folder}/report.md", "encoder": g["encoder"],
+                        "comparability": g["key"].short(), "runs": g["runs"],
+                        "tables": {k: v["status"] for k, v in rep["tables"].items()}}
     report = _json_clean({"title": title, "versions": library_versions(REPORT_DISTRIBUTIONS), "parameters": params,
-                          "notes": ["the results mix encoders; one sub-report per encoder (scores across encoders "
-                                    "are not comparable)"],
+                          "notes": [f"the results fall into {len(groups)} groups that are not comparable (another "
+                                    "encoder, encoder config, benchmark or protocol); one sub-report per group, and "
+                                    "no table ranks across groups"],
                           "inputs": {"n_rows": int(len(results_df)), "runs": infos}, "sub_reports": subs})
     _write_json(out / "report.json", report)
-    lines = [f"# {title}", "", "The results mix encoders, whose scores are not comparable; one report per encoder:", ""]
-    lines += [f"- `{enc}`: [{s['report_md']}]({s['report_md']})" for enc, s in subs.items()]
+    lines = [f"# {title}", "", "The results fall into groups whose scores are not comparable (docs/benchmark.md "
+             "section 7); one report per group, never ranked together:", ""]
+    lines += [f"- `{s['encoder']}` ({s['comparability']}; runs {', '.join(s['runs'] or ['given directly'])}): "
+              f"[{s['report_md']}]({s['report_md']})" for s in subs.values()]
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     report["out_dir"] = str(out)
     return report
+
+
+# -- the copy audit ------------------------------------------------------------------------------
+
+
+def copy_audit_summary(infos: Sequence[Mapping], units: pd.DataFrame) -> dict:
+    """What the runs' copy audits found: the flagged images (run.json ``near_copies``), the audit
+    settings where recorded (``copy_audit``), and the copied rows (``n_copied > 0``)."""
+    records, audits = [], []
+    recorded = False
+    for info in infos:
+        if "near_copies" in info or "copy_audit" in info:
+            recorded = True
+        audit = info.get("copy_audit")
+        if isinstance(audit, Mapping):
+            audits.append({k: audit.get(k) for k in ("method", "compared_with", "thresholds", "n_audited",
+                                                      "n_flagged", "excluded")} | {"run": info.get("_run")})
+        for rec in info.get("near_copies") or []:
+            if isinstance(rec, Mapping) and rec.get("flagged", True):
+                records.append({**{k: rec.get(k) for k in ("method", "condition", "block_id", "file", "reference_id",
+                                                           "reference_block_id", "hash_distance", "cosine",
+                                                           "exact")}, "run": info.get("_run")})
+    mask = caveats.copied_mask(units) if len(units) else pd.Series([], dtype=bool)
+    rows = units.loc[mask, ["method", "condition", "block_id", "n_copied", "n_generated"]] if len(units) else units
+    return {"recorded": recorded, "audits": audits, "images": records, "copied_rows": rows}
+
+
+def _copied_section(audit: Mapping) -> list[str]:
+    lines = ["## Copied reference photos", ""]
+    images, rows = audit.get("images") or [], audit.get("copied_rows") or []
+    if not audit.get("recorded") and not rows:
+        return lines + ["not recorded: the run.json of these results has no copy audit (`near_copies`); re-run "
+                        "`geofidelity-bench evaluate` to audit the panels", ""]
+    for a in audit.get("audits") or []:
+        th = a.get("thresholds")
+        lines.append(f"- audit{' of ' + str(a['run']) if a.get('run') else ''}: {a.get('method') or 'copy audit'}; "
+                     f"compared with {a.get('compared_with') or 'the reference photos'}; "
+                     f"{a.get('n_audited')} image(s) audited, {a.get('n_flagged')} flagged"
+                     + (f"; thresholds {json.dumps(th, sort_keys=True)}" if th else "")
+                     + ("; flagged images excluded from the scores" if a.get("excluded") else ""))
+    if not images and not rows:
+        return lines + (["", ""] if audit.get("audits") else []) + ["The copy audit flagged no image: no panel copies a "
+                                                                    "reference photo of the benchmark.", ""]
+    lines += ["", caveats.copied_note(len(rows), len(images) or int(sum(r.get("n_copied") or 0 for r in rows))) or "",
+              ""]
+    if images:
+        def num(x, digits):
+            return "n/a" if x is None else (f"{x:.{digits}f}" if isinstance(x, float) else str(x))
+
+        lines += ["| File | Method / condition / block | Matched reference (block) | Hash distance | Cosine | Exact |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for r in images:
+            lines.append(f"| {str(r.get('file')).replace('|', '/')} | {r.get('method')} / {r.get('condition')} / "
+                         f"{r.get('block_id')} | {r.get('reference_id')} ({r.get('reference_block_id')}) | "
+                         f"{num(r.get('hash_distance'), 0)} | {num(r.get('cosine'), 4)} | "
+                         f"{'yes' if r.get('exact') else 'no'} |")
+        lines.append("")
+    if rows:
+        per_method: dict[str, int] = {}
+        for r in rows:
+            per_method[r["method"]] = per_method.get(r["method"], 0) + 1
+        lines += ["Rows marked " + caveats.COPIED_MARK + " in the tables and plots: "
+                  + ", ".join(f"{m} ({k} panel(s))" for m, k in per_method.items()), ""]
+    return lines
 
 
 def report_from_dirs(

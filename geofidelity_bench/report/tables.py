@@ -16,11 +16,12 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import stats
+from .. import caveats, stats
 from ..metrics.catalog import heading
 from ..prompts import CONDITIONS, CONTROL_CONDITIONS
 from ..results import CLIP_FILE
 from .context import (
+    CHANCE_COLUMNS,
     CONTROL_LABELS,
     CONTROL_METRICS,
     DELTA_METRICS,
@@ -31,9 +32,16 @@ from .context import (
     PROMPT_COMPARISONS,
     RANK_METRICS,
     Context,
+    chance_means,
+    copied_count,
+    finite_blocks,
     generator_mean,
+    is_copied,
+    marked_label,
+    marks,
     method_label,
     method_means,
+    repeats_count,
 )
 
 
@@ -117,27 +125,33 @@ def table_hierarchy(ctx: Context) -> Table:
     rows = []
     if not held.empty:
         m = method_means(held, cols).iloc[0]
-        rows.append({"query_set": "Held-out Real", "method": "heldout_real", "condition": stats.ANCHOR_CONDITION,
-                     "n_blocks": int(m["n_blocks"]), **{c: m[c] for c in cols}})
+        rows.append({"query_set": marked_label("Held-out Real", held), "method": "heldout_real",
+                     "condition": stats.ANCHOR_CONDITION, "n_blocks": int(m["n_blocks"]),
+                     "n_blocks_repeating": repeats_count(held), **{c: m[c] for c in cols}})
     else:
         t.notes.append("no heldout_real anchor rows: the held-out row is omitted")
     if not gen.empty:
         for _, m in method_means(gen, cols).iterrows():
-            rows.append({"query_set": method_label(m["method"]), "method": m["method"], "condition": MAIN_CONDITION,
-                         "n_blocks": int(m["n_blocks"]), **{c: m[c] for c in cols}})
-        methods = gen["method"].nunique()
+            part = gen[gen["method"] == m["method"]]
+            rows.append({"query_set": marked_label(method_label(m["method"]), part), "method": m["method"],
+                         "condition": MAIN_CONDITION, "n_blocks": int(m["n_blocks"]),
+                         "n_copied_panels": copied_count(part)[0], **{c: m[c] for c in cols}})
+        clean = _without_copied(gen)
+        methods = clean["method"].nunique()
         if methods > 1:
-            gm = generator_mean(gen, cols)
+            gm = generator_mean(clean, cols)
             rows.append({"query_set": f"{methods}-generator mean", "method": "generator_mean",
-                         "condition": MAIN_CONDITION, "n_blocks": int(gen["block_id"].nunique()),
+                         "condition": MAIN_CONDITION, "n_blocks": finite_blocks(clean, cols),
                          **{c: gm[c] for c in cols}})
+        _note_copied_left_out(t, gen)
     else:
         t.notes.append(f"no {MAIN_CONDITION} rows: generator rows are omitted")
     t.data = pd.DataFrame(rows)
     headers = ["Query set", *(METRIC_LABELS[c] for c in cols), "Blocks"]
     body = [[r["query_set"], *(_fmt(r[c]) for c in cols), _fmt(r["n_blocks"])] for r in rows]
     t.markdown = _md_table(headers, body)
-    _note_unequal_blocks(t, [held, gen])
+    _note_unequal_blocks(t, [held, gen], columns=cols)
+    _note_thin_anchor(t, held)
     return t
 
 
@@ -146,8 +160,8 @@ def table_hierarchy(ctx: Context) -> Table:
 
 def table_cos_sim_by_condition(ctx: Context) -> Table:
     t = Table("cos_sim_by_condition", "Table 5: CosSim by prompt condition",
-              caption=f"Mean CosSim over blocks per generator and condition, with a {ctx.n_resamples}-resample "
-                      f"percentile bootstrap {ctx.confidence:.0%} interval over blocks (seed {ctx.seed}); "
+              caption=f"Mean CosSim over blocks per generator and condition, with a {ctx.n_resamples:,}-resample "
+                      f"percentile bootstrap {ctx.pct()} interval over blocks (seed {ctx.seed}); "
                       "(n): the blocks each cell averages. Higher is better.")
     if ctx.generated.empty:
         t.reason = "no generated rows (only anchors or sanity methods)"
@@ -158,13 +172,14 @@ def table_cos_sim_by_condition(ctx: Context) -> Table:
     gen = ctx.generated
     rows = []
     frames = [(m, gen[gen["method"] == m]) for m in sorted(gen["method"].unique())]
-    if len(frames) > 1:
-        per_block = gen.groupby(["condition", "block_id"], as_index=False)["cos_sim"].mean()
+    clean = _without_copied(gen)
+    if clean["method"].nunique() > 1:
+        per_block = clean.groupby(["condition", "block_id"], as_index=False)["cos_sim"].mean()
         frames.append(("generator_mean", per_block))
     for method, frame in frames:
         row: dict[str, Any] = {"method": method,
-                               "n_blocks": int(frame["block_id"].nunique() if method != "generator_mean"
-                                               else gen["block_id"].nunique())}
+                               "n_blocks": finite_blocks(frame if method != "generator_mean" else clean, ["cos_sim"]),
+                               "copied": method != "generator_mean" and is_copied(frame)}
         for cond in ctx.conditions:
             values = frame.loc[frame["condition"] == cond, "cos_sim"].to_numpy(dtype=float)
             ci = stats.bootstrap_mean_ci(values, n_resamples=ctx.n_resamples, seed=ctx.seed,
@@ -175,7 +190,8 @@ def table_cos_sim_by_condition(ctx: Context) -> Table:
     data = pd.DataFrame(rows)
     t.data = data
     headers = ["Model", *ctx.conditions]
-    body = [[method_label(r["method"]) if r["method"] != "generator_mean" else "Generator mean",
+    body = [[marked_label(method_label(r["method"]), gen[gen["method"] == r["method"]])
+             if r["method"] != "generator_mean" else "Generator mean",
              *(_fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], signed=False) + f" ({int(r[f'{c}_n_blocks'])})"
                if _finite(r[c]) else "n/a" for c in ctx.conditions)] for _, r in data.iterrows()]
     t.markdown = _md_table(headers, body)
@@ -186,6 +202,10 @@ def table_cos_sim_by_condition(ctx: Context) -> Table:
                        + ", ".join(f"{c} {len(b)}" for c, b in block_sets.items())
                        + f"; {len(common)} in common), so a difference between columns mixes the prompt's effect "
                        "with a change of blocks; Table 6 pairs matched blocks")
+    for cond in ctx.conditions:
+        _note_unequal_blocks(t, [gen[gen["condition"] == cond]], columns=["cos_sim"], where=f"under {cond}")
+    _note_copied_left_out(t, gen)
+    _note_interval(t, ctx, gen, ["cos_sim"])
     return t
 
 
@@ -198,26 +218,69 @@ def _note_left_out(t: Table, ctx: Context, shown: set) -> None:
                        f"{', '.join(conds)}); generate and evaluate {MAIN_CONDITION} to rank it")
 
 
-def _note_unequal_blocks(t: Table, frames: Sequence[pd.DataFrame], what: str = "rows") -> None:
+def _note_unequal_blocks(t: Table, frames: Sequence[pd.DataFrame], what: str = "rows",
+                         columns: Sequence[str] | None = None, where: str = "") -> None:
     """States the blocks the rows of ``t`` average over, and flags rows over different block sets.
 
-    ``frames``: the unit rows (``method``, ``block_id``) behind the table's rows.
+    ``frames``: the unit rows (``method``, ``block_id``) behind the table's rows; ``columns``: the
+    metrics the table shows (a unit counts as a block only where one of them is finite; default:
+    every metric); ``where``: which part of the table the note is about (``"under L0"``).
     """
-    frames = [f for f in frames if not f.empty]
+    cols = list(columns) if columns is not None else list(stats.METRIC_COLUMNS)
+    kept = []
+    for f in frames:
+        if f.empty:
+            continue
+        present = [c for c in cols if c in f.columns]
+        kept.append(f[np.isfinite(f[present].to_numpy(dtype=float)).any(axis=1)] if present else f)
+    frames = [f for f in kept if not f.empty]
     if not frames:
         return
     units = pd.concat([f[["method", "block_id"]] for f in frames], ignore_index=True)
     sets = units.groupby("method")["block_id"].agg(frozenset)
     if sets.empty:
         return
+    prefix = f"{where}: " if where else ""
     if sets.nunique() == 1:
-        t.notes.append(f"every {what[:-1]} averages the same {len(sets.iloc[0])} block(s)")
+        if not where:
+            t.notes.append(f"every {what[:-1]} averages the same {len(sets.iloc[0])} block(s)")
         return
     common = frozenset.intersection(*sets.to_list())
     sizes = ", ".join(f"{method_label(m)} {len(b)}" for m, b in sets.items())
-    t.notes.append(f"**not comparable across {what}**: the {what} average different blocks ({sizes}; {len(common)} "
-                   f"in common); a difference between {what} mixes the methods with a change of blocks. Evaluate "
-                   "every method on the same blocks to compare them")
+    t.notes.append(f"{prefix}**not comparable across {what}**: the {what} average different blocks ({sizes}; "
+                   f"{len(common)} in common); a difference between {what} mixes the methods with a change of blocks. "
+                   "Evaluate every method on the same blocks to compare them")
+
+
+def _without_copied(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` without the methods that have a copied panel in it (they are never a model's result)."""
+    if frame.empty:
+        return frame
+    copied = {m for m, part in frame.groupby("method") if is_copied(part)}
+    return frame[~frame["method"].isin(copied)]
+
+
+def _note_copied_left_out(t: Table, frame: pd.DataFrame) -> None:
+    copied = sorted(m for m, part in frame.groupby("method") if is_copied(part)) if not frame.empty else []
+    if copied:
+        t.notes.append(f"{caveats.COPIED_MARK}: {', '.join(method_label(m) for m in copied)} copied reference photos "
+                       "(section 'Copied reference photos'): never bold, never ranked, and left out of the generator "
+                       "mean")
+
+
+def _note_thin_anchor(t: Table, held: pd.DataFrame) -> None:
+    """What a held-out anchor that repeats photos means (caveats.thin_anchor_note)."""
+    if held.empty:
+        return
+    note = caveats.thin_anchor_note(repeats_count(held), int(held["block_id"].nunique()))
+    if note:
+        t.notes.append(f"{caveats.REPEATS_MARK}: {note}")
+
+
+def _note_interval(t: Table, ctx: Context, frame: pd.DataFrame, columns: Sequence[str] | None = None) -> None:
+    note = ctx.interval_caveat(frame, columns)
+    if note:
+        t.notes.append(f"**{note}**")
 
 
 # Table 6 -------------------------------------------------------------------------------------
@@ -230,7 +293,7 @@ def _missing_conditions(ctx: Context, conds: Iterable[str]) -> list[str]:
 def table_prompt_deltas(ctx: Context) -> Table:
     t = Table("prompt_deltas", "Table 6: prompt-condition deltas",
               caption=f"Paired differences a - b over matched (method, block) units: mean with a "
-                      f"{ctx.n_resamples}-resample percentile bootstrap {ctx.confidence:.0%} interval (seed "
+                      f"{ctx.n_resamples:,}-resample percentile bootstrap {ctx.pct()} interval (seed "
                       f"{ctx.seed}), positive differences, Wilcoxon signed-rank p; city-balanced: mean within each "
                       "city first, then a bootstrap over cities. Deltas are raw: for MMD, DCSF and GAAS (lower is "
                       "better) a negative delta is an improvement.")
@@ -280,8 +343,8 @@ def table_prompt_deltas(ctx: Context) -> Table:
     for m, why in ctx.metric_na.items():
         if m in DELTA_METRICS:
             t.notes.append(f"{m}: n/a ({why})")
-    headers = ["Comparison", "Metric", "Matched delta (95% CI)", "Positives", "Wilcoxon p",
-               "City-balanced delta (95% CI)", "Cities with positive delta"]
+    headers = ["Comparison", "Metric", f"Matched delta ({ctx.pct()} CI)", "Positives", "Wilcoxon p",
+               f"City-balanced delta ({ctx.pct()} CI)", "Cities with positive delta"]
     body = []
     for _, r in data.iterrows():
         label = heading(r["metric"])
@@ -301,6 +364,7 @@ def table_prompt_deltas(ctx: Context) -> Table:
     if "city_note" in data.columns and data["city_note"].notna().any():
         t.notes.append("city-balanced: " + str(data["city_note"].dropna().iloc[0]))
     t.markdown = _md_table(headers, body)
+    _note_interval(t, ctx, ctx.gen_raw[ctx.gen_raw["condition"].isin({c for pair in available for c in pair})])
     return t
 
 
@@ -336,7 +400,8 @@ def table_controls(ctx: Context) -> Table:
     t = Table("controls", "Table 7: prompt-specificity controls",
               caption=f"Paired {MAIN_CONDITION}-versus-control benefits over matched (method, block) units; for MMD, "
                       "DCSF and GAAS (lower is better) the sign is flipped (control - L1), so a positive benefit "
-                      f"always means the correct names help. {ctx.n_resamples}-resample bootstrap, seed {ctx.seed}.")
+                      f"always means the correct names help. {ctx.n_resamples:,}-resample percentile bootstrap "
+                      f"{ctx.pct()} intervals, seed {ctx.seed}.")
     controls = [c for c in CONTROL_CONDITIONS if ctx.has_condition(c)]
     if not ctx.has_condition(MAIN_CONDITION) and not controls:
         t.reason = f"no {MAIN_CONDITION} rows and no control rows"
@@ -370,8 +435,8 @@ def table_controls(ctx: Context) -> Table:
     for m, why in ctx.metric_na.items():
         if m in CONTROL_METRICS:
             t.notes.append(f"{m}: n/a ({why})")
-    headers = ["Control prompt", "Metric", "Control", MAIN_CONDITION, "Benefit (95% CI)", "Positive", "Wilcoxon p",
-               "Pairs"]
+    headers = ["Control prompt", "Metric", "Control", MAIN_CONDITION, f"Benefit ({ctx.pct()} CI)", "Positive",
+               "Wilcoxon p", "Pairs"]
     body = [[CONTROL_LABELS.get(r["control"], r["control"]),
              heading(r["metric"]),
              _fmt(r["mean_control"]), _fmt(r["mean_reference"]),
@@ -379,6 +444,7 @@ def table_controls(ctx: Context) -> Table:
              f"{r['positive_share']:.1%}", _fmt_p(r["wilcoxon_p"]), _fmt(int(r["n_pairs"]))]
             for _, r in data.iterrows()]
     t.markdown = _md_table(headers, body)
+    _note_interval(t, ctx, ctx.gen_raw[ctx.gen_raw["condition"].isin([MAIN_CONDITION, *controls])])
     return t
 
 
@@ -391,10 +457,12 @@ def tables_clip(ctx: Context, clip_scores: pd.DataFrame | None) -> list[Table]:
     t8 = Table("clip_associations", "Table 8: CLIP text alignment versus geographic fidelity",
                caption=f"Spearman rho between per-panel CLIP image-text cosine ({MAIN_CONDITION} panels) and each "
                        "geographic outcome, and the AUROC of the CLIP score for all images retrieving the target; "
-                       f"{ctx.n_resamples}-resample block-bootstrap intervals (all methods of a block together).")
+                       f"{ctx.n_resamples:,}-resample block-bootstrap {ctx.pct()} intervals (all methods of a block "
+                       "together).")
     t9 = Table("clip_name_sensitivity", "Table 9: CLIP sensitivity to local names",
                caption="Original-minus-altered CLIP cosine with the images held fixed and the street, the "
-                       "neighborhood or both replaced by the control donors' names; block-bootstrap intervals.")
+                       f"neighborhood or both replaced by the control donors' names; block-bootstrap {ctx.pct()} "
+                       "intervals.")
     tq = Table("clip_no_retrieval", "CLIP top quartile versus retrieval failure",
                caption="Share of panels with no image retrieving the target, among the top CLIP quartile and among "
                        "all panels.")
@@ -452,9 +520,12 @@ def tables_clip(ctx: Context, clip_scores: pd.DataFrame | None) -> list[Table]:
 def table_leaderboard(ctx: Context) -> Table:
     t = Table("leaderboard", "Table 10: leaderboard with real-image anchors",
               caption=f"Generators under {MAIN_CONDITION} and the real-image anchors: mean over blocks with a "
-                      f"{ctx.n_resamples}-resample percentile bootstrap {ctx.confidence:.0%} interval over blocks "
-                      f"(seed {ctx.seed}); the whiskers of leaderboard.png are these intervals. Blocks: the blocks each row "
-                      "averages. ↑ higher is better, ↓ lower is better; bold: best generator.")
+                      f"{ctx.n_resamples:,}-resample percentile bootstrap {ctx.pct()} interval over blocks "
+                      f"(seed {ctx.seed}); the whiskers of leaderboard.png are these intervals. Blocks: the blocks "
+                      "each row averages (a block counts where the row has a finite score). Chance: the retrieval "
+                      "accuracy and MRR of images that carry no information about the place, under each block's own "
+                      "candidates, averaged over the blocks of the row's retrieval mean. ↑ higher is better, "
+                      "↓ lower is better; bold: best generator.")
     metrics = [m for m in LEADERBOARD_METRICS]
     gen = ctx.generated[ctx.generated["condition"] == MAIN_CONDITION]
     anchors = ctx.units[ctx.units["condition"] == stats.ANCHOR_CONDITION]
@@ -469,11 +540,18 @@ def table_leaderboard(ctx: Context) -> Table:
     _note_left_out(t, ctx, set(gen["method"]))
 
     def row_for(group: str, method: str, condition: str, frame: pd.DataFrame, values: pd.DataFrame) -> dict:
-        row = {"group": group, "method": method, "condition": condition, "n_blocks": int(frame["block_id"].nunique())}
+        panels, images = copied_count(frame) if group != "generator_mean" else (0, 0)
+        row = {"group": group, "method": method, "condition": condition,
+               "label": ("Generator mean" if group == "generator_mean"
+                         else marked_label(method_label(method), frame)),
+               "marks": marks(frame) if group != "generator_mean" else "",
+               "n_blocks": finite_blocks(values, metrics), "n_copied_panels": panels, "n_copied_images": images,
+               "n_blocks_repeating": repeats_count(frame) if group != "generator_mean" else 0}
         for m in metrics:
             ci = stats.bootstrap_mean_ci(values[m].to_numpy(dtype=float), n_resamples=ctx.n_resamples,
                                          seed=ctx.seed, confidence=ctx.confidence)
             row.update({m: ci.mean, f"{m}_ci_low": ci.ci_low, f"{m}_ci_high": ci.ci_high})
+        row.update(chance_means(values))
         return row
 
     rows = []
@@ -481,9 +559,10 @@ def table_leaderboard(ctx: Context) -> Table:
     for method in gen_methods:
         f = gen[gen["method"] == method]
         rows.append(row_for("generator", method, MAIN_CONDITION, f, f))
-    if len(gen_methods) > 1:
-        per_block = gen.groupby("block_id")[metrics].mean().reset_index()
-        rows.append(row_for("generator_mean", "generator_mean", MAIN_CONDITION, gen, per_block))
+    clean = _without_copied(gen)
+    if clean["method"].nunique() > 1:
+        per_block = clean.groupby("block_id")[metrics + list(CHANCE_COLUMNS)].mean().reset_index()
+        rows.append(row_for("generator_mean", "generator_mean", MAIN_CONDITION, clean, per_block))
     present_anchor = [m for m in stats.ANCHOR_METHODS if m in set(anchors["method"])]
     present_anchor += sorted(set(anchors["method"]) - set(stats.ANCHOR_METHODS))
     for method in present_anchor:
@@ -495,33 +574,65 @@ def table_leaderboard(ctx: Context) -> Table:
     data = pd.DataFrame(rows)
     gen_rows = data[data["group"] == "generator"]
     if len(gen_rows):
-        order = gen_rows.sort_values("cos_sim", ascending=False, kind="mergesort", na_position="last").index
+        # best CosSim first; a generator that copied reference photos goes after every clean one
+        order = gen_rows.assign(_copied=gen_rows["n_copied_panels"] > 0).sort_values(
+            ["_copied", "cos_sim"], ascending=[True, False], kind="mergesort", na_position="last").index
         data = pd.concat([data.loc[order], data[data["group"] != "generator"]]).reset_index(drop=True)
     t.data = data
     best: dict[str, float] = {}
-    gen_rows = data[data["group"] == "generator"]
-    if len(gen_rows) > 1:
+    # bold only among clean generators: a copy of the benchmark's photos is never the best generator
+    ranked = data[(data["group"] == "generator") & (data["n_copied_panels"] == 0)]
+    if len(ranked) > 1:
         for m in metrics:
-            vals = gen_rows[m].to_numpy(dtype=float)
+            vals = ranked[m].to_numpy(dtype=float)
             if np.isfinite(vals).any():
                 best[m] = np.nanmax(vals) if stats.HIGHER_IS_BETTER[m] else np.nanmin(vals)
     for m, why in ctx.metric_na.items():
         if m in metrics:
             t.notes.append(f"{METRIC_LABELS[m]}: n/a ({why})")
-    headers = ["Model", *(heading(m) for m in metrics), "Blocks"]
+    chance_for = {"retrieval_acc": "chance_retrieval_acc", "mrr": "chance_mrr"}
+    headers = []
+    for m in metrics:
+        headers.append(heading(m))
+        if m in chance_for:
+            headers.append(f"{METRIC_LABELS[m]} by chance")
+    headers = ["Model", *headers, "Blocks"]
     body = []
     for _, r in data.iterrows():
-        name = "Generator mean" if r["group"] == "generator_mean" else method_label(r["method"])
         cells = []
         for m in metrics:
             s = _fmt_ci(r[m], r[f"{m}_ci_low"], r[f"{m}_ci_high"], signed=False)
-            if r["group"] == "generator" and m in best and _finite(r[m]) and float(r[m]) == best[m]:
+            if (r["group"] == "generator" and r["n_copied_panels"] == 0 and m in best and _finite(r[m])
+                    and float(r[m]) == best[m]):
                 s = f"**{s}**"
             cells.append(s)
-        body.append([name, *cells, _fmt(r["n_blocks"])])
+            if m in chance_for:
+                cells.append(_fmt(r[chance_for[m]]))
+        body.append([r["label"], *cells, _fmt(r["n_blocks"])])
     t.markdown = _md_table(headers, body)
-    _note_unequal_blocks(t, [gen, anchors, sanity])
+    _note_chance(t, pd.concat([gen, anchors, sanity]))
+    _note_unequal_blocks(t, [gen, anchors, sanity], columns=metrics)
+    _note_thin_anchor(t, anchors[anchors["method"] == caveats.HELDOUT_METHOD])
+    _note_copied_left_out(t, gen)
+    _note_interval(t, ctx, pd.concat([gen, anchors, sanity]), metrics)
     return t
+
+
+def _note_chance(t: Table, frame: pd.DataFrame) -> None:
+    """How the chance columns are counted, and where a block fills two negative roles."""
+    if frame.empty:
+        return
+    if not np.isfinite(frame["chance_retrieval_acc"].to_numpy(dtype=float)).any():
+        t.notes.append("chance levels are not recorded in these results (written before chance was recorded): "
+                       "re-run `geofidelity-bench evaluate` to get them")
+        return
+    blocks = frame.drop_duplicates("block_id")
+    k = blocks["n_candidates"].to_numpy(dtype=float)
+    acc = blocks["chance_retrieval_acc"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore"):
+        two_roles = int(np.sum(np.isfinite(k) & (np.round(1 / acc) < k)))
+    t.notes.append(caveats.chance_counting_note(int(np.nanmin(k)), int(np.nanmax(k)), two_roles,
+                                                int(len(blocks))))
 
 
 def _fmt_rank(x: Any) -> str:
@@ -533,7 +644,7 @@ def table_rank_stability(ctx: Context) -> Table:
               caption=f"City bootstrap ({ctx.rank_resamples} resamples, seed {ctx.seed}) of generator ranks under "
                       f"{MAIN_CONDITION}, city-balanced as in the paper: each generator is averaged within each city "
                       "first and every drawn city weighs the same (a city drawn twice counts twice); score: the mean "
-                      f"of its city means. Probability of rank 1 and {ctx.confidence:.0%} percentile interval of the "
+                      f"of its city means. Probability of rank 1 and {ctx.pct()} percentile interval of the "
                       "bootstrap ranks (1 = best). Blocks and cities: those the generator has.")
     gen = ctx.gen_raw[ctx.gen_raw["condition"] == MAIN_CONDITION]
     if gen.empty:
@@ -547,8 +658,15 @@ def table_rank_stability(ctx: Context) -> Table:
         t.reason = f"needs at least 2 cities, got {n_cities}"
         return t
     frames = []
-    units = ctx.units[ctx.units["condition"] == MAIN_CONDITION]
-    _note_left_out(t, ctx, set(units["method"]))
+    all_units = ctx.units[ctx.units["condition"] == MAIN_CONDITION]
+    _note_left_out(t, ctx, set(all_units["method"]))
+    # a generator that copied reference photos is never ranked (caveats.copied_note)
+    units = _without_copied(all_units)
+    _note_copied_left_out(t, all_units)
+    if units["method"].nunique() < 2:
+        t.reason = (f"needs at least 2 generators under {MAIN_CONDITION} that copied no reference photo, got "
+                    f"{units['method'].nunique()}")
+        return t
     for metric in RANK_METRICS:
         if metric in ctx.metric_na:
             t.notes.append(f"{metric}: n/a ({ctx.metric_na[metric]})")
@@ -572,7 +690,8 @@ def table_rank_stability(ctx: Context) -> Table:
             for _, r in data.iterrows()]
     t.markdown = _md_table(["Metric", "Model", "Score (city-balanced)", "Rank", "P(rank 1)", "Rank interval",
                             "Blocks", "Cities"], body)
-    _note_unequal_blocks(t, [units])
+    _note_unequal_blocks(t, [units], columns=RANK_METRICS)
+    _note_interval(t, ctx, units, RANK_METRICS)
     return t
 
 
@@ -594,10 +713,16 @@ def table_city_by_method(ctx: Context) -> Table:
     pivot = pivot[cols]
     t.data = pivot.reset_index()
     n_blocks = frame.groupby("city")["block_id"].nunique().reindex(pivot.index)
-    t.markdown = _md_table(["City", *(method_label(c) for c in cols), "Blocks"],
+    labels = [marked_label(method_label(c), frame[frame["method"] == c]) for c in cols]
+    # plot labels: the marks on a second line (the heatmap's labels are rotated)
+    t.data.attrs["labels"] = {c: method_label(c) + (f"\n{mk}" if (mk := marks(frame[frame["method"] == c])) else "")
+                              for c in cols}
+    t.markdown = _md_table(["City", *labels, "Blocks"],
                            [[city, *(_fmt(v) for v in r.to_numpy()), _fmt(int(n_blocks[city]))]
                             for city, r in pivot.iterrows()])
-    _note_unequal_blocks(t, [frame], what="columns")
+    _note_unequal_blocks(t, [frame], what="columns", columns=["cos_sim"])
+    _note_thin_anchor(t, frame[frame["method"] == caveats.HELDOUT_METHOD])
+    _note_copied_left_out(t, frame[frame["condition"] == MAIN_CONDITION])
     return t
 
 
@@ -623,11 +748,22 @@ def table_extra_conditions(ctx: Context) -> Table:
         t.reason = "no rows with extra conditions"
         return t
     metrics = list(LEADERBOARD_METRICS)
-    g = ctx.extra_units.groupby(["method", "condition"], sort=True)
-    data = g[metrics].mean()
-    data.insert(0, "n_blocks", g["block_id"].nunique())
-    t.data = data.reset_index()
-    t.markdown = _md_table(["Model", "Condition", *(heading(m) for m in metrics), "Blocks"],
-                           [[method_label(r["method"]), str(r["condition"]), *(_fmt(r[m]) for m in metrics),
-                             _fmt(r["n_blocks"])] for _, r in t.data.iterrows()])
+    rows = []
+    for (method, condition), part in ctx.extra_units.groupby(["method", "condition"], sort=True):
+        rows.append({"method": method, "condition": condition, "n_blocks": finite_blocks(part, metrics),
+                     **part[metrics].mean().to_dict(), **chance_means(part),
+                     "label": marked_label(method_label(method), part)})
+    t.data = pd.DataFrame(rows)
+    chance_for = {"retrieval_acc": "chance_retrieval_acc", "mrr": "chance_mrr"}
+    headers = ["Model", "Condition"]
+    for m in metrics:
+        headers += [heading(m)] + ([f"{METRIC_LABELS[m]} by chance"] if m in chance_for else [])
+    body = []
+    for _, r in t.data.iterrows():
+        cells = [r["label"], str(r["condition"])]
+        for m in metrics:
+            cells += [_fmt(r[m])] + ([_fmt(r[chance_for[m]])] if m in chance_for else [])
+        body.append([*cells, _fmt(r["n_blocks"])])
+    t.markdown = _md_table([*headers, "Blocks"], body)
+    _note_chance(t, ctx.extra_units)
     return t
