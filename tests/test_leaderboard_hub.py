@@ -35,28 +35,40 @@ FP_V1 = "a" * 64
 
 
 def make_results(out, *, method="gen_a", encoder="dinov2-base", enc_hash="e" * 64, fingerprint=FP_V1, seed=0,
-                 blocks=BLOCKS, created="2026-01-01T00:00:00+00:00"):
-    """A results folder as `evaluate` writes it, with random in-range scores."""
-    rng = np.random.default_rng(seed)
+                 blocks=BLOCKS, created="2026-01-01T00:00:00+00:00", anchor_seed=0, anchor_blocks=BLOCKS,
+                 segmenter=None, gaas=False, sanity=False, extra=None):
+    """A results folder as `evaluate` writes it, with random in-range scores.
+
+    The real-image anchors are deterministic (seeded by ``anchor_seed``, as a real run's are by the
+    benchmark and the encoder), the generator's scores by ``seed``; ``segmenter`` records a GAAS
+    segmenter in run.json (and gives every row a GAAS with ``gaas``)."""
+    rng, arng = np.random.default_rng(seed), np.random.default_rng(anchor_seed)
     rows = []
-    units = [(method, c) for c in ("L0", "L1", "C_WRONG_STREET")]
-    units += [(m, "anchor") for m in stats.ANCHOR_METHODS]
-    for m, cond in units:
-        for block, city in blocks:
+    units = [(method, c, blocks, rng) for c in ("L0", "L1", "C_WRONG_STREET")]
+    units += [(m, "anchor", anchor_blocks, arng) for m in stats.ANCHOR_METHODS]
+    if sanity:
+        units += [(m, "sanity", anchor_blocks, arng) for m in stats.SANITY_METHODS]
+    for m, cond, bl, r in units:
+        for block, city in bl:
             row = {"method": m, "condition": cond, "block_id": block, "city": city, "country": "NA",
                    "stratum": "", "n_generated": 4, "n_reference": 3, "encoder": encoder}
             for col in RESULT_METRIC_COLUMNS:
-                row[col] = float(rng.uniform(0.05, 0.9))
-            row["gaas"] = np.nan
+                row[col] = float(r.uniform(0.05, 0.9))
+            if not gaas:
+                row["gaas"] = np.nan
             rows.append(row)
     df = pd.DataFrame(rows)[RESULT_COLUMNS]
     info = {
         "created_at": created,
         "benchmark": {"name": "demo", "source": "tester/geofidelity", "fingerprint": fingerprint},
         "encoder": {"name": encoder, "dim": 8, "config": {"encoder": encoder}, "config_hash": enc_hash},
+        "gaas": ({"segmenter": segmenter, "config": {"name": segmenter}, "config_hash": segmenter + "-hash",
+                  "segment_stats": {"cache_hits": 0}} if segmenter else {"segmenter": None, "reason": "none"}),
         "protocol": protocol_record(),
         "versions": {"geofidelity-bench": "0.1.0"},
     }
+    if extra:
+        df, info = extra(df, info)
     write_results(out, df, info)
     return out
 
@@ -68,15 +80,21 @@ def push(folder, hub, **kw):
 def test_push_repush_and_second_run(hub, online, tmp_path):
     run1 = make_results(tmp_path / "r1", seed=1)
     report = push(run1, hub)
-    assert sorted(report.new) == sorted(["gen_a", *stats.ANCHOR_METHODS]) and report.commit
+    assert report.new == ["gen_a"] and report.commit  # a submission is a generator's rows
+    assert report.anchor_check.status == "match" and report.anchors_added == 3 * len(BLOCKS)
     files = hub.files("dataset", REPO)
     rid = report.run_id
+    assert not any(p.startswith(f"submissions/{m}/") for p in files for m in stats.ANCHOR_METHODS)
+    anchors = pd.read_csv(io.BytesIO(files[report.anchors_path]))
+    assert report.anchors_path.startswith("anchors/") and len(anchors) == 3 * len(BLOCKS)
+    assert set(anchors["condition"]) == {"anchor"} and set(anchors["run_id"]) == {rid}
     assert f"submissions/gen_a/{rid}/results.csv" in files
     assert files[f"submissions/gen_a/{rid}/run/results.csv"] == (run1 / "results.csv").read_bytes()
     assert f"submissions/gen_a/{rid}/run/run.json" in files
     card = files["README.md"].decode()
     meta = yaml.safe_load(card.split("---")[1])
     assert meta["configs"][0]["data_files"][0]["path"] == "submissions/*/*/results.csv"
+    assert meta["configs"][1]["data_files"][0]["path"] == "anchors/*/results.csv"
     commits = hub.commit_count("dataset", REPO)
 
     again = push(run1, hub)
@@ -86,8 +104,10 @@ def test_push_repush_and_second_run(hub, online, tmp_path):
     run2 = make_results(tmp_path / "r2", seed=2, created="2026-02-01T00:00:00+00:00")
     second = push(run2, hub)
     assert second.run_id != rid and "gen_a" in second.new
+    assert second.anchor_check.status == "match" and second.anchors_added == 0
     files2 = hub.files("dataset", REPO)
     assert files2[f"submissions/gen_a/{rid}/results.csv"] == files[f"submissions/gen_a/{rid}/results.csv"]
+    assert files2[report.anchors_path] == files[report.anchors_path]  # one set of anchors per group
     assert f"submissions/gen_a/{second.run_id}/results.csv" in files2
 
 
@@ -96,7 +116,8 @@ def test_load_leaderboard_rows_and_datasets_reads_the_card(hub, online, tmp_path
     rid = push(run1, hub).run_id
     df = load_leaderboard(REPO, endpoint=hub.url)
     original = pd.read_csv(run1 / "results.csv", keep_default_na=False, na_values={"gaas": [""]})
-    assert len(df) == len(original)
+    assert len(df) == len(original)  # the generator's rows and the group's anchors
+    assert set(df.loc[df["condition"] == "anchor", "stored_as"]) == {"group_anchors"}
     assert set(df["run_id"]) == {rid} and set(df["benchmark_fingerprint"]) == {FP_V1}
     assert set(df["encoder_config_hash"]) == {"e" * 64} and set(df["country"]) == {"NA"}
     merged = df.merge(original, on=["method", "condition", "block_id"], suffixes=("", "_orig"))
@@ -109,7 +130,9 @@ def test_load_leaderboard_rows_and_datasets_reads_the_card(hub, online, tmp_path
         (local / path).parent.mkdir(parents=True, exist_ok=True)
         (local / path).write_bytes(data)
     table = datasets.load_dataset(str(local), split="train")
-    assert table.num_rows == len(original) and "run_id" in table.column_names
+    assert table.num_rows == (original["condition"] != "anchor").sum() and "run_id" in table.column_names
+    anchors = datasets.load_dataset(str(local), "anchors", split="train")
+    assert anchors.num_rows == (original["condition"] == "anchor").sum()
 
 
 def test_groups_rank_only_comparable_submissions(hub, online, tmp_path):
@@ -120,25 +143,27 @@ def test_groups_rank_only_comparable_submissions(hub, online, tmp_path):
     df, infos = load_submissions(REPO, endpoint=hub.url)
     view = leaderboard_view(df)
     assert view.group.encoder == "dinov2-base"
-    assert "gen_c" not in view.methods and {"gen_a", "gen_b"} <= set(view.methods)
-    assert len(view.blocks) == 5 and "b5" not in view.blocks
+    assert "gen_c" not in view.methods and view.methods == ["gen_a"]
+    assert len(view.blocks) == 6  # the group's full block set
+    assert [(a.method, a.partial, a.n_blocks) for a in view.apart] == [("gen_b", True, 5)]  # listed apart
     text = view.other_text()
     assert "1 submission(s) in 1 other group(s)" in text and "encoder config" in text
     other = leaderboard_view(df, group="c" * 12)
-    assert set(other.methods) == {"gen_c", *stats.ANCHOR_METHODS} and set(other.rows["run_id"]) == {third.run_id}
+    assert other.methods == ["gen_c"] and set(other.anchor_methods) == set(stats.ANCHOR_METHODS)
+    assert set(other.rows["run_id"]) == {third.run_id}
     tables = leaderboard_tables(view, list(infos.values()), n_resamples=200)
     t10 = tables["leaderboard"].data
-    assert set(t10.loc[t10["group"] == "generator", "method"]) == {"gen_a", "gen_b"}
+    assert set(t10.loc[t10["group"] == "generator", "method"]) == {"gen_a"}
     assert set(t10.loc[t10["group"] == "anchor", "method"]) == set(stats.ANCHOR_METHODS)
-    # independent check: gen_b's CosSim is the plain mean of its L1 rows over the 5 common blocks
-    raw = pd.read_csv(tmp_path / "r2" / "results.csv")
-    expect = raw[(raw["method"] == "gen_b") & (raw["condition"] == "L1")]["cos_sim"].mean()
-    got = t10.loc[(t10["method"] == "gen_b") & (t10["group"] == "generator"), "cos_sim"].iloc[0]
-    assert got == pytest.approx(expect)
+    # independent check: gen_a's CosSim is the plain mean of its L1 rows over all 6 blocks
     raw_a = pd.read_csv(tmp_path / "r1" / "results.csv")
-    a_l1 = raw_a[(raw_a["method"] == "gen_a") & (raw_a["condition"] == "L1") & (raw_a["block_id"] != "b5")]
+    a_l1 = raw_a[(raw_a["method"] == "gen_a") & (raw_a["condition"] == "L1")]
     got_a = t10.loc[(t10["method"] == "gen_a") & (t10["group"] == "generator"), "cos_sim"].iloc[0]
     assert got_a == pytest.approx(a_l1["cos_sim"].mean())
+    # the partial gen_b is listed apart with plain means over its own 5 blocks
+    raw = pd.read_csv(tmp_path / "r2" / "results.csv")
+    expect = raw[(raw["method"] == "gen_b") & (raw["condition"] == "L1")]["cos_sim"].mean()
+    assert f"{expect:.3f}" in view.apart_markdown() and "covers 5 of the group's 6 block(s)" in view.apart_markdown()
     assert tables["controls"].ok and tables["cos_sim_by_condition"].ok
 
 
@@ -236,9 +261,10 @@ def test_app_hub_board_loads_refreshes_and_keeps_the_last_state(hub, online, tmp
     push(make_results(tmp_path / "r2", seed=2, method="gen_b"), hub)
     push(make_results(tmp_path / "r3", seed=3, method="gen_c", encoder="clip", enc_hash="c" * 64), hub)
     board.refresh()
-    assert board.loaded_at and "3 submission(s)" in board.status
+    assert board.loaded_at and "3 generator submission(s)" in board.status
     assert "gen_a" in board.markdown and "gen_b" in board.markdown and "gen_c" not in board.markdown
-    assert "1 submission(s) in 1 other group(s)" in board.markdown and "6 block(s)" in board.markdown
+    assert "1 submission(s) in 1 other group(s)" in board.markdown
+    assert "Ranked: 2 generator submission(s), each covering all 6 block(s) of the group (3 cities)" in board.markdown
     shown = board.markdown
     hub.fail_next("GET", r"/tree/", status=403)
     board.refresh()
@@ -266,6 +292,6 @@ def test_app_serves_the_hub_board_and_the_submit_tab(hub, online, tmp_path):
         client = Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=False, analytics_enabled=False)
         push(make_results(tmp_path / "r2", seed=2, method="gen_b"), hub)
         status, body = client.predict(api_name="/hub_refresh")
-        assert "2 submission(s)" in status and "gen_b" in body
+        assert "2 generator submission(s)" in status and "gen_b" in body
     finally:
         demo.close()
