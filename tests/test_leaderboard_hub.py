@@ -295,3 +295,273 @@ def test_app_serves_the_hub_board_and_the_submit_tab(hub, online, tmp_path):
         assert "2 generator submission(s)" in status and "gen_b" in body
     finally:
         demo.close()
+
+
+# -- issue 28: the leaderboard ranks only equals ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory):
+    """The demo's results folder (anchors + sanity) and a 1-block tiny run, both with the offline encoder."""
+    root = tmp_path_factory.mktemp("demo_runs")
+    cache = str(root / "cache")
+    assert main(["demo", "--out", str(root / "demo"), "--no-progress", "--cache-dir", cache, "--no-gaas"]) == 0
+    assert main(["generate", "--model", "tiny", "--blocks", "berlin_am_lustgarten", "--conditions", "L0", "L1",
+                 "--images-per-block", "2", "--out", str(root / "gen"), "--no-progress"]) == 0
+    assert main(["evaluate", "--generated", str(root / "gen"), "--encoder", "efficientnet-lite0", "--no-gaas",
+                 "--out", str(root / "tiny"), "--no-progress", "--cache-dir", cache]) == 0
+    return root
+
+
+def test_demo_pushed_three_times_and_a_one_block_run(hub, online, demo_runs, capsys):
+    """Done when: one set of anchors, no sanity rows among generators, the 1-block run partial, right counts."""
+    from geofidelity_bench.benchmark import load_benchmark
+    from geofidelity_bench.demo_app import HubBoard
+
+    demo, tiny = demo_runs / "demo", demo_runs / "tiny"
+    capsys.readouterr()
+    for i in range(3):
+        assert main(["push-results", str(demo), "--repo-id", REPO, "--endpoint", hub.url]) == 0
+        out = capsys.readouterr().out
+        assert "not submitted: sanity method(s) sanity_augmented_heldout, sanity_world" in out
+        assert "holds no generator rows" in out
+        assert ("21 anchor row(s) added" in out) == (i == 0)
+    assert main(["push-results", str(tiny), "--repo-id", REPO, "--endpoint", hub.url]) == 0
+    out = capsys.readouterr().out
+    assert "submitted tiny as run" in out and "anchors" in out and ": match: all" in out
+    files = hub.files("dataset", REPO)
+    assert sorted({p.split("/")[1] for p in files if p.startswith("submissions/")}) == ["tiny"]
+    anchor_files = [p for p in files if p.startswith("anchors/") and p.endswith("results.csv")]
+    assert len(anchor_files) == 1
+    stored = pd.read_csv(io.BytesIO(files[anchor_files[0]]))
+    assert len(stored) == 21 and not stored.duplicated(["method", "block_id"]).any()  # one set of anchors
+
+    df, infos = load_submissions(REPO, endpoint=hub.url)
+    view = leaderboard_view(df)
+    bench = load_benchmark("demo")
+    assert view.blocks == sorted(b.block_id for b in bench.blocks) and view.n_cities == len(bench.cities)
+    assert view.methods == [] and [(a.method, a.partial, a.n_blocks) for a in view.apart] == [("tiny", True, 1)]
+    assert not (view.rows["condition"] == "sanity").any()
+    assert sorted(view.anchor_methods) == sorted(stats.ANCHOR_METHODS) and len(view.rows) == 21
+    tables = leaderboard_tables(view, list(infos.values()))
+    t10 = tables["leaderboard"].data
+    assert set(t10["group"]) == {"anchor"}
+    # the anchors' CosSim is the plain mean of the demo's rows (independent of the Hub round trip)
+    raw = pd.read_csv(demo / "results.csv")
+    held = raw[raw["method"] == "heldout_real"]["cos_sim"].mean()
+    assert t10.loc[t10["method"] == "heldout_real", "cos_sim"].iloc[0] == pytest.approx(held)
+
+    board = HubBoard(REPO, endpoint=hub.url).refresh()
+    md = board.markdown
+    assert board.n_resamples == 5000 and "1 generator submission(s)" in board.status
+    assert "Ranked: 0 generator submission(s), each covering all 7 block(s) of the group (3 cities)" in md
+    assert "Listed apart, never ranked or bolded: 1 partial, 0 not comparable, 0 copied." in md
+    assert "3 method(s) on 7 block(s)" in md and "5,000 bootstrap resamples, seed 42" in md
+    assert "intervals rest on only 7 block(s) (< 10) and 3 cities (< 5)" in md
+    assert "partial: covers 1 of the group's 7 block(s)" in md
+    ranking = md.split("#### Listed apart")[0]
+    assert "Sanity" not in ranking and "sanity_" not in ranking and "**" not in ranking
+
+
+def test_anchor_mismatch_shows_the_submission_apart(hub, online, tmp_path, capsys):
+    push(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
+    # the same config hash, but anchors that differ: another encoder or pipeline
+    other = make_results(tmp_path / "r2", seed=2, method="gen_b", anchor_seed=7)
+    capsys.readouterr()
+    assert main(["push-results", str(other), "--repo-id", REPO, "--endpoint", hub.url]) == 0
+    out = capsys.readouterr().out
+    assert "anchors NOT comparable" in out and "another encoder or pipeline" in out
+    files = hub.files("dataset", REPO)
+    stored = [p for p in files if p.startswith("anchors/") and p.endswith(".csv")]
+    assert len(pd.read_csv(io.BytesIO(files[stored[0]]))) == 3 * len(BLOCKS)  # not merged into the group's
+    view = leaderboard_view(load_leaderboard(REPO, endpoint=hub.url))
+    assert view.methods == ["gen_a"]
+    (apart,) = view.apart
+    assert apart.method == "gen_b" and apart.not_comparable and not apart.partial
+    assert "not comparable" in view.apart_markdown()
+    # a tiny difference (float rounding on another device) is not a mismatch
+    from geofidelity_bench.comparability import ANCHOR_ATOL, check_anchors
+
+    a = pd.read_csv(tmp_path / "r1" / "results.csv")
+    a = a[a["condition"] == "anchor"]
+    b = a.assign(cos_sim=a["cos_sim"] + ANCHOR_ATOL / 10)
+    assert check_anchors(a, b, RESULT_METRIC_COLUMNS).status == "match"
+    c = a.assign(cos_sim=a["cos_sim"] + 1e-3)
+    assert check_anchors(a, c, RESULT_METRIC_COLUMNS).status == "mismatch"
+
+
+def test_older_repos_with_anchors_and_sanity_inside_submissions(hub, online, tmp_path):
+    """A repo written before anchors were stored per group: every run's anchor and sanity rows are
+    folders of their own under submissions/; they are read as the group's anchors and sanity."""
+    from geofidelity_bench.hub.results_repo import validate_results_folder
+
+    files = {}
+    for i, (method, blocks) in enumerate([("gen_a", BLOCKS), ("gen_b", BLOCKS), ("gen_c", BLOCKS[:2])]):
+        folder = make_results(tmp_path / f"r{i}", seed=i, method=method, blocks=blocks, sanity=True,
+                              created=f"2026-0{i + 1}-01T00:00:00+00:00")
+        sub = validate_results_folder(folder)
+        for m in sorted(sub.rows["method"].unique()):
+            rows = sub.rows[sub.rows["method"] == m].copy()
+            for j, (col, val) in enumerate([("run_id", sub.run_id), ("benchmark_name", "demo"),
+                                            ("benchmark_fingerprint", FP_V1), ("encoder_config_hash", "e" * 64),
+                                            ("protocol_version", "1"), ("library_version", "0.1.0"),
+                                            ("created_at", sub.run_info["created_at"])]):
+                rows.insert(j, col, val)
+            files[f"submissions/{m}/{sub.run_id}/results.csv"] = rows.to_csv(index=False).encode()
+    hub.add_files("dataset", REPO, files)
+    view = leaderboard_view(load_leaderboard(REPO, endpoint=hub.url))
+    assert view.methods == ["gen_a", "gen_b"] and [a.method for a in view.apart] == ["gen_c"]
+    assert sorted(view.anchor_methods) == sorted(stats.ANCHOR_METHODS)
+    assert len(view.rows[view.rows["condition"] == "anchor"]) == 3 * len(BLOCKS)  # one set, not three
+    assert not (view.rows["condition"] == "sanity").any() and view.n_sanity_rows == 3 * 2 * len(BLOCKS)
+    assert any("sanity" in line for line in view.header_lines())
+
+
+def _with_copies(df, info):
+    df = df.copy()
+    df["n_copied"] = np.where((df["method"] == "gen_x") & (df["condition"] == "L1") & (df["block_id"] == "b0"), 2, 0)
+    df.loc[df["condition"] == "anchor", "n_copied"] = np.nan
+    return df, info
+
+
+def _with_near_copies(df, info):
+    rec = {"method": "gen_y", "condition": "L0", "block_id": "b1", "file": "00.jpg", "reference_id": "b1__000",
+           "reference_block_id": "b1", "hash_distance": 2, "cosine": 0.996, "exact": False, "flagged": True}
+    sanity = dict(rec, method="sanity_augmented_heldout", condition="sanity")  # not the submission's
+    return df, dict(info, near_copies=[rec, sanity])
+
+
+def test_push_refuses_copies_unless_allowed_and_marks_them(hub, online, tmp_path, capsys):
+    from geofidelity_bench import caveats
+
+    push(make_results(tmp_path / "r0", seed=0, method="gen_a"), hub)
+    for i, (method, extra, what) in enumerate([("gen_x", _with_copies, "gen_x/L1/b0"),
+                                               ("gen_y", _with_near_copies, "gen_y/L0/b1/00.jpg")]):
+        # the best scores of all on every block: a copy must still never top the board
+        folder = make_results(tmp_path / f"c{i}", seed=9, method=method, extra=extra)
+        raw = pd.read_csv(folder / "results.csv")
+        raw.loc[raw["method"] == method, "cos_sim"] = 0.99
+        raw.to_csv(folder / "results.csv", index=False)
+        with pytest.raises(SubmissionError, match=rf"flagged by the copy audit.*{what}.*--allow-copies"):
+            push(folder, hub)
+        assert main(["push-results", str(folder), "--repo-id", REPO, "--endpoint", hub.url]) == 2
+        assert "--allow-copies" in capsys.readouterr().err
+        assert not any(p.startswith(f"submissions/{method}/") for p in hub.files("dataset", REPO))
+        assert main(["push-results", str(folder), "--repo-id", REPO, "--endpoint", hub.url, "--allow-copies"]) == 0
+        assert "marks this submission as copied" in capsys.readouterr().out
+    df, infos = load_submissions(REPO, endpoint=hub.url)
+    assert df.loc[(df["method"] == "gen_y") & (df["block_id"] == "b1") & (df["condition"] == "L0"), "n_copied"].iloc[0] == 1
+    view = leaderboard_view(df)
+    assert view.methods == ["gen_a"]
+    assert {a.method for a in view.apart if a.copied} == {"gen_x", "gen_y"}
+    t10 = leaderboard_tables(view, list(infos.values()), n_resamples=100)["leaderboard"]
+    assert "gen_x" not in t10.markdown and "gen_y" not in t10.markdown
+    assert view.apart_markdown().count(caveats.COPIED_MARK) >= 2
+    assert "0 partial, 0 not comparable, 2 copied" in view.header_lines()[1]
+
+
+def test_gaas_is_compared_only_within_one_segmenter(hub, online, tmp_path):
+    push(make_results(tmp_path / "r1", seed=1, method="gen_a", segmenter="mask2former-vistas", gaas=True), hub)
+    push(make_results(tmp_path / "r2", seed=2, method="gen_b", segmenter="mask2former-vistas", gaas=True), hub)
+    push(make_results(tmp_path / "r3", seed=3, method="gen_c", segmenter="segformer-cityscapes", gaas=True), hub)
+    df, infos = load_submissions(REPO, endpoint=hub.url)
+    assert set(df.loc[df["condition"] != "anchor", "segmenter"]) == {"mask2former-vistas-hash",
+                                                                      "segformer-cityscapes-hash"}
+    view = leaderboard_view(df)
+    assert view.methods == ["gen_a", "gen_b", "gen_c"] and view.gaas_segmenter == "mask2former-vistas-hash"
+    t10 = leaderboard_tables(view, list(infos.values()), n_resamples=100)["leaderboard"].data
+    gaas = dict(zip(t10["method"], t10["gaas"]))
+    assert np.isnan(gaas["gen_c"]) and np.isfinite(gaas["gen_a"]) and np.isfinite(gaas["gen_b"])
+    raw = pd.read_csv(tmp_path / "r1" / "results.csv")
+    assert gaas["gen_a"] == pytest.approx(raw[(raw["method"] == "gen_a") & (raw["condition"] == "L1")]["gaas"].mean())
+    assert any("GAAS of gen_c: n/a (segmenter segformer-ci" in n for n in view.notes)
+
+
+def test_run_id_leaves_out_volatile_statistics(tmp_path):
+    from types import SimpleNamespace
+
+    from geofidelity_bench.hub.results_repo import run_id_of
+    from geofidelity_bench.results import run_record
+
+    folder = make_results(tmp_path / "r", seed=1)
+    df = pd.read_csv(folder / "results.csv")
+    bench = SimpleNamespace(name="demo", source="demo", fingerprint=FP_V1, blocks=[1], references=[1])
+    enc = SimpleNamespace(name="e", dim=8, config={"e": 1}, config_hash="e" * 64)
+    seg = SimpleNamespace(name="mask2former-vistas", config={"s": 1}, config_hash="s" * 64)
+    data = (folder / "results.csv").read_bytes()
+    ids = []
+    for hits in (0, 24):  # the same evaluate twice: the second finds the segmentations in the cache
+        df.attrs["segment_stats"] = {"cache_hits": hits, "computed": 24 - hits}
+        info = {"created_at": f"t{hits}", "elapsed_s": hits, "parameters": {"out": f"o{hits}", "num_workers": hits},
+                **run_record(bench, enc, df, segmenter=seg)}
+        ids.append(run_id_of(info, data))
+    assert ids[0] == ids[1]
+    assert run_id_of(info, data + b"x") != ids[0]  # other numbers: another run
+    info["gaas"]["config_hash"] = "t" * 64
+    assert run_id_of(info, data) != ids[0]  # another segmenter: another run
+
+
+def test_blocks_count_only_finite_scores(hub, online, tmp_path):
+    def all_nan_on_b2(df, info):
+        df = df.copy()
+        mask = (df["method"] == "gen_b") & (df["block_id"] == "b2")
+        for col in RESULT_METRIC_COLUMNS:
+            df.loc[mask, col] = np.nan
+        return df, info
+
+    push(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
+    push(make_results(tmp_path / "r2", seed=2, method="gen_b", extra=all_nan_on_b2), hub)
+    view = leaderboard_view(load_leaderboard(REPO, endpoint=hub.url))
+    assert len(view.blocks) == 6 and view.methods == ["gen_a"]
+    assert [(a.method, a.n_blocks) for a in view.apart] == [("gen_b", 5)]  # 5 finite of 6 rows
+
+
+def test_thin_anchor_blocks_are_counted_and_marked(hub, online, tmp_path):
+    from geofidelity_bench import caveats
+    from geofidelity_bench.demo_app import HubBoard
+
+    def repeats(df, info):
+        df = df.copy()
+        df["n_distinct"] = 4.0
+        thin = (df["method"] == "heldout_real") & df["block_id"].isin(["b0", "b3"])
+        df.loc[thin, "n_distinct"] = 1.0
+        return df, info
+
+    push(make_results(tmp_path / "r1", seed=1, method="gen_a", extra=repeats), hub)
+    push(make_results(tmp_path / "r2", seed=2, method="gen_b"), hub)  # an older folder without n_distinct
+    board = HubBoard(REPO, endpoint=hub.url, n_resamples=100).refresh()
+    assert f"{caveats.REPEATS_MARK}: 2 of 6 block(s) have fewer held-out photos" in board.markdown
+    assert f"Held-out Real {caveats.REPEATS_MARK} (2 of 6 blocks)" in board.markdown
+
+
+def test_model_card_is_keyed_by_comparability_and_names_the_encoder(hub, online, tmp_path, capsys):
+    from huggingface_hub import ModelCard
+
+    def card():
+        return ModelCard(hub.files("model", "tester/m")["README.md"].decode()).data.eval_results
+
+    hub.add_files("model", "tester/m", {"README.md": b"---\nlicense: mit\n---\n# m\n"})
+    base = ["--repo-id", REPO, "--endpoint", hub.url, "--model-card", "tester/m"]
+    r1 = make_results(tmp_path / "r1", seed=1, segmenter="mask2former-vistas", gaas=True)
+    assert main(["push-results", str(r1), *base]) == 0
+    first = card()
+    assert len(first) == 8 and {r.metric_args["encoder"] for r in first} == {"dinov2-base"}
+    assert all("encoder dinov2-base" in r.metric_config for r in first)
+    # a newer run of the same key without GAAS: its GAAS entry goes (a NaN removes the stale value)
+    r2 = make_results(tmp_path / "r2", seed=2, created="2026-02-01T00:00:00+00:00")
+    assert main(["push-results", str(r2), *base]) == 0
+    second = {r.metric_type: r for r in card()}
+    assert len(card()) == 7 and "gaas" not in second
+    raw = pd.read_csv(r2 / "results.csv")
+    l1 = raw[(raw["method"] == "gen_a") & (raw["condition"] == "L1")]
+    assert second["cos_sim"].metric_value == pytest.approx(l1["cos_sim"].mean(), abs=1e-6)
+    # another encoder: its own entries, the DINOv2 ones stay
+    r3 = make_results(tmp_path / "r3", seed=3, encoder="efficientnet-lite0", enc_hash="f" * 64)
+    capsys.readouterr()
+    assert main(["push-results", str(r3), *base]) == 0
+    assert "with encoder efficientnet-lite0" in capsys.readouterr().out
+    third = card()
+    assert len(third) == 14
+    assert sorted({r.metric_args["encoder"] for r in third}) == ["dinov2-base", "efficientnet-lite0"]
+    kept = [r for r in third if r.metric_args["encoder"] == "dinov2-base" and r.metric_type == "cos_sim"]
+    assert kept[0].metric_value == pytest.approx(l1["cos_sim"].mean(), abs=1e-6)
