@@ -164,7 +164,11 @@ class LeaderboardView:
         """The submissions listed apart: status and plain means over their own blocks ({MAIN_CONDITION})."""
         if not self.apart:
             return ""
-        heads = ["Model", "Run", "Status", "Blocks", *(f"{METRIC_LABELS[m]} ({MAIN_CONDITION})" for m in APART_METRICS)]
+        from ..metrics.catalog import METRICS
+
+        heads = ["Model", "Run", "Status", "Blocks",
+                 *(f"{METRIC_LABELS[m]} {'↑' if METRICS[m].higher_is_better else '↓'} ({MAIN_CONDITION})"
+                   for m in APART_METRICS)]
         body = []
         for a in self.apart:
             main = a.rows[a.rows["condition"] == MAIN_CONDITION]
