@@ -14,6 +14,8 @@ results folder, a Hub submission and a model card are grouped by the same fields
 
 from __future__ import annotations
 
+import hashlib
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -82,6 +84,11 @@ class Comparability:
         """Whether GAAS may be compared: :meth:`comparable_with` and the same, recorded segmenter."""
         return self.comparable_with(other) and bool(self.segmenter) and self.segmenter == other.segmenter
 
+    @property
+    def group_id(self) -> str:
+        """A short id of :attr:`key` (16 hex digits of its sha256): the results repo's folder of the group's anchors."""
+        return group_id(self.key)
+
     def short(self) -> str:
         """One line naming the fields (hashes cut to 12 characters)."""
         parts = [f"benchmark {self.benchmark_fingerprint[:12] or '?'}",
@@ -142,5 +149,98 @@ def not_comparable_reason(a: Comparability, b: Comparability, *, gaas: bool = Fa
     return f"another {', another '.join(diff)}" if diff else None
 
 
-__all__ = ["Comparability", "FIELDS", "GAAS_FIELD", "ROW_COLUMNS", "comparability_of_row",
-           "comparability_of_run", "not_comparable_reason", "segmenter_of_run"]
+def group_id(key: Sequence[str]) -> str:
+    """16 hex digits of the sha256 of the key fields joined by ``"\\x1f"`` (the unit separator)."""
+    return hashlib.sha256("\x1f".join(_text(k) for k in key).encode("utf-8")).hexdigest()[:16]
+
+
+# -- the anchor check ---------------------------------------------------------------------------
+
+#: Tolerances of the anchor check: the real-image anchors are deterministic (seeded panels, the
+#: same photos, the same encoder config), so two runs of one comparable group agree to float
+#: rounding (float32 embeddings on another device: about 1e-6), while another encoder or
+#: preprocessing moves them by 1e-3 or more; |a - b| <= ANCHOR_ATOL + ANCHOR_RTOL * |b| for every
+#: metric value.
+ANCHOR_ATOL = 1e-5
+ANCHOR_RTOL = 1e-5
+#: The columns that identify an anchor row.
+ANCHOR_ROW_KEYS = ("method", "block_id")
+
+
+@dataclass(frozen=True)
+class AnchorCheck:
+    """The result of comparing a run's real-image anchors with its group's stored anchors.
+
+    ``status``: ``"match"`` (every common value agrees within the tolerance), ``"mismatch"`` (some
+    value differs: another encoder or pipeline, so the run is not comparable with the group) or
+    ``"unchecked"`` (the run has no anchor row in common with the group's).
+    """
+
+    status: str
+    detail: str
+    n_compared: int = 0
+
+    @property
+    def comparable(self) -> bool:
+        return self.status != "mismatch"
+
+
+def _close(a: float, b: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= ANCHOR_ATOL + ANCHOR_RTOL * abs(b)
+
+
+def check_anchors(group_rows, run_rows, metric_columns: Sequence[str], *, gaas_column: str = "gaas",
+                  where: str = "the group's anchors") -> AnchorCheck:
+    """Compares ``run_rows`` (a run's anchor rows) with ``group_rows`` (its group's stored anchors).
+
+    Rows are matched on (method, block_id); every metric of ``metric_columns`` is compared with
+    :data:`ANCHOR_ATOL` / :data:`ANCHOR_RTOL` (NaN agrees only with NaN), except GAAS, which is
+    compared only between rows with the same recorded ``segmenter`` column (another segmenter's
+    GAAS is another number by design, not a mismatch). Deterministic: rows and metrics are visited
+    in sorted order, and the first differing value is named.
+    """
+    import pandas as pd
+
+    def seg(frame) -> "pd.Series":
+        if "segmenter" not in frame:
+            return pd.Series("", index=frame.index)
+        return frame["segmenter"].map(_text)
+
+    if run_rows is None or len(run_rows) == 0:
+        return AnchorCheck("unchecked", "the run has no real-image anchor rows to check")
+    g = group_rows.assign(anchor_seg=seg(group_rows))
+    r = run_rows.assign(anchor_seg=seg(run_rows))
+    g_first = g.sort_values(["method", "block_id", "anchor_seg"], kind="mergesort").drop_duplicates(list(ANCHOR_ROW_KEYS))
+    merged = r.merge(g_first, on=list(ANCHOR_ROW_KEYS), suffixes=("", "__group"), how="inner")
+    if merged.empty:
+        return AnchorCheck("unchecked", f"the run's anchors share no (method, block) with {where}")
+    merged = merged.sort_values(list(ANCHOR_ROW_KEYS), kind="mergesort")
+    n, bad, first = 0, 0, None
+    for row in merged.itertuples(index=False):
+        rec = row._asdict()
+        for col in sorted(metric_columns):
+            if col not in rec or f"{col}__group" not in rec:
+                continue
+            ours, theirs = float(rec[col]), float(rec[f"{col}__group"])
+            if col == gaas_column:
+                same = g[(g["method"] == rec["method"]) & (g["block_id"] == rec["block_id"]) & (g["anchor_seg"] == rec["anchor_seg"])]
+                if not rec["anchor_seg"] or same.empty:
+                    continue
+                theirs = float(same[col].iloc[0])
+            n += 1
+            if not _close(ours, theirs):
+                bad += 1
+                if first is None:
+                    first = f"{rec['method']}/{rec['block_id']} {col} {ours:.6g} here vs {theirs:.6g}"
+    if bad:
+        return AnchorCheck("mismatch", f"{bad} of {n} anchor value(s) differ from {where} beyond the tolerance "
+                                       f"(|a-b| <= {ANCHOR_ATOL:g} + {ANCHOR_RTOL:g}|b|), e.g. {first}: the anchors are "
+                                       "deterministic, so this run used another encoder or pipeline", n)
+    return AnchorCheck("match", f"all {n} anchor value(s) agree with {where}", n)
+
+
+__all__ = ["ANCHOR_ATOL", "ANCHOR_RTOL", "AnchorCheck", "Comparability", "FIELDS", "GAAS_FIELD", "ROW_COLUMNS",
+           "check_anchors", "comparability_of_row", "comparability_of_run", "group_id", "not_comparable_reason",
+           "segmenter_of_run"]

@@ -11,11 +11,11 @@ import pytest
 try:  # the fake Hub (`hub`, `online`), results folders, and the browser of the app's browser test
     from test_app_browser import browser, pytestmark  # noqa: F401
     from test_generation_hub import hub, online  # noqa: F401
-    from test_leaderboard_hub import REPO, make_results
+    from test_leaderboard_hub import REPO, demo_runs, make_results  # noqa: F401
 except ImportError:  # tests/ imported as a package
     from tests.test_app_browser import browser, pytestmark  # noqa: F401
     from tests.test_generation_hub import hub, online  # noqa: F401
-    from tests.test_leaderboard_hub import REPO, make_results
+    from tests.test_leaderboard_hub import REPO, demo_runs, make_results  # noqa: F401
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
@@ -34,6 +34,7 @@ def test_space_shows_comparable_submissions_and_names_the_other_group(hub, onlin
     _push_results(make_results(tmp_path / "r3", seed=3, method="gen_c", encoder="clip-vit-b32", enc_hash="c" * 64),
                   hub)
 
+    _push_results(make_results(tmp_path / "r5", seed=5, method="gen_part", blocks=[("b0", "rome")]), hub)
     board = HubBoard(REPO, endpoint=hub.url, n_resamples=100).refresh()
     data = load_app_data("demo", "efficientnet-lite0", cache_dir=str(tmp_path / "cache"))
     demo = build_app(data, board)
@@ -54,6 +55,9 @@ def test_space_shows_comparable_submissions_and_names_the_other_group(hub, onlin
         assert "gen_c" not in text.split("other group")[0], "another encoder's run must not be ranked here"
         page_text = page.locator("body").inner_text()
         assert "1 submission(s) in 1 other group(s)" in page_text and "encoder config" in page_text
+        assert "Ranked: 2 generator submission(s), each covering all 6 block(s)" in page_text
+        ranking, apart = text.split("Listed apart (not ranked)")
+        assert "gen_part" not in ranking and "gen_part" in apart and "partial: covers 1 of" in apart
         page.screenshot(path=str(tmp_path / "hub_leaderboard.png"), full_page=True)
 
         # a new comparable run appears after Refresh, without restarting the Space
@@ -65,4 +69,52 @@ def test_space_shows_comparable_submissions_and_names_the_other_group(hub, onlin
         sync_api.expect(page.locator("#submit-text")).to_contain_text("push-results")
     finally:
         page.close()
+        demo.close()
+
+
+def test_hub_tab_after_the_demo_and_a_one_block_run(hub, online, browser, demo_runs, tmp_path):
+    """The Hub tab with the demo pushed three times and a 1-block tiny run: one set of anchors, no
+    sanity rows, the tiny run listed apart as partial, right counts; screenshots at two sizes."""
+    import os
+
+    from geofidelity_bench.demo_app import HubBoard, build_app, launch, load_app_data
+
+    for _ in range(3):
+        _push_results(demo_runs / "demo", hub)
+    _push_results(demo_runs / "tiny", hub)
+    board = HubBoard(REPO, endpoint=hub.url).refresh()  # the one bootstrap setting: 5,000 resamples, seed 42
+    data = load_app_data("demo", "efficientnet-lite0", cache_dir=str(tmp_path / "cache"))
+    demo = build_app(data, board)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    launch(demo, host="127.0.0.1", port=port, prevent_thread_lock=True, quiet=True)
+    shots = os.environ.get("GEOFIDELITY_SCREENSHOTS") or str(tmp_path)
+    try:
+        for width, height in ((1280, 900), (390, 844)):
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(30_000)
+            try:
+                page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
+                page.locator("[role=tablist]").first.wait_for()
+                tab = page.get_by_role("tab", name="Hub leaderboard")
+                if tab.count() and tab.is_visible():
+                    tab.click()
+                else:  # tabs that do not fit are folded into Gradio's "More tabs" menu
+                    page.get_by_role("button", name="More tabs").click()
+                    page.locator(".overflow-dropdown button", has_text="Hub leaderboard").click()
+                board_text = page.locator("#hub-board")
+                sync_api.expect(board_text).to_contain_text("Listed apart")
+                text = board_text.inner_text()
+                ranking, apart = text.split("Listed apart (not ranked)")
+                assert "Ranked: 0 generator submission(s), each covering all 7 block(s) of the group (3 cities)" in text
+                assert "1 partial, 0 not comparable, 0 copied" in text
+                assert "3 method(s) on 7 block(s)" in text and "5,000 bootstrap resamples, seed 42" in text
+                assert "Sanity" not in ranking and "tiny" not in ranking
+                assert "tiny" in apart and "partial: covers 1 of the group's 7 block(s)" in apart
+                assert ranking.count("Held-out Real") == 1
+                page.screenshot(path=f"{shots}/hub_tab_{width}x{height}.png", full_page=True)
+            finally:
+                page.close()
+    finally:
         demo.close()

@@ -35,19 +35,27 @@ FP_V1 = "a" * 64
 
 
 def make_results(out, *, method="gen_a", encoder="dinov2-base", enc_hash="e" * 64, fingerprint=FP_V1, seed=0,
-                 blocks=BLOCKS, created="2026-01-01T00:00:00+00:00"):
-    """A results folder as `evaluate` writes it, with random in-range scores."""
-    rng = np.random.default_rng(seed)
+                 blocks=BLOCKS, created="2026-01-01T00:00:00+00:00", anchor_seed=0, anchor_blocks=BLOCKS,
+                 segmenter=None, gaas=False, sanity=False, extra=None):
+    """A results folder as `evaluate` writes it, with random in-range scores.
+
+    The real-image anchors are deterministic (seeded by ``anchor_seed``, as a real run's are by the
+    benchmark and the encoder), the generator's scores by ``seed``; ``segmenter`` records a GAAS
+    segmenter in run.json (and gives every row a GAAS with ``gaas``)."""
+    rng, arng = np.random.default_rng(seed), np.random.default_rng(anchor_seed)
     rows = []
-    units = [(method, c) for c in ("L0", "L1", "C_WRONG_STREET")]
-    units += [(m, "anchor") for m in stats.ANCHOR_METHODS]
-    for m, cond in units:
-        for block, city in blocks:
+    units = [(method, c, blocks, rng) for c in ("L0", "L1", "C_WRONG_STREET")]
+    units += [(m, "anchor", anchor_blocks, arng) for m in stats.ANCHOR_METHODS]
+    if sanity:
+        units += [(m, "sanity", anchor_blocks, arng) for m in stats.SANITY_METHODS]
+    for m, cond, bl, r in units:
+        for block, city in bl:
             row = {"method": m, "condition": cond, "block_id": block, "city": city, "country": "NA",
                    "stratum": "", "n_generated": 4, "n_reference": 3, "encoder": encoder}
             for col in RESULT_METRIC_COLUMNS:
-                row[col] = float(rng.uniform(0.05, 0.9))
-            row["gaas"] = np.nan
+                row[col] = float(r.uniform(0.05, 0.9))
+            if not gaas:
+                row["gaas"] = np.nan
             row.update(n_distinct=4, n_copied=np.nan if cond == "anchor" else 0.0, n_candidates=5,
                        chance_retrieval_acc=0.2, chance_mrr=(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5) / 5)
             rows.append(row)
@@ -56,9 +64,13 @@ def make_results(out, *, method="gen_a", encoder="dinov2-base", enc_hash="e" * 6
         "created_at": created,
         "benchmark": {"name": "demo", "source": "tester/geofidelity", "fingerprint": fingerprint},
         "encoder": {"name": encoder, "dim": 8, "config": {"encoder": encoder}, "config_hash": enc_hash},
+        "gaas": ({"segmenter": segmenter, "config": {"name": segmenter}, "config_hash": segmenter + "-hash",
+                  "segment_stats": {"cache_hits": 0}} if segmenter else {"segmenter": None, "reason": "none"}),
         "protocol": protocol_record(),
         "versions": {"geofidelity-bench": "0.1.0"},
     }
+    if extra:
+        df, info = extra(df, info)
     write_results(out, df, info)
     return out
 
@@ -70,15 +82,21 @@ def push(folder, hub, **kw):
 def test_push_repush_and_second_run(hub, online, tmp_path):
     run1 = make_results(tmp_path / "r1", seed=1)
     report = push(run1, hub)
-    assert sorted(report.new) == sorted(["gen_a", *stats.ANCHOR_METHODS]) and report.commit
+    assert report.new == ["gen_a"] and report.commit  # a submission is a generator's rows
+    assert report.anchor_check.status == "match" and report.anchors_added == 3 * len(BLOCKS)
     files = hub.files("dataset", REPO)
     rid = report.run_id
+    assert not any(p.startswith(f"submissions/{m}/") for p in files for m in stats.ANCHOR_METHODS)
+    anchors = pd.read_csv(io.BytesIO(files[report.anchors_path]))
+    assert report.anchors_path.startswith("anchors/") and len(anchors) == 3 * len(BLOCKS)
+    assert set(anchors["condition"]) == {"anchor"} and set(anchors["run_id"]) == {rid}
     assert f"submissions/gen_a/{rid}/results.csv" in files
     assert files[f"submissions/gen_a/{rid}/run/results.csv"] == (run1 / "results.csv").read_bytes()
     assert f"submissions/gen_a/{rid}/run/run.json" in files
     card = files["README.md"].decode()
     meta = yaml.safe_load(card.split("---")[1])
     assert meta["configs"][0]["data_files"][0]["path"] == "submissions/*/*/results.csv"
+    assert meta["configs"][1]["data_files"][0]["path"] == "anchors/*/results.csv"
     commits = hub.commit_count("dataset", REPO)
 
     again = push(run1, hub)
@@ -88,8 +106,10 @@ def test_push_repush_and_second_run(hub, online, tmp_path):
     run2 = make_results(tmp_path / "r2", seed=2, created="2026-02-01T00:00:00+00:00")
     second = push(run2, hub)
     assert second.run_id != rid and "gen_a" in second.new
+    assert second.anchor_check.status == "match" and second.anchors_added == 0
     files2 = hub.files("dataset", REPO)
     assert files2[f"submissions/gen_a/{rid}/results.csv"] == files[f"submissions/gen_a/{rid}/results.csv"]
+    assert files2[report.anchors_path] == files[report.anchors_path]  # one set of anchors per group
     assert f"submissions/gen_a/{second.run_id}/results.csv" in files2
 
 
@@ -98,7 +118,8 @@ def test_load_leaderboard_rows_and_datasets_reads_the_card(hub, online, tmp_path
     rid = push(run1, hub).run_id
     df = load_leaderboard(REPO, endpoint=hub.url)
     original = pd.read_csv(run1 / "results.csv", keep_default_na=False, na_values={"gaas": [""]})
-    assert len(df) == len(original)
+    assert len(df) == len(original)  # the generator's rows and the group's anchors
+    assert set(df.loc[df["condition"] == "anchor", "stored_as"]) == {"group_anchors"}
     assert set(df["run_id"]) == {rid} and set(df["benchmark_fingerprint"]) == {FP_V1}
     assert set(df["encoder_config_hash"]) == {"e" * 64} and set(df["country"]) == {"NA"}
     merged = df.merge(original, on=["method", "condition", "block_id"], suffixes=("", "_orig"))
@@ -111,7 +132,9 @@ def test_load_leaderboard_rows_and_datasets_reads_the_card(hub, online, tmp_path
         (local / path).parent.mkdir(parents=True, exist_ok=True)
         (local / path).write_bytes(data)
     table = datasets.load_dataset(str(local), split="train")
-    assert table.num_rows == len(original) and "run_id" in table.column_names
+    assert table.num_rows == (original["condition"] != "anchor").sum() and "run_id" in table.column_names
+    anchors = datasets.load_dataset(str(local), "anchors", split="train")
+    assert anchors.num_rows == (original["condition"] == "anchor").sum()
 
 
 def test_groups_rank_only_comparable_submissions(hub, online, tmp_path):
@@ -122,25 +145,27 @@ def test_groups_rank_only_comparable_submissions(hub, online, tmp_path):
     df, infos = load_submissions(REPO, endpoint=hub.url)
     view = leaderboard_view(df)
     assert view.group.encoder == "dinov2-base"
-    assert "gen_c" not in view.methods and {"gen_a", "gen_b"} <= set(view.methods)
-    assert len(view.blocks) == 5 and "b5" not in view.blocks
+    assert "gen_c" not in view.methods and view.methods == ["gen_a"]
+    assert len(view.blocks) == 6  # the group's full block set
+    assert [(a.method, a.partial, a.n_blocks) for a in view.apart] == [("gen_b", True, 5)]  # listed apart
     text = view.other_text()
     assert "1 submission(s) in 1 other group(s)" in text and "encoder config" in text
     other = leaderboard_view(df, group="c" * 12)
-    assert set(other.methods) == {"gen_c", *stats.ANCHOR_METHODS} and set(other.rows["run_id"]) == {third.run_id}
+    assert other.methods == ["gen_c"] and set(other.anchor_methods) == set(stats.ANCHOR_METHODS)
+    assert set(other.rows["run_id"]) == {third.run_id}
     tables = leaderboard_tables(view, list(infos.values()), n_resamples=200)
     t10 = tables["leaderboard"].data
-    assert set(t10.loc[t10["group"] == "generator", "method"]) == {"gen_a", "gen_b"}
+    assert set(t10.loc[t10["group"] == "generator", "method"]) == {"gen_a"}
     assert set(t10.loc[t10["group"] == "anchor", "method"]) == set(stats.ANCHOR_METHODS)
-    # independent check: gen_b's CosSim is the plain mean of its L1 rows over the 5 common blocks
-    raw = pd.read_csv(tmp_path / "r2" / "results.csv")
-    expect = raw[(raw["method"] == "gen_b") & (raw["condition"] == "L1")]["cos_sim"].mean()
-    got = t10.loc[(t10["method"] == "gen_b") & (t10["group"] == "generator"), "cos_sim"].iloc[0]
-    assert got == pytest.approx(expect)
+    # independent check: gen_a's CosSim is the plain mean of its L1 rows over all 6 blocks
     raw_a = pd.read_csv(tmp_path / "r1" / "results.csv")
-    a_l1 = raw_a[(raw_a["method"] == "gen_a") & (raw_a["condition"] == "L1") & (raw_a["block_id"] != "b5")]
+    a_l1 = raw_a[(raw_a["method"] == "gen_a") & (raw_a["condition"] == "L1")]
     got_a = t10.loc[(t10["method"] == "gen_a") & (t10["group"] == "generator"), "cos_sim"].iloc[0]
     assert got_a == pytest.approx(a_l1["cos_sim"].mean())
+    # the partial gen_b is listed apart with plain means over its own 5 blocks
+    raw = pd.read_csv(tmp_path / "r2" / "results.csv")
+    expect = raw[(raw["method"] == "gen_b") & (raw["condition"] == "L1")]["cos_sim"].mean()
+    assert f"{expect:.3f}" in view.apart_markdown() and "covers 5 of the group's 6 block(s)" in view.apart_markdown()
     assert tables["controls"].ok and tables["cos_sim_by_condition"].ok
 
 
@@ -238,9 +263,10 @@ def test_app_hub_board_loads_refreshes_and_keeps_the_last_state(hub, online, tmp
     push(make_results(tmp_path / "r2", seed=2, method="gen_b"), hub)
     push(make_results(tmp_path / "r3", seed=3, method="gen_c", encoder="clip", enc_hash="c" * 64), hub)
     board.refresh()
-    assert board.loaded_at and "3 submission(s)" in board.status
+    assert board.loaded_at and "3 generator submission(s)" in board.status
     assert "gen_a" in board.markdown and "gen_b" in board.markdown and "gen_c" not in board.markdown
-    assert "1 submission(s) in 1 other group(s)" in board.markdown and "6 block(s)" in board.markdown
+    assert "1 submission(s) in 1 other group(s)" in board.markdown
+    assert "Ranked: 2 generator submission(s), each covering all 6 block(s) of the group (3 cities)" in board.markdown
     shown = board.markdown
     hub.fail_next("GET", r"/tree/", status=403)
     board.refresh()
@@ -268,6 +294,277 @@ def test_app_serves_the_hub_board_and_the_submit_tab(hub, online, tmp_path):
         client = Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=False, analytics_enabled=False)
         push(make_results(tmp_path / "r2", seed=2, method="gen_b"), hub)
         status, body = client.predict(api_name="/hub_refresh")
-        assert "2 submission(s)" in status and "gen_b" in body
+        assert "2 generator submission(s)" in status and "gen_b" in body
     finally:
         demo.close()
+
+
+# -- issue 28: the leaderboard ranks only equals ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory):
+    """The demo's results folder (anchors + sanity) and a 1-block tiny run, both with the offline encoder."""
+    root = tmp_path_factory.mktemp("demo_runs")
+    cache = str(root / "cache")
+    assert main(["demo", "--out", str(root / "demo"), "--no-progress", "--cache-dir", cache, "--no-gaas"]) == 0
+    assert main(["generate", "--model", "tiny", "--blocks", "berlin_am_lustgarten", "--conditions", "L0", "L1",
+                 "--images-per-block", "2", "--out", str(root / "gen"), "--no-progress"]) == 0
+    assert main(["evaluate", "--generated", str(root / "gen"), "--encoder", "efficientnet-lite0", "--no-gaas",
+                 "--out", str(root / "tiny"), "--no-progress", "--cache-dir", cache]) == 0
+    return root
+
+
+def test_demo_pushed_three_times_and_a_one_block_run(hub, online, demo_runs, capsys):
+    """Done when: one set of anchors, no sanity rows among generators, the 1-block run partial, right counts."""
+    from geofidelity_bench.benchmark import load_benchmark
+    from geofidelity_bench.demo_app import HubBoard
+
+    demo, tiny = demo_runs / "demo", demo_runs / "tiny"
+    capsys.readouterr()
+    for i in range(3):
+        assert main(["push-results", str(demo), "--repo-id", REPO, "--endpoint", hub.url]) == 0
+        out = capsys.readouterr().out
+        assert "not submitted: sanity method(s) sanity_augmented_heldout, sanity_world" in out
+        assert "holds no generator rows" in out
+        assert ("21 anchor row(s) added" in out) == (i == 0)
+    assert main(["push-results", str(tiny), "--repo-id", REPO, "--endpoint", hub.url]) == 0
+    out = capsys.readouterr().out
+    assert "submitted tiny as run" in out and "anchors" in out and ": match: all" in out
+    files = hub.files("dataset", REPO)
+    assert sorted({p.split("/")[1] for p in files if p.startswith("submissions/")}) == ["tiny"]
+    anchor_files = [p for p in files if p.startswith("anchors/") and p.endswith("results.csv")]
+    assert len(anchor_files) == 1
+    stored = pd.read_csv(io.BytesIO(files[anchor_files[0]]))
+    assert len(stored) == 21 and not stored.duplicated(["method", "block_id"]).any()  # one set of anchors
+
+    df, infos = load_submissions(REPO, endpoint=hub.url)
+    view = leaderboard_view(df)
+    bench = load_benchmark("demo")
+    assert view.blocks == sorted(b.block_id for b in bench.blocks) and view.n_cities == len(bench.cities)
+    assert view.methods == [] and [(a.method, a.partial, a.n_blocks) for a in view.apart] == [("tiny", True, 1)]
+    assert not (view.rows["condition"] == "sanity").any()
+    assert sorted(view.anchor_methods) == sorted(stats.ANCHOR_METHODS) and len(view.rows) == 21
+    tables = leaderboard_tables(view, list(infos.values()))
+    t10 = tables["leaderboard"].data
+    assert set(t10["group"]) == {"anchor"}
+    # the anchors' CosSim is the plain mean of the demo's rows (independent of the Hub round trip)
+    raw = pd.read_csv(demo / "results.csv")
+    held = raw[raw["method"] == "heldout_real"]["cos_sim"].mean()
+    assert t10.loc[t10["method"] == "heldout_real", "cos_sim"].iloc[0] == pytest.approx(held)
+
+    board = HubBoard(REPO, endpoint=hub.url).refresh()
+    md = board.markdown
+    assert board.n_resamples == 5000 and "1 generator submission(s)" in board.status
+    assert "Ranked: 0 generator submission(s), each covering all 7 block(s) of the group (3 cities)" in md
+    assert "Listed apart, never ranked or bolded: 1 partial, 0 not comparable, 0 copied." in md
+    assert "3 method(s) on 7 block(s)" in md and "5,000 bootstrap resamples, seed 42" in md
+    assert "intervals rest on only 7 block(s) (< 10) and 3 cities (< 5)" in md
+    assert "partial: covers 1 of the group's 7 block(s)" in md
+    ranking = md.split("#### Listed apart")[0]
+    assert "Sanity" not in ranking and "sanity_" not in ranking
+    assert not [line for line in ranking.splitlines() if line.startswith("|") and "**" in line]  # nothing bolded
+
+
+def test_anchor_mismatch_shows_the_submission_apart(hub, online, tmp_path, capsys):
+    push(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
+    # the same config hash, but anchors that differ: another encoder or pipeline
+    other = make_results(tmp_path / "r2", seed=2, method="gen_b", anchor_seed=7)
+    capsys.readouterr()
+    assert main(["push-results", str(other), "--repo-id", REPO, "--endpoint", hub.url]) == 0
+    out = capsys.readouterr().out
+    assert "anchors NOT comparable" in out and "another encoder or pipeline" in out
+    files = hub.files("dataset", REPO)
+    stored = [p for p in files if p.startswith("anchors/") and p.endswith(".csv")]
+    assert len(pd.read_csv(io.BytesIO(files[stored[0]]))) == 3 * len(BLOCKS)  # not merged into the group's
+    view = leaderboard_view(load_leaderboard(REPO, endpoint=hub.url))
+    assert view.methods == ["gen_a"]
+    (apart,) = view.apart
+    assert apart.method == "gen_b" and apart.not_comparable and not apart.partial
+    assert "not comparable" in view.apart_markdown()
+    # a tiny difference (float rounding on another device) is not a mismatch
+    from geofidelity_bench.comparability import ANCHOR_ATOL, check_anchors
+
+    a = pd.read_csv(tmp_path / "r1" / "results.csv")
+    a = a[a["condition"] == "anchor"]
+    b = a.assign(cos_sim=a["cos_sim"] + ANCHOR_ATOL / 10)
+    assert check_anchors(a, b, RESULT_METRIC_COLUMNS).status == "match"
+    c = a.assign(cos_sim=a["cos_sim"] + 1e-3)
+    assert check_anchors(a, c, RESULT_METRIC_COLUMNS).status == "mismatch"
+
+
+def test_older_repos_with_anchors_and_sanity_inside_submissions(hub, online, tmp_path):
+    """A repo written before anchors were stored per group: every run's anchor and sanity rows are
+    folders of their own under submissions/; they are read as the group's anchors and sanity."""
+    from geofidelity_bench.hub.results_repo import validate_results_folder
+
+    files = {}
+    for i, (method, blocks) in enumerate([("gen_a", BLOCKS), ("gen_b", BLOCKS), ("gen_c", BLOCKS[:2])]):
+        folder = make_results(tmp_path / f"r{i}", seed=i, method=method, blocks=blocks, sanity=True,
+                              created=f"2026-0{i + 1}-01T00:00:00+00:00")
+        sub = validate_results_folder(folder)
+        for m in sorted(sub.rows["method"].unique()):
+            rows = sub.rows[sub.rows["method"] == m].copy()
+            for j, (col, val) in enumerate([("run_id", sub.run_id), ("benchmark_name", "demo"),
+                                            ("benchmark_fingerprint", FP_V1), ("encoder_config_hash", "e" * 64),
+                                            ("protocol_version", "1"), ("library_version", "0.1.0"),
+                                            ("created_at", sub.run_info["created_at"])]):
+                rows.insert(j, col, val)
+            files[f"submissions/{m}/{sub.run_id}/results.csv"] = rows.to_csv(index=False).encode()
+    hub.add_files("dataset", REPO, files)
+    view = leaderboard_view(load_leaderboard(REPO, endpoint=hub.url))
+    assert view.methods == ["gen_a", "gen_b"] and [a.method for a in view.apart] == ["gen_c"]
+    assert sorted(view.anchor_methods) == sorted(stats.ANCHOR_METHODS)
+    assert len(view.rows[view.rows["condition"] == "anchor"]) == 3 * len(BLOCKS)  # one set, not three
+    assert not (view.rows["condition"] == "sanity").any() and view.n_sanity_rows == 3 * 2 * len(BLOCKS)
+    assert any("sanity" in line for line in view.header_lines())
+
+
+def _with_copies(df, info):
+    df = df.copy()
+    df["n_copied"] = np.where((df["method"] == "gen_x") & (df["condition"] == "L1") & (df["block_id"] == "b0"), 2, 0)
+    df.loc[df["condition"] == "anchor", "n_copied"] = np.nan
+    return df, info
+
+
+def _with_near_copies(df, info):
+    rec = {"method": "gen_y", "condition": "L0", "block_id": "b1", "file": "00.jpg", "reference_id": "b1__000",
+           "reference_block_id": "b1", "hash_distance": 2, "cosine": 0.996, "exact": False, "flagged": True}
+    sanity = dict(rec, method="sanity_augmented_heldout", condition="sanity")  # not the submission's
+    return df, dict(info, near_copies=[rec, sanity])
+
+
+def test_push_refuses_copies_unless_allowed_and_marks_them(hub, online, tmp_path, capsys):
+    from geofidelity_bench import caveats
+
+    push(make_results(tmp_path / "r0", seed=0, method="gen_a"), hub)
+    for i, (method, extra, what) in enumerate([("gen_x", _with_copies, "gen_x/L1/b0"),
+                                               ("gen_y", _with_near_copies, "gen_y/L0/b1/00.jpg")]):
+        # the best scores of all on every block: a copy must still never top the board
+        folder = make_results(tmp_path / f"c{i}", seed=9, method=method, extra=extra)
+        raw = pd.read_csv(folder / "results.csv")
+        raw.loc[raw["method"] == method, "cos_sim"] = 0.99
+        raw.to_csv(folder / "results.csv", index=False)
+        with pytest.raises(SubmissionError, match=rf"flagged by the copy audit.*{what}.*--allow-copies"):
+            push(folder, hub)
+        assert main(["push-results", str(folder), "--repo-id", REPO, "--endpoint", hub.url]) == 2
+        assert "--allow-copies" in capsys.readouterr().err
+        assert not any(p.startswith(f"submissions/{method}/") for p in hub.files("dataset", REPO))
+        assert main(["push-results", str(folder), "--repo-id", REPO, "--endpoint", hub.url, "--allow-copies"]) == 0
+        assert "marks this submission as copied" in capsys.readouterr().out
+    df, infos = load_submissions(REPO, endpoint=hub.url)
+    assert df.loc[(df["method"] == "gen_y") & (df["block_id"] == "b1") & (df["condition"] == "L0"), "n_copied"].iloc[0] == 1
+    view = leaderboard_view(df)
+    assert view.methods == ["gen_a"]
+    assert {a.method for a in view.apart if a.copied} == {"gen_x", "gen_y"}
+    t10 = leaderboard_tables(view, list(infos.values()), n_resamples=100)["leaderboard"]
+    assert "gen_x" not in t10.markdown and "gen_y" not in t10.markdown
+    assert view.apart_markdown().count(caveats.COPIED_MARK) >= 2
+    assert "0 partial, 0 not comparable, 2 copied" in view.header_lines()[1]
+
+
+def test_gaas_is_compared_only_within_one_segmenter(hub, online, tmp_path):
+    push(make_results(tmp_path / "r1", seed=1, method="gen_a", segmenter="mask2former-vistas", gaas=True), hub)
+    push(make_results(tmp_path / "r2", seed=2, method="gen_b", segmenter="mask2former-vistas", gaas=True), hub)
+    push(make_results(tmp_path / "r3", seed=3, method="gen_c", segmenter="segformer-cityscapes", gaas=True), hub)
+    df, infos = load_submissions(REPO, endpoint=hub.url)
+    assert set(df.loc[df["condition"] != "anchor", "segmenter"]) == {"mask2former-vistas-hash",
+                                                                      "segformer-cityscapes-hash"}
+    view = leaderboard_view(df)
+    assert view.methods == ["gen_a", "gen_b", "gen_c"] and view.gaas_segmenter == "mask2former-vistas-hash"
+    t10 = leaderboard_tables(view, list(infos.values()), n_resamples=100)["leaderboard"].data
+    gaas = dict(zip(t10["method"], t10["gaas"]))
+    assert np.isnan(gaas["gen_c"]) and np.isfinite(gaas["gen_a"]) and np.isfinite(gaas["gen_b"])
+    raw = pd.read_csv(tmp_path / "r1" / "results.csv")
+    assert gaas["gen_a"] == pytest.approx(raw[(raw["method"] == "gen_a") & (raw["condition"] == "L1")]["gaas"].mean())
+    assert any("GAAS of gen_c: n/a (segmenter segformer-ci" in n for n in view.notes)
+
+
+def test_run_id_leaves_out_volatile_statistics(tmp_path):
+    from types import SimpleNamespace
+
+    from geofidelity_bench.hub.results_repo import run_id_of
+    from geofidelity_bench.results import run_record
+
+    folder = make_results(tmp_path / "r", seed=1)
+    df = pd.read_csv(folder / "results.csv")
+    bench = SimpleNamespace(name="demo", source="demo", fingerprint=FP_V1, blocks=[1], references=[1])
+    enc = SimpleNamespace(name="e", dim=8, config={"e": 1}, config_hash="e" * 64)
+    seg = SimpleNamespace(name="mask2former-vistas", config={"s": 1}, config_hash="s" * 64)
+    data = (folder / "results.csv").read_bytes()
+    ids = []
+    for hits in (0, 24):  # the same evaluate twice: the second finds the segmentations in the cache
+        df.attrs["segment_stats"] = {"cache_hits": hits, "computed": 24 - hits}
+        info = {"created_at": f"t{hits}", "elapsed_s": hits, "parameters": {"out": f"o{hits}", "num_workers": hits},
+                **run_record(bench, enc, df, segmenter=seg)}
+        ids.append(run_id_of(info, data))
+    assert ids[0] == ids[1]
+    assert run_id_of(info, data + b"x") != ids[0]  # other numbers: another run
+    info["gaas"]["config_hash"] = "t" * 64
+    assert run_id_of(info, data) != ids[0]  # another segmenter: another run
+
+
+def test_blocks_count_only_finite_scores(hub, online, tmp_path):
+    def all_nan_on_b2(df, info):
+        df = df.copy()
+        mask = (df["method"] == "gen_b") & (df["block_id"] == "b2")
+        for col in RESULT_METRIC_COLUMNS:
+            df.loc[mask, col] = np.nan
+        return df, info
+
+    push(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
+    push(make_results(tmp_path / "r2", seed=2, method="gen_b", extra=all_nan_on_b2), hub)
+    view = leaderboard_view(load_leaderboard(REPO, endpoint=hub.url))
+    assert len(view.blocks) == 6 and view.methods == ["gen_a"]
+    assert [(a.method, a.n_blocks) for a in view.apart] == [("gen_b", 5)]  # 5 finite of 6 rows
+
+
+def test_thin_anchor_blocks_are_counted_and_marked(hub, online, tmp_path):
+    from geofidelity_bench import caveats
+    from geofidelity_bench.demo_app import HubBoard
+
+    def repeats(df, info):
+        df = df.copy()
+        df["n_distinct"] = 4.0
+        thin = (df["method"] == "heldout_real") & df["block_id"].isin(["b0", "b3"])
+        df.loc[thin, "n_distinct"] = 1.0
+        return df, info
+
+    push(make_results(tmp_path / "r1", seed=1, method="gen_a", extra=repeats), hub)
+    push(make_results(tmp_path / "r2", seed=2, method="gen_b"), hub)  # an older folder without n_distinct
+    board = HubBoard(REPO, endpoint=hub.url, n_resamples=100).refresh()
+    assert f"{caveats.REPEATS_MARK}: 2 of 6 block(s) have fewer held-out photos" in board.markdown
+    assert f"Held-out Real ({caveats.REPEATS_MARK} in 2 of 6 blocks)" in board.markdown  # the report marks the row
+
+
+def test_model_card_is_keyed_by_comparability_and_names_the_encoder(hub, online, tmp_path, capsys):
+    from huggingface_hub import ModelCard
+
+    def card():
+        return ModelCard(hub.files("model", "tester/m")["README.md"].decode()).data.eval_results
+
+    hub.add_files("model", "tester/m", {"README.md": b"---\nlicense: mit\n---\n# m\n"})
+    base = ["--repo-id", REPO, "--endpoint", hub.url, "--model-card", "tester/m"]
+    r1 = make_results(tmp_path / "r1", seed=1, segmenter="mask2former-vistas", gaas=True)
+    assert main(["push-results", str(r1), *base]) == 0
+    first = card()
+    assert len(first) == 8 and {r.metric_args["encoder"] for r in first} == {"dinov2-base"}
+    assert all("encoder dinov2-base" in r.metric_config for r in first)
+    # a newer run of the same key without GAAS: its GAAS entry goes (a NaN removes the stale value)
+    r2 = make_results(tmp_path / "r2", seed=2, created="2026-02-01T00:00:00+00:00")
+    assert main(["push-results", str(r2), *base]) == 0
+    second = {r.metric_type: r for r in card()}
+    assert len(card()) == 7 and "gaas" not in second
+    raw = pd.read_csv(r2 / "results.csv")
+    l1 = raw[(raw["method"] == "gen_a") & (raw["condition"] == "L1")]
+    assert second["cos_sim"].metric_value == pytest.approx(l1["cos_sim"].mean(), abs=1e-6)
+    # another encoder: its own entries, the DINOv2 ones stay
+    r3 = make_results(tmp_path / "r3", seed=3, encoder="efficientnet-lite0", enc_hash="f" * 64)
+    capsys.readouterr()
+    assert main(["push-results", str(r3), *base]) == 0
+    assert "with encoder efficientnet-lite0" in capsys.readouterr().out
+    third = card()
+    assert len(third) == 14
+    assert sorted({r.metric_args["encoder"] for r in third}) == ["dinov2-base", "efficientnet-lite0"]
+    kept = [r for r in third if r.metric_args["encoder"] == "dinov2-base" and r.metric_type == "cos_sim"]
+    assert kept[0].metric_value == pytest.approx(l1["cos_sim"].mean(), abs=1e-6)

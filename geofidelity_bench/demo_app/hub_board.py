@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..caveats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from ..provenance import utc_timestamp
 
 
@@ -16,7 +17,9 @@ from ..provenance import utc_timestamp
 class HubBoard:
     repo_id: str
     endpoint: str | None = None
-    n_resamples: int = 1000
+    #: the one bootstrap setting of the project (the report's): the Hub tab's intervals are the CLI report's
+    n_resamples: int = BOOTSTRAP_RESAMPLES
+    seed: int = BOOTSTRAP_SEED
     markdown: str = ""
     loaded_at: str | None = None
     status: str = ""
@@ -31,24 +34,33 @@ class HubBoard:
         try:
             df, infos = load_submissions(self.repo_id, endpoint=self.endpoint)
             view = leaderboard_view(df)
-            tables = leaderboard_tables(view, list(infos.values()), n_resamples=self.n_resamples)
+            tables = leaderboard_tables(view, list(infos.values()), n_resamples=self.n_resamples, seed=self.seed)
         except (GeoFidelityError, OSError) as err:
             when = f"the state loaded at {self.loaded_at}" if self.loaded_at else "nothing (never loaded)"
             self.status = f"Could not load {self.repo_id} ({err}); showing {when}."
             return self
         self.tables, self.loaded_at = tables, utc_timestamp()
-        self.markdown = render_board(self.repo_id, view, tables)
-        self.status = f"Loaded {self.repo_id} at {self.loaded_at}: {df['run_id'].nunique()} submission(s)."
+        self.markdown = render_board(self.repo_id, view, tables, n_resamples=self.n_resamples, seed=self.seed)
+        gen = df[~df["condition"].isin(("anchor", "sanity"))]
+        n_subs = len(gen[["method", "run_id"]].drop_duplicates())
+        self.status = f"Loaded {self.repo_id} at {self.loaded_at}: {n_subs} generator submission(s)."
         return self
 
 
-def render_board(repo_id: str, view, tables) -> str:
-    lines = [f"### Comparable group: {view.group.label}",
-             f"{len(view.methods)} method(s), {len(view.blocks)} block(s) covered by every method.",
-             "", view.other_text(), *(f"- {n}" for n in view.notes)]
+def render_board(repo_id: str, view, tables, *, n_resamples: int = BOOTSTRAP_RESAMPLES,
+                 seed: int = BOOTSTRAP_SEED) -> str:
+    """The Hub tab's Markdown: the group, its counts and caveats, the ranked tables, the submissions listed apart."""
+    lines = [f"### Comparable group: {view.group.label}", ""]
+    lines += [f"- {line}" for line in view.header_lines(n_resamples, seed)]
+    lines += ["", view.other_text(), *(f"- {n}" for n in view.notes)]
     for t in tables.values():
         lines += ["", f"#### {t.title}", t.caption, "", t.markdown if t.ok else f"skipped: {t.reason}"]
         lines += [f"- {n}" for n in t.notes]
+    if view.apart:
+        lines += ["", "#### Listed apart (not ranked)",
+                  "Submissions that are partial (do not cover the group's blocks), not comparable (their anchors "
+                  "differ from the group's) or copied: plain means over their own blocks, never ranked or bolded.",
+                  "", view.apart_markdown()]
     return "\n".join(lines)
 
 
@@ -67,7 +79,11 @@ geofidelity-bench push-results results --repo-id {repo} [--model-card YOUR_ORG/Y
 ```
 
 `push-results` checks the folder (scores finite and in range; run.json with the benchmark
-fingerprint, the encoder config and hash, the protocol and the library version) and uploads it
-under `submissions/{{method}}/{{run_id}}/`. Only submissions with the same benchmark, encoder
-config and protocol are ranked together. Press "Refresh" on the Hub leaderboard tab to see yours.
+fingerprint, the encoder config and hash, the protocol and the library version; no generated
+image flagged by the copy audit unless `--allow-copies`) and uploads each generator's rows under
+`submissions/{{method}}/{{run_id}}/`. The real-image anchors are stored once per comparable group and
+your run's anchors are checked against them; sanity methods are not submitted. Only submissions
+with the same benchmark, encoder config and protocol that cover all of the group's blocks are
+ranked together (GAAS only with the same segmenter). Press "Refresh" on the Hub leaderboard tab to
+see yours.
 """

@@ -1,17 +1,40 @@
 """A results repo on the Hub: submissions of ``evaluate`` results folders, read back as one table.
 
-Layout of the dataset repo (one folder per method and run; nothing is ever overwritten)::
+A submission is a generator's rows (docs/benchmark.md section 13, Submissions): rows of condition
+``anchor`` (the real-image anchors) belong to the comparable group (:mod:`..comparability`) and
+are stored once per group; rows of condition ``sanity`` (the demo's sanity methods) are checks
+of the benchmark and are never submitted.
 
-    README.md                                   dataset card; its ``configs:`` entry reads
-                                                submissions/*/*/results.csv as one table
+Layout of the dataset repo (one folder per generator method and run; nothing is ever overwritten)::
+
+    README.md                                   dataset card; ``configs:`` entries read
+                                                submissions/*/*/results.csv (default) and
+                                                anchors/*/results.csv (anchors) as tables
     submissions/{method}/{run_id}/results.csv   the method's rows of the run, with the columns
                                                 SUBMISSION_COLUMNS added
     submissions/{method}/{run_id}/run/...       the run's original files (results.csv, run.json,
                                                 summary_*.csv), unchanged
+    anchors/{group_id}/results.csv              the group's real-image anchor rows, one per
+                                                (method, block) (and per segmenter for GAAS),
+                                                each with the run that brought it
+    anchors/{group_id}/run/{run_id}.json        the run.json of each run that brought anchor rows
+
+``group_id`` is :attr:`~geofidelity_bench.comparability.Comparability.group_id` (benchmark
+fingerprint, encoder config hash, protocol version). The first run of a group stores its anchors;
+every later run's anchors are checked against them (:func:`~geofidelity_bench.comparability.check_anchors`,
+recorded in each submitted row as ``anchor_check``): they are deterministic, so a mismatch means
+another encoder or pipeline and the leaderboard shows that submission apart. Blocks (or a GAAS
+segmenter) that the stored anchors lack are added from a run whose anchors match.
 
 ``run_id`` is the first 16 hex digits of the sha256 of run.json's canonical JSON (sorted keys,
-without its timestamps and duration) followed by the sha256 of results.csv: pushing the same run
-again uploads nothing, another run of the same method is a new submission.
+without what changes from one run of the same thing to the next: timestamps, duration, cache and
+segmentation statistics, output and cache folders; :data:`VOLATILE_KEYS`, :data:`VOLATILE_PATHS`)
+followed by the sha256 of results.csv: pushing the same run again uploads nothing, another run of
+the same method is a new submission.
+
+A results folder whose generator rows hold images flagged by the copy audit (``n_copied > 0`` in
+results.csv, or ``near_copies`` records of generator panels in run.json) is refused unless
+``allow_copies``; its rows then carry ``n_copied`` and the leaderboard marks it and never ranks it.
 
 :func:`validate_results_folder` checks a folder before anything is uploaded; :func:`push_results`
 pushes it with the one push of :mod:`geofidelity_bench.hub.push`; :func:`load_leaderboard` reads
@@ -32,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..comparability import AnchorCheck, check_anchors, comparability_of_run
 from ..errors import GeoFidelityError
 from ..metrics.catalog import METRICS, RESULT_METRIC_COLUMNS
 from ..results import RESULTS_FILE, RUN_FILE, ResultsFolderError, read_results_csv
@@ -41,13 +65,40 @@ from .requests import HubPushError, describe_error, file_digests, same_remote, w
 SUBMISSIONS_DIR = "submissions"
 SUBMISSION_GLOB = f"{SUBMISSIONS_DIR}/*/*/{RESULTS_FILE}"
 ORIGINAL_DIR = "run"
-#: Columns added to every submitted row (first, in this order).
+ANCHORS_DIR = "anchors"
+ANCHORS_GLOB = f"{ANCHORS_DIR}/*/{RESULTS_FILE}"
+#: Condition of the real-image anchor rows and of the sanity rows (contract C3); every other row is a generator's.
+ANCHOR_CONDITION = "anchor"
+SANITY_CONDITION = "sanity"
+#: Columns added to every submitted row (first, in this order). ``segmenter``: the GAAS segmenter
+#: (its config hash, else name; empty without GAAS); ``group_id``: the comparable group;
+#: ``anchor_check``: match / mismatch / unchecked, ``anchor_check_detail``: why.
 SUBMISSION_COLUMNS = ("run_id", "benchmark_name", "benchmark_fingerprint", "encoder_config_hash",
-                      "protocol_version", "library_version", "created_at")
+                      "protocol_version", "segmenter", "group_id", "anchor_check", "anchor_check_detail",
+                      "library_version", "created_at")
+#: Columns added to every row of a group's anchors file (first, in this order).
+ANCHOR_FILE_COLUMNS = ("run_id", "benchmark_name", "benchmark_fingerprint", "encoder_config_hash",
+                       "protocol_version", "segmenter", "group_id", "library_version", "created_at")
+#: Text columns of submitted rows that results.read_results_csv does not know (kept as strings here).
+TEXT_COLUMNS = ("segmenter", "group_id", "anchor_check", "anchor_check_detail", "run_id", "protocol_version")
+#: ``stored_as`` of the rows :func:`load_submissions` returns.
+STORED_SUBMISSION, STORED_ANCHORS = "submission", "group_anchors"
 #: The files the report needs in a results folder.
 REQUIRED_FILES = (RESULTS_FILE, RUN_FILE, "summary_by_method_condition.csv")
 #: run.json keys that change from one run of the same thing to the next (left out of run_id).
 VOLATILE_KEYS = ("created_at", "elapsed_s", "command", "embedding_cache", "embedding_stats")
+#: Nested run.json entries left out of run_id for the same reason: cache hits of the segmenter,
+#: folders and settings that change no number (results.csv, whose bytes are in run_id, holds the numbers).
+VOLATILE_PATHS = (
+    ("gaas", "segment_stats"),
+    ("parameters", "out"),
+    ("parameters", "generated"),
+    ("parameters", "cache_dir"),
+    ("parameters", "no_cache"),
+    ("parameters", "no_progress"),
+    ("parameters", "num_workers"),
+    ("generation_manifest", "file"),
+)
 #: (path in run.json, what it is) that a submission needs.
 REQUIRED_RUN_FIELDS = (
     (("benchmark", "fingerprint"), "the benchmark fingerprint"),
@@ -66,6 +117,12 @@ class SubmissionError(GeoFidelityError, ValueError):
     """A results folder that cannot be submitted; the message names the file, field or column."""
 
 
+def roles(rows):
+    """``"anchor"``, ``"sanity"`` or ``"generator"`` for each row, from its condition (contract C3)."""
+    cond = rows["condition"].astype(str)
+    return cond.map({ANCHOR_CONDITION: "anchor", SANITY_CONDITION: "sanity"}).fillna("generator")
+
+
 @dataclass
 class Submission:
     """A validated results folder, ready to push."""
@@ -77,7 +134,24 @@ class Submission:
 
     @property
     def methods(self) -> list[str]:
-        return sorted(self.rows["method"].unique())
+        """The generator methods (what is submitted)."""
+        return sorted(self.rows.loc[roles(self.rows) == "generator", "method"].unique())
+
+    @property
+    def sanity_methods(self) -> list[str]:
+        return sorted(self.rows.loc[roles(self.rows) == "sanity", "method"].unique())
+
+    @property
+    def anchor_rows(self):
+        return self.rows[roles(self.rows) == "anchor"]
+
+    @property
+    def segmenter(self) -> str:
+        return comparability_of_run(self.run_info).segmenter
+
+    @property
+    def group_id(self) -> str:
+        return comparability_of_run(self.run_info).group_id
 
     def prefix(self, method: str) -> str:
         return f"{SUBMISSIONS_DIR}/{method}/{self.run_id}/"
@@ -87,9 +161,38 @@ class Submission:
 class ResultsPushReport:
     repo_id: str
     run_id: str
-    new: list[str] = field(default_factory=list)  # methods submitted now
-    already: list[str] = field(default_factory=list)  # methods whose run was already in the repo
+    new: list[str] = field(default_factory=list)  # generator methods submitted now
+    already: list[str] = field(default_factory=list)  # generator methods whose run was already in the repo
     commit: str | None = None
+    sanity: list[str] = field(default_factory=list)  # sanity methods of the folder (never submitted)
+    group: str = ""  # the comparable group, in words
+    anchors_path: str = ""  # where the group's anchors are stored
+    anchor_check: AnchorCheck | None = None
+    anchors_added: int = 0  # anchor rows this push added to the group's anchors
+    copied: dict = field(default_factory=dict)  # {(method, condition, block_id): flagged images} of generator panels
+
+    def lines(self) -> list[str]:
+        """What the push did, one line each (the CLI prints them)."""
+        out = [f"{self.repo_id}: submitted {m} as run {self.run_id}" for m in self.new]
+        out += [f"{self.repo_id}: {m} run {self.run_id} is already submitted (nothing uploaded)" for m in self.already]
+        if not self.new and not self.already:
+            out.append(f"{self.repo_id}: the folder holds no generator rows, so no submission was made")
+        if self.copied:
+            out.append(f"{self.repo_id}: submitted with --allow-copies: {sum(self.copied.values())} image(s) in "
+                       f"{len(self.copied)} generator panel(s) are flagged by the copy audit; the leaderboard marks "
+                       "this submission as copied and never ranks it")
+        if self.sanity:
+            out.append(f"{self.repo_id}: not submitted: sanity method(s) {', '.join(self.sanity)} (sanity methods "
+                       "check the benchmark and are never ranked among generators)")
+        chk = self.anchor_check
+        if chk is not None:
+            if chk.status == "mismatch":
+                out.append(f"{self.repo_id}: anchors NOT comparable with the group's ({self.anchors_path}): "
+                           f"{chk.detail}; the leaderboard shows this submission apart")
+            else:
+                added = f"; {self.anchors_added} anchor row(s) added to {self.anchors_path}" if self.anchors_added else ""
+                out.append(f"{self.repo_id}: anchors ({self.group}): {chk.status}: {chk.detail}{added}")
+        return out
 
 
 # -- validation ---------------------------------------------------------------------------------
@@ -123,9 +226,21 @@ def _get(info: Mapping, path: Sequence[str]) -> Any:
     return value
 
 
+def stable_run_info(run_info: Mapping) -> dict:
+    """run.json without :data:`VOLATILE_KEYS` and :data:`VOLATILE_PATHS` (what run_id hashes)."""
+    import copy
+
+    stable = {k: copy.deepcopy(v) for k, v in run_info.items() if k not in VOLATILE_KEYS}
+    for path in VOLATILE_PATHS:
+        parent = _get(stable, path[:-1])
+        if isinstance(parent, dict):
+            parent.pop(path[-1], None)
+    return stable
+
+
 def run_id_of(run_info: Mapping, results_bytes: bytes) -> str:
     """The submission id of a run: see the module docstring."""
-    stable = {k: v for k, v in run_info.items() if k not in VOLATILE_KEYS}
+    stable = stable_run_info(run_info)
     canonical = json.dumps(stable, sort_keys=True, separators=(",", ":"), default=str)
     digest = hashlib.sha256(canonical.encode("utf-8"))
     digest.update(hashlib.sha256(results_bytes).digest())
@@ -197,19 +312,71 @@ def validate_results_folder(folder: str | os.PathLike) -> Submission:
 # -- the files of a submission --------------------------------------------------------------------
 
 
-def submission_rows(sub: Submission, method: str):
-    """The method's rows with :data:`SUBMISSION_COLUMNS` first."""
-    rows = sub.rows[sub.rows["method"] == method].copy()
+def copied_panels(sub: Submission) -> dict[tuple[str, str, str], int]:
+    """{(method, condition, block_id): flagged images} of the generator panels the copy audit flagged.
+
+    Read from results.csv's ``n_copied`` (contract C1) and from run.json's ``near_copies`` records
+    (contract C2; the larger count per panel); anchor and sanity panels are not the submission's.
+    """
+    import pandas as pd
+
+    rows = sub.rows[roles(sub.rows) == "generator"]
+    found: dict[tuple[str, str, str], int] = {}
+    if "n_copied" in rows:
+        n = pd.to_numeric(rows["n_copied"], errors="coerce")
+        for r, k in zip(rows.itertuples(index=False), n):
+            if k == k and k > 0:
+                found[(str(r.method), str(r.condition), str(r.block_id))] = int(k)
+    per_panel: dict[tuple[str, str, str], int] = {}
+    for rec in sub.run_info.get("near_copies") or []:
+        if not isinstance(rec, Mapping) or rec.get("flagged") is False:
+            continue
+        cond = str(rec.get("condition", ""))
+        if cond in (ANCHOR_CONDITION, SANITY_CONDITION):
+            continue
+        key = (str(rec.get("method", "")), cond, str(rec.get("block_id", "")))
+        per_panel[key] = per_panel.get(key, 0) + 1
+    for key, k in per_panel.items():
+        found[key] = max(found.get(key, 0), k)
+    return dict(sorted(found.items()))
+
+
+def _copies_error(sub: Submission, found: Mapping[tuple[str, str, str], int]) -> SubmissionError:
+    records = [r for r in sub.run_info.get("near_copies") or [] if isinstance(r, Mapping)
+               and (str(r.get("method")), str(r.get("condition")), str(r.get("block_id"))) in found]
+    ex = ""
+    if records:
+        r = records[0]
+        ex = (f", e.g. {r.get('method')}/{r.get('condition')}/{r.get('block_id')}/{r.get('file', '?')} copies "
+              f"reference {r.get('reference_id', '?')}")
+    else:
+        (m, c, b), k = next(iter(found.items()))
+        ex = f", e.g. {k} image(s) of {m}/{c}/{b}"
+    return SubmissionError(
+        f"{sub.folder}: {sum(found.values())} generated image(s) in {len(found)} panel(s) are flagged by the copy audit "
+        f"(results.csv n_copied, run.json near_copies){ex}. A copy of the benchmark's own photos is not a model's "
+        "result: score the panels without them (`geofidelity-bench evaluate --exclude-copies`), or pass "
+        "--allow-copies to submit the folder marked as copied (it is then never ranked)"
+    )
+
+
+def _key_columns(sub: Submission) -> dict[str, Any]:
     info = sub.run_info
-    extra = {
+    return {
         "run_id": sub.run_id,
         "benchmark_name": _get(info, ("benchmark", "name")),
         "benchmark_fingerprint": _get(info, ("benchmark", "fingerprint")),
         "encoder_config_hash": _get(info, ("encoder", "config_hash")),
         "protocol_version": str(_get(info, ("protocol", "version"))),
+        "segmenter": sub.segmenter,
+        "group_id": sub.group_id,
         "library_version": _get(info, ("versions", "geofidelity-bench")),
         "created_at": info.get("created_at"),
     }
+
+
+def _with_columns(rows, extra: Mapping[str, Any]):
+    rows = rows.copy()
     for i, (col, value) in enumerate(extra.items()):
         if col in rows.columns:
             rows = rows.drop(columns=col)
@@ -217,29 +384,92 @@ def submission_rows(sub: Submission, method: str):
     return rows
 
 
-def submission_files(sub: Submission) -> dict[str, Path | bytes]:
-    """{path in the repo: content} of every method's folder."""
-    originals = sorted(p for p in sub.folder.iterdir()
-                       if p.is_file() and (p.name in (RESULTS_FILE, RUN_FILE) or re.fullmatch(r"summary_.*\.csv", p.name)))
+def submission_rows(sub: Submission, method: str, anchor_check: AnchorCheck | None = None,
+                    copied: Mapping[tuple[str, str, str], int] | None = None):
+    """The generator ``method``'s rows with :data:`SUBMISSION_COLUMNS` first (``n_copied`` filled
+    from the copy audit when ``copied`` is given)."""
+    rows = sub.rows[(sub.rows["method"] == method) & (roles(sub.rows) == "generator")].copy()
+    if copied is not None:
+        import pandas as pd
+
+        given = pd.to_numeric(rows["n_copied"], errors="coerce") if "n_copied" in rows else pd.Series(
+            float("nan"), index=rows.index)
+        audit = [copied.get((str(r.method), str(r.condition), str(r.block_id))) for r in rows.itertuples()]
+        rows["n_copied"] = [float(a) if a is not None else g for a, g in zip(audit, given)]
+    keys = _key_columns(sub)
+    check = anchor_check or AnchorCheck("unchecked", "not checked")
+    extra = {c: keys[c] for c in SUBMISSION_COLUMNS if c in keys}
+    extra.update(anchor_check=check.status, anchor_check_detail=check.detail)
+    return _with_columns(rows, {c: extra[c] for c in SUBMISSION_COLUMNS})
+
+
+def anchor_file_rows(sub: Submission):
+    """The run's anchor rows as a group's anchors file holds them (:data:`ANCHOR_FILE_COLUMNS` first)."""
+    keys = _key_columns(sub)
+    return _with_columns(sub.anchor_rows, {c: keys[c] for c in ANCHOR_FILE_COLUMNS})
+
+
+def _csv_bytes(frame) -> bytes:
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False, lineterminator="\n")
+    return buf.getvalue().encode("utf-8")
+
+
+def _originals(sub: Submission) -> list[Path]:
+    return sorted(p for p in sub.folder.iterdir()
+                  if p.is_file() and (p.name in (RESULTS_FILE, RUN_FILE) or re.fullmatch(r"summary_.*\.csv", p.name)))
+
+
+def submission_files(sub: Submission, anchor_check: AnchorCheck | None = None,
+                     copied: Mapping[tuple[str, str, str], int] | None = None) -> dict[str, Path | bytes]:
+    """{path in the repo: content} of every generator method's folder."""
+    originals = _originals(sub)
     files: dict[str, Path | bytes] = {}
     for method in sub.methods:
         prefix = sub.prefix(method)
-        buf = io.StringIO()
-        submission_rows(sub, method).to_csv(buf, index=False, lineterminator="\n")
-        files[prefix + RESULTS_FILE] = buf.getvalue().encode("utf-8")
+        files[prefix + RESULTS_FILE] = _csv_bytes(submission_rows(sub, method, anchor_check, copied))
         for p in originals:
             files[f"{prefix}{ORIGINAL_DIR}/{p.name}"] = p
     return files
 
 
+def anchors_path(group_id: str) -> str:
+    return f"{ANCHORS_DIR}/{group_id}/{RESULTS_FILE}"
+
+
+def merge_anchor_rows(stored, ours):
+    """``stored`` with the rows of ``ours`` it lacks: a (method, block) it has not, or, for GAAS,
+    a (method, block, segmenter) it has not. Returns (merged, number of rows added)."""
+    import pandas as pd
+
+    if stored is None or stored.empty:
+        return ours.reset_index(drop=True), len(ours)
+
+    def seg(frame):
+        return frame["segmenter"].fillna("").astype(str) if "segmenter" in frame else pd.Series("", index=frame.index)
+
+    have_mb = set(zip(stored["method"], stored["block_id"]))
+    have_mbs = set(zip(stored["method"], stored["block_id"], seg(stored)))
+    add = [((m, b) not in have_mb) or (bool(sg) and (m, b, sg) not in have_mbs)
+           for m, b, sg in zip(ours["method"], ours["block_id"], seg(ours))]
+    new = ours[add]
+    if new.empty:
+        return stored, 0
+    return pd.concat([stored, new], ignore_index=True), len(new)
+
+
 def results_card(repo_id: str) -> str:
-    """The results repo's dataset card (a ``configs:`` entry reading every submission)."""
+    """The results repo's dataset card (``configs:`` entries reading every submission and every group's anchors)."""
     return f"""---
 configs:
 - config_name: default
   data_files:
   - split: train
     path: {SUBMISSION_GLOB}
+- config_name: anchors
+  data_files:
+  - split: train
+    path: {ANCHORS_GLOB}
 tags:
 - geofidelity-bench
 - leaderboard
@@ -247,15 +477,21 @@ tags:
 
 # GeoFidelity-Bench results: {repo_id}
 
-Submissions to the GeoFidelity-Bench leaderboard, one folder per method and run:
-`submissions/{{method}}/{{run_id}}/results.csv` holds the method's rows (one per condition and
-block) with the run's id, benchmark fingerprint, encoder config hash and protocol version;
+Submissions to the GeoFidelity-Bench leaderboard. A submission is a generator's rows, one folder
+per method and run: `submissions/{{method}}/{{run_id}}/results.csv` holds the method's rows (one per
+condition and block) with the run's id, benchmark fingerprint, encoder config hash, protocol
+version, GAAS segmenter, comparable group and the check of its real-image anchors;
 `submissions/{{method}}/{{run_id}}/run/` keeps the run's original files (`results.csv`, `run.json`,
 `summary_*.csv`).
 
-Only submissions with the same benchmark fingerprint, encoder config hash and protocol version
-are comparable. Read everything with `datasets.load_dataset("{repo_id}")` or
-`geofidelity_bench.hub.results_repo.load_leaderboard("{repo_id}")`; submit with
+The real-image anchors belong to the comparable group (same benchmark fingerprint, encoder config
+hash and protocol version) and are stored once per group in `anchors/{{group_id}}/results.csv`
+(config `anchors`); each new submission's anchors are checked against them (a mismatch means
+another encoder or pipeline: that submission is shown apart). Sanity methods are never submitted.
+A submission that does not cover the group's blocks is partial and listed apart; one whose images
+copy the benchmark's photos is marked and never ranked; GAAS is compared only within one
+segmenter. Read everything with `datasets.load_dataset("{repo_id}")` or
+`geofidelity_bench.hub.results_repo.load_submissions("{repo_id}")`; submit with
 `geofidelity-bench push-results RESULTS_DIR --repo-id {repo_id}`.
 """
 
@@ -263,7 +499,7 @@ are comparable. Read everything with `datasets.load_dataset("{repo_id}")` or
 def _card(repo_id: str) -> Callable[[Sequence[str], Callable[[], "str | None"]], str]:
     def card(_remote: Sequence[str], current: Callable[[], "str | None"]) -> str:
         text = current()
-        return text if text and SUBMISSION_GLOB in text else results_card(repo_id)
+        return text if text and SUBMISSION_GLOB in text and ANCHORS_GLOB in text else results_card(repo_id)
 
     return card
 
@@ -274,6 +510,29 @@ def _digests(content: Path | bytes) -> tuple[str, str]:
     return file_digests(content)
 
 
+def _read_rows_text(text: str, name: str):
+    """A results table from CSV text (results.read_results_csv's parsing, plus :data:`TEXT_COLUMNS` as text)."""
+    with tempfile.TemporaryDirectory(prefix="geofidelity-rows-") as tmp:
+        path = Path(tmp) / RESULTS_FILE
+        path.write_text(text, encoding="utf-8")
+        return _read_rows(path, name)
+
+
+def _read_rows(path: Path, name: str | None = None):
+    import pandas as pd
+
+    try:
+        df = read_results_csv(path)
+    except ResultsFolderError as err:
+        raise ResultsFolderError(f"{name or path}: {err}") from None
+    text_cols = [c for c in TEXT_COLUMNS if c in df.columns]
+    if text_cols:
+        raw = pd.read_csv(path, usecols=text_cols, dtype=str, keep_default_na=False)
+        for c in text_cols:
+            df[c] = raw[c].to_numpy()
+    return df
+
+
 # -- push -----------------------------------------------------------------------------------------
 
 
@@ -281,6 +540,7 @@ def push_results(
     results_dir: str | os.PathLike,
     repo_id: str,
     *,
+    allow_copies: bool = False,
     endpoint: str | None = None,
     token: str | None = None,
     private: bool = False,
@@ -288,32 +548,72 @@ def push_results(
     retry_base_delay: float = 1.0,
     log: Callable[[str], None] | None = None,
 ) -> ResultsPushReport:
-    """Validates ``results_dir`` and submits it to the dataset repo ``repo_id`` (created if missing).
+    """Validates ``results_dir`` and submits its generators to the dataset repo ``repo_id`` (created if missing).
 
-    One commit adds ``submissions/{method}/{run_id}/`` for every method of the run (and the card
-    when the repo has none). A run already in the repo makes no commit; a folder of the same
-    run_id with other content is never overwritten (:class:`HubPushError`).
+    One commit adds ``submissions/{method}/{run_id}/`` for every generator method of the run, the
+    group's anchors (the first run of a group) or the anchor rows they lack, and the card when the
+    repo has none. The run's anchors are checked against the group's (see the module docstring);
+    sanity methods are not submitted. A run already in the repo makes no commit; a folder of the
+    same run_id with other original files is never overwritten (:class:`HubPushError`).
+
+    Raises:
+        SubmissionError: the folder is not a valid results folder, or its generator panels hold
+            images flagged by the copy audit and ``allow_copies`` is False.
     """
     from .push import HubRepo, PushGroup
 
     sub = validate_results_folder(results_dir)
+    copied = copied_panels(sub)
+    if copied and not allow_copies:
+        raise _copies_error(sub, copied)
     repo = HubRepo(repo_id, token=token, endpoint=endpoint, attempts=attempts, retry_base_delay=retry_base_delay, log=log)
     repo.ensure_exists(private)
-    files = submission_files(sub)
     info = repo.info()
     remote = {s.rfilename: s for s in (info.siblings or [])}
-    report = ResultsPushReport(repo_id, sub.run_id)
+    comp = comparability_of_run(sub.run_info)
+    a_path = anchors_path(comp.group_id)
+    report = ResultsPushReport(repo_id, sub.run_id, sanity=sub.sanity_methods, group=comp.short(), anchors_path=a_path,
+                               copied=copied)
+    ours_anchors = anchor_file_rows(sub)
+    stored = None
+    if a_path in remote:
+        text = repo.read_text(a_path, info.sha)
+        stored = _read_rows_text(text or "", f"{repo_id}/{a_path}") if text else None
+    if ours_anchors.empty:
+        check = AnchorCheck("unchecked", "the run has no real-image anchor rows to check (evaluate --no-anchors?)")
+    elif stored is None or stored.empty:
+        check = AnchorCheck("match", f"the group's anchors are stored from this run ({len(ours_anchors)} row(s))",
+                            len(ours_anchors))
+    else:
+        check = check_anchors(stored, ours_anchors, RESULT_METRIC_COLUMNS, where=f"the group's anchors ({a_path})")
+    report.anchor_check = check
+    files: dict[str, Path | bytes] = {}
+    if check.status == "match" and not ours_anchors.empty:
+        merged, report.anchors_added = merge_anchor_rows(stored, ours_anchors)
+        if report.anchors_added:
+            files[a_path] = _csv_bytes(merged)
+            files[f"{ANCHORS_DIR}/{comp.group_id}/{ORIGINAL_DIR}/{sub.run_id}.json"] = sub.folder / RUN_FILE
+    sub_files = submission_files(sub, check, copied)
     for method in sub.methods:
-        ours = {p for p in files if p.startswith(sub.prefix(method))}
-        theirs = {p for p in remote if p.startswith(sub.prefix(method))}
-        (report.already if theirs else report.new).append(method)
-        differ = sorted((theirs ^ ours) | {p for p in theirs & ours if not same_remote(remote[p], _digests(files[p]))})
-        if theirs and differ:
-            raise HubPushError(f"{repo_id} already has {sub.prefix(method)} with other content ({differ[0]}); "
+        prefix = sub.prefix(method)
+        ours = {p for p in sub_files if p.startswith(prefix)}
+        theirs = {p for p in remote if p.startswith(prefix)}
+        if not theirs:
+            report.new.append(method)
+            files.update({p: sub_files[p] for p in ours})
+            continue
+        report.already.append(method)
+        originals = {p for p in ours if p.startswith(prefix + ORIGINAL_DIR + "/")}
+        differ = sorted((theirs ^ ours) | {p for p in originals if not same_remote(remote[p], _digests(sub_files[p]))})
+        if differ:
+            raise HubPushError(f"{repo_id} already has {prefix} with other content ({differ[0]}); "
                                "a submission is never overwritten")
+    if not files:
+        return report
+    what = ", ".join(report.new) or "anchors"
     group = PushGroup(
         f"submission {sub.run_id}", files, None,
-        lambda changed, stale: f"Submit run {sub.run_id} ({', '.join(sub.methods)})",
+        lambda changed, stale: f"Submit run {sub.run_id} ({what})",
         card=_card(repo_id), label=f"run {sub.run_id}",
     )
     report.commit = repo.push_group(group).commit
@@ -335,7 +635,12 @@ def _read_failed(repo_id: str, err: BaseException) -> GeoFidelityError:
 
 def load_submissions(repo_id: str, *, endpoint: str | None = None, revision: str | None = None,
                      with_run_info: bool = True, log: Callable[[str], None] | None = None):
-    """Every submission's rows of ``repo_id`` (one DataFrame) and {run_id: run.json}.
+    """Every submission's rows and every group's anchors of ``repo_id`` (one DataFrame, with a
+    ``stored_as`` column: :data:`STORED_SUBMISSION` or :data:`STORED_ANCHORS`) and {run_id: run.json}.
+
+    Older repos (before anchors were stored per group) hold anchor and sanity rows inside
+    ``submissions/``: they are returned as they are (``stored_as`` "submission"), and the
+    leaderboard treats them by their condition (contract C3).
 
     Raises:
         ResultsFolderError: the repo cannot be read or holds no submission.
@@ -350,7 +655,8 @@ def load_submissions(repo_id: str, *, endpoint: str | None = None, revision: str
     except Exception as err:  # noqa: BLE001 - offline, missing repo, HTTP error: one message
         raise _read_failed(repo_id, err) from None
     csvs = sorted(p for p in paths if re.fullmatch(rf"{SUBMISSIONS_DIR}/[^/]+/[^/]+/{re.escape(RESULTS_FILE)}", p))
-    if not csvs:
+    anchor_csvs = sorted(p for p in paths if re.fullmatch(rf"{ANCHORS_DIR}/[^/]+/{re.escape(RESULTS_FILE)}", p))
+    if not csvs and not anchor_csvs:
         raise ResultsFolderError(f"results repo {repo_id} holds no submission ({SUBMISSION_GLOB})")
     frames, infos = [], {}
     with tempfile.TemporaryDirectory(prefix="geofidelity-results-") as cache:
@@ -358,14 +664,25 @@ def load_submissions(repo_id: str, *, endpoint: str | None = None, revision: str
             return Path(with_retries(lambda: api.hf_hub_download(repo_id, path, repo_type="dataset", revision=revision,
                                                                 cache_dir=cache), f"download {path}", **retry))
 
+        def add_info(run_json: str, run_id: str, where: str) -> None:
+            if with_run_info and run_json in paths and run_id not in infos:
+                info = json.loads(download(run_json).read_text(encoding="utf-8"))
+                infos[run_id] = dict(info, _run=run_id, _dir=f"{repo_id}/{where}")
+
         try:
             for path in csvs:
-                df = read_results_csv(download(path))
+                df = _read_rows(download(path), f"{repo_id}/{path}")
+                df["stored_as"] = STORED_SUBMISSION
                 frames.append(df)
-                run_json = path.rsplit("/", 1)[0] + f"/{ORIGINAL_DIR}/{RUN_FILE}"
-                if with_run_info and run_json in paths:
-                    info = json.loads(download(run_json).read_text(encoding="utf-8"))
-                    infos[str(df["run_id"].iloc[0])] = dict(info, _run=str(df["run_id"].iloc[0]), _dir=f"{repo_id}/{path}")
+                rid = str(df["run_id"].iloc[0]) if len(df) else ""
+                add_info(path.rsplit("/", 1)[0] + f"/{ORIGINAL_DIR}/{RUN_FILE}", rid, path)
+            for path in anchor_csvs:
+                df = _read_rows(download(path), f"{repo_id}/{path}")
+                df["stored_as"] = STORED_ANCHORS
+                frames.append(df)
+                folder = path.rsplit("/", 1)[0]
+                for rid in sorted(set(df["run_id"].astype(str))):
+                    add_info(f"{folder}/{ORIGINAL_DIR}/{rid}.json", rid, path)
         except ResultsFolderError:
             raise
         except Exception as err:  # noqa: BLE001
@@ -374,40 +691,69 @@ def load_submissions(repo_id: str, *, endpoint: str | None = None, revision: str
 
 
 def load_leaderboard(repo_id: str, *, endpoint: str | None = None, revision: str | None = None):
-    """Every submitted row of the results repo ``repo_id``: one row per method x condition x block
-    and submission, with the columns :data:`SUBMISSION_COLUMNS`."""
+    """Every submitted row of the results repo ``repo_id`` (and every group's anchor rows): one row
+    per method x condition x block and submission, with the columns :data:`SUBMISSION_COLUMNS`."""
     return load_submissions(repo_id, endpoint=endpoint, revision=revision, with_run_info=False)[0]
 
 
 # -- model cards ----------------------------------------------------------------------------------
 
 
+#: metric_args keys that hold a model-card entry's comparability key (docs/benchmark.md section 13).
+CARD_KEY_ARGS = ("benchmark_fingerprint", "encoder_config_hash", "protocol_version")
+
+
+@dataclass
+class ModelCardUpdate:
+    n_results: int  # results in the card afterwards
+    written: int  # results written now
+    removed: int  # results of the same comparability key that were replaced or removed (a NaN removes)
+    unkeyed: int  # older GeoFidelity-Bench results that record no comparability key (kept, not comparable)
+
+
+def card_key(result) -> tuple | None:
+    """The comparability key of a model-index result written by this library (None for others)."""
+    args = getattr(result, "metric_args", None) or {}
+    if not all(args.get(k) for k in CARD_KEY_ARGS):
+        return None
+    return (result.task_type, result.dataset_type, *(str(args[k]) for k in CARD_KEY_ARGS))
+
+
 def update_model_card(
     model_repo: str,
     scores: Sequence[Mapping[str, Any]],
     *,
+    comparability,
+    encoder: str,
     dataset_type: str,
     dataset_name: str,
     dataset_config: str | None = None,
-    dataset_revision: str | None = None,
     endpoint: str | None = None,
     token: str | None = None,
     source_url: str | None = None,
-) -> int:
+) -> ModelCardUpdate:
     """Writes ``scores`` into the ``model-index`` of the model repo's card, keeping its other results.
 
-    ``scores``: ``{"metric": column, "value", "ci_low", "ci_high", "confidence"}`` records. A result
-    of the same task, dataset, config and metric is replaced; every other result is kept.
-    Returns the number of results in the card afterwards.
+    ``scores``: ``{"metric": column, "value", "ci_low", "ci_high", "confidence", "n_blocks"}`` records
+    of one run. An entry is keyed by the run's comparability key
+    (:class:`~geofidelity_bench.comparability.Comparability`: benchmark fingerprint, encoder config
+    hash, protocol version) and names the encoder (and, for GAAS, the segmenter); the run replaces
+    every entry of the same key, so a NaN score removes the stale value instead of leaving an
+    older run's number beside the new ones, and a run with another encoder adds its own entries.
     """
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
     from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
 
     from .requests import resolve_token
 
+    if not comparability.complete:
+        raise SubmissionError(f"the run records no complete comparability key ({comparability.short()}): "
+                              "its scores cannot be written to a model card")
     token = resolve_token(token)
     api = _api(endpoint, token)
     retry = dict(attempts=4, base_delay=0.5, log=lambda _m: None, token=token)
+    fp, enc_hash, protocol = comparability.key
+    key_args = dict(zip(CARD_KEY_ARGS, comparability.key))
     try:
         with tempfile.TemporaryDirectory(prefix="geofidelity-card-") as cache:
             try:
@@ -424,22 +770,26 @@ def update_model_card(
                 continue
             info = METRICS[s["metric"]]
             conf = s.get("confidence", 0.95)
+            config = f"encoder {encoder} ({enc_hash[:12]}), protocol {protocol}"
+            args = {"ci_low": round(float(s["ci_low"]), 6), "ci_high": round(float(s["ci_high"]), 6),
+                    "confidence": conf, "encoder": encoder, **key_args}
+            if s.get("n_blocks") is not None:
+                args["n_blocks"] = int(s["n_blocks"])
+            if s["metric"] == "gaas":
+                config += f", segmenter {comparability.segmenter[:12]}"
+                args["segmenter"] = comparability.segmenter
             new.append(EvalResult(
                 task_type="text-to-image", dataset_type=dataset_type, dataset_name=dataset_name,
-                dataset_config=dataset_config, dataset_revision=dataset_revision, metric_type=s["metric"],
-                metric_value=round(float(value), 6),
-                metric_name=f"{info.label} ({'higher' if info.higher_is_better else 'lower'} is better; "
-                            f"{conf:.0%} CI {float(s['ci_low']):.3f} to {float(s['ci_high']):.3f})",
-                metric_args={"ci_low": round(float(s["ci_low"]), 6), "ci_high": round(float(s["ci_high"]), 6),
-                             "confidence": conf},
-                source_name="GeoFidelity-Bench", source_url=source_url,
+                dataset_config=dataset_config, dataset_revision=fp, metric_type=s["metric"],
+                metric_value=round(float(value), 6), metric_config=config,
+                metric_name=f"{info.label} ({'higher' if info.higher_is_better else 'lower'} is better; encoder "
+                            f"{encoder}; {conf:.0%} CI {float(s['ci_low']):.3f} to {float(s['ci_high']):.3f})",
+                metric_args=args, source_name="GeoFidelity-Bench", source_url=source_url,
             ))
-
-        def key(r) -> tuple:
-            return (r.task_type, r.dataset_type, r.dataset_config, r.metric_type)
-
-        replaced = {key(r) for r in new}
-        kept = [r for r in (data.eval_results or []) if key(r) not in replaced]
+        ours = ("text-to-image", dataset_type, fp, enc_hash, protocol)
+        before = list(data.eval_results or [])
+        kept = [r for r in before if card_key(r) != ours]
+        unkeyed = sum(1 for r in kept if card_key(r) is None and r.source_name == "GeoFidelity-Bench")
         data.eval_results = kept + new
         if not data.model_name:
             data.model_name = model_repo.split("/")[-1]
@@ -449,11 +799,20 @@ def update_model_card(
                      f"update {model_repo}/{CARD_FILE}", **retry)
     except HfHubHTTPError as err:
         raise HubPushError(f"cannot update the model card of {model_repo}: {describe_error(err, token)}") from None
-    return len(data.eval_results)
+    return ModelCardUpdate(len(data.eval_results), len(new), len(before) - len(kept), unkeyed)
 
 
 __all__ = [
+    "ANCHORS_DIR",
+    "ANCHOR_FILE_COLUMNS",
+    "ModelCardUpdate",
     "SUBMISSION_COLUMNS",
+    "anchors_path",
+    "card_key",
+    "copied_panels",
+    "merge_anchor_rows",
+    "roles",
+    "stable_run_info",
     "SUBMISSION_GLOB",
     "ResultsPushReport",
     "Submission",
