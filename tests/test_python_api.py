@@ -120,12 +120,13 @@ def test_scoring_example_writes_a_scored_results_folder(scoring_example):
     assert sorted(df["method"].unique()) == sorted(methods)
     assert len(df) == len(methods) * len(demo.blocks)  # one row per (method, block)
     world = df[df["method"] == "world_photos"]
-    assert set(world["condition"]) == {"L1"} and sorted(world["block_id"]) == sorted(demo.block_ids)
+    run = json.loads((work / "results" / RUN_FILE).read_text())
+    assert set(world["condition"]) == {"L0"} and sorted(world["block_id"]) == sorted(demo.block_ids)
+    assert run["unpromptable_panels"] == {"allowed": False, "panels": []}  # every panel has a prompt
     assert set(world["n_generated"]) == {4.0}
     for col in SCORES:
         assert df[col].map(math.isfinite).all(), col
     assert df["gaas"].isna().all()  # no segmenter in the example; run.json says why
-    run = json.loads((work / "results" / RUN_FILE).read_text())
     assert run["benchmark"]["fingerprint"] == demo.fingerprint
     assert run["encoder"]["name"] == "efficientnet-lite0" and run["encoder"]["config_hash"]
     reasons = {r["column"]: r for r in run["nan_reasons"]}

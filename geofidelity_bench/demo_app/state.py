@@ -190,14 +190,14 @@ class AppData:
         log = log or (lambda msg: print(msg, file=sys.stderr))
         started = time.time()
         panels = {**anchor_panels(benchmark), **sanity_panels(benchmark)}
-        to_embed = {f"gallery:{b}": benchmark.gallery(b) for b in benchmark.block_ids}
-        to_embed.update({"panel:" + "/".join(k): v for k, v in panels.items()})
+        to_embed = {("gallery", b): benchmark.gallery(b) for b in benchmark.block_ids}
+        to_embed.update({("panel", k): v for k, v in panels.items()})
         log(f"geofidelity app: embedding the galleries and {len(panels)} anchor/sanity panels of "
             f"{benchmark.name!r} with {encoder.name} ...")
         embedded, stats = embed_items(to_embed, encoder, cache=cache, batch_size=batch_size, progress=progress,
                                       num_workers=num_workers)
-        galleries = {b: embedded[f"gallery:{b}"] for b in benchmark.block_ids}
-        panel_emb = {k: embedded["panel:" + "/".join(k)] for k in panels}
+        galleries = {b: embedded[("gallery", b)] for b in benchmark.block_ids}
+        panel_emb = {k: embedded[("panel", k)] for k in panels}
         anchor_results = score_embeddings(benchmark.blocks, galleries, panel_emb, encoder_name=encoder.name)
         log(f"geofidelity app: ready in {time.time() - started:.1f} s ({stats['from_cache']} embeddings from cache, "
             f"{stats['computed']} computed)")
