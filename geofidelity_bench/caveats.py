@@ -57,6 +57,35 @@ def chance_levels(n_candidates: float) -> tuple[float, float]:
     return 1.0 / k, sum(1.0 / r for r in range(1, k + 1)) / k
 
 
+def chance_levels_of_roles(multiplicities) -> tuple[float, float]:
+    """(retrieval accuracy, MRR) of random images under the metric's candidate set and tie rule.
+
+    ``multiplicities``: for each distinct negative block, how many negative roles it fills (the
+    metric ranks the target among one candidate per role, docs/benchmark.md section 5, so a
+    block filling two roles is two candidates with the same similarity, and ties count against
+    the target). Random images put the target and the distinct negative blocks in a uniformly
+    random order: accuracy ``1/D`` for ``D`` distinct blocks (target included), and MRR the mean
+    over those orders of ``1 / (1 + roles of the blocks above the target)``. Every block filling
+    one role gives :func:`chance_levels` of the number of candidates.
+
+    >>> chance_levels_of_roles([1, 1, 1]) == chance_levels(4)
+    True
+    >>> [round(x, 4) for x in chance_levels_of_roles([2, 1, 1])]
+    [0.25, 0.4806]
+    """
+    from itertools import combinations
+
+    mult = [int(m) for m in multiplicities]
+    if any(m < 1 for m in mult):
+        raise ValueError(f"every negative block fills at least one role, got {mult}")
+    n_distinct = len(mult) + 1
+    mrr = 0.0
+    for above in range(n_distinct):  # the target's position among the distinct blocks is uniform
+        subsets = list(combinations(mult, above))  # and the blocks above it a uniform subset
+        mrr += sum(1.0 / (1 + sum(s)) for s in subsets) / len(subsets)
+    return 1.0 / n_distinct, mrr / n_distinct
+
+
 def chance_sentence(chance_acc: float, n_candidates: float | None = None) -> str:
     """``"1 in 4 by chance here"`` (or ``"0.27 by chance here"`` for a mean over blocks)."""
     if chance_acc is None or not math.isfinite(float(chance_acc)) or chance_acc <= 0:
@@ -117,6 +146,7 @@ def copied_note(n_rows: int, n_images: int) -> str | None:
 
 
 __all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "COPIED_MARK", "HELDOUT_METHOD", "MIN_INTERVAL_BLOCKS",
-           "MIN_INTERVAL_CITIES", "REPEATS_MARK", "bootstrap_text", "chance_levels", "chance_sentence",
+           "MIN_INTERVAL_CITIES", "REPEATS_MARK", "bootstrap_text", "chance_levels", "chance_levels_of_roles",
+           "chance_sentence",
            "copied_mask", "copied_note", "interval_caveat", "repeats_photos", "thin_anchor_blocks",
            "thin_anchor_note"]
