@@ -236,11 +236,12 @@ def leaderboard_table(
         copied = caveats.copied_mask(results).tolist()
         table[NOTES_HEADER] = ["; ".join(m for m, on in ((caveats.REPEATS_MARK, r), (caveats.COPIED_MARK, c)) if on)
                                for r, c in zip(repeats, copied)]
-    # each chance column right after its score
+    # each chance column right after its score; the marks right after the row's identity, where they are seen
     order = [c for c in table.columns if c not in {ch for ch, _ in CHANCE_COLUMNS.values()} | {NOTES_HEADER}]
     for score, (chance, _) in CHANCE_COLUMNS.items():
         order.insert(order.index(score) + 1, chance)
-    table = table[order + [NOTES_HEADER]]
+    order.insert(order.index(metric_cols[0]), NOTES_HEADER)
+    table = table[order]
     if sort_col == "method":
         ascending = best_first
     else:

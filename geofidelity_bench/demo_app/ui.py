@@ -65,6 +65,15 @@ CSS = """
 #score-table td:nth-child(1), #score-table td:nth-child(2), #about td:nth-child(2) { white-space: nowrap; }
 /* table headers break between words, never inside one ("condition", not "conditio n") */
 #lb-table th, #lb-table th *, #score-ranking th, #score-ranking th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: none; }
+/* the block's anchors: numbers never break; a narrow screen scrolls the table sideways */
+#explore-meta table { display: block; width: fit-content; max-width: 100%; overflow-x: auto; }
+#explore-meta th, #explore-meta td { white-space: nowrap; }
+/* a phone: the score table scrolls sideways instead of squeezing its sentences to one letter per line */
+@media (max-width: 700px) {
+  #score-table table { display: block; width: fit-content; max-width: 100%; overflow-x: auto; }
+  #score-table td:nth-child(1) { white-space: normal; min-width: 8em; }
+  #score-table td:nth-child(3), #score-table td:nth-child(4) { min-width: 15em; }
+}
 """
 
 
@@ -403,7 +412,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                                              height=420, object_fit="cover", format="jpeg")
                     with gr.Column(scale=2):
                         block_map = gr.Plot(label="The block (blue) and its negatives")
-                metadata = gr.Markdown()
+                metadata = gr.Markdown(elem_id="explore-meta")
                 gr.Markdown("### Prompts of every condition\nNames are never invented: a condition that needs a "
                             "street or neighborhood the benchmark does not know is not available.")
                 prompt_boxes = [gr.Textbox(label=c, interactive=False, lines=2, buttons=["copy"]) for c in CONDITIONS]
