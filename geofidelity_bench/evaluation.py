@@ -257,10 +257,87 @@ def read_generated_folder(
     return panels
 
 
+# -- panel keys -----------------------------------------------------------------------------------
+
+
+def check_panel_keys(benchmark: Benchmark, keys: Iterable[Any]) -> None:
+    """Refuses panel keys that are not ``(method, condition, block_id)`` tuples of safe ids.
+
+    Names are single path components (letters, digits, ``.``, ``_``, ``-``; first a letter or
+    digit; at most 128 characters), as in a generated folder, so no two keys can name the same
+    panel however a front end joins them (``('m/x', 'L1', b)`` and ``('m', 'x/L1', b)`` would).
+    Every bad name is listed in one EvaluationError.
+    """
+    problems = []
+    for key in keys:
+        if not (isinstance(key, tuple) and len(key) == 3):
+            raise EvaluationError(f"panel key {key!r} must be a (method, condition, block_id) tuple")
+        for part, value in zip(("method", "condition", "block_id"), key):
+            if not is_safe_id(value):
+                problems.append(f"panel {key!r}: {part} {value!r} is not a safe id")
+        if is_safe_id(key[2]) and key[2] not in benchmark:
+            problems.append(f"panel {key}: unknown block id {key[2]!r} (not in benchmark {benchmark.name!r})")
+    if problems:
+        raise EvaluationError(
+            f"{len(problems)} bad panel key(s):\n  " + "\n  ".join(problems[:30])
+            + (f"\n  ... and {len(problems) - 30} more" if len(problems) > 30 else "")
+            + f"\nmethod, condition and block_id must be safe ids: {SAFE_ID_RULE}"
+        )
+
+
+#: The rule of :func:`~geofidelity_bench.benchmark.is_safe_id`, in words.
+SAFE_ID_RULE = ("1-128 characters from letters, digits, '.', '_' and '-', the first a letter or digit "
+                "(one folder name: no '/', spaces or control characters)")
+
+
+def unpromptable_panels(benchmark: Benchmark, keys: Iterable[PanelKey]) -> list[dict[str, Any]]:
+    """The (condition, block) pairs of ``keys`` whose prompt the benchmark refuses, and why.
+
+    Only prompt conditions of the benchmark (docs/benchmark.md section 2, Prompts) are checked:
+    anchors, sanity methods and declared extra conditions have no benchmark prompt to check.
+    E.g. ``L1`` needs the block's street and neighborhood names, which the benchmark may not
+    know; no prompt could then have produced the panel. One record per (condition, block):
+    ``condition``, ``block_id``, ``methods`` (sorted) and ``reason`` (the PromptError's message).
+    """
+    from .prompts import CONDITIONS, PromptError, build_prompt
+
+    methods: dict[tuple[str, str], set[str]] = {}
+    for method, condition, bid in keys:
+        if condition in CONDITIONS and bid in benchmark:
+            methods.setdefault((condition, bid), set()).add(method)
+    out = []
+    for condition, bid in sorted(methods):
+        try:
+            build_prompt(benchmark, bid, condition)
+        except PromptError as err:
+            out.append({"condition": condition, "block_id": bid, "methods": sorted(methods[(condition, bid)]),
+                        "reason": str(err)})
+    return out
+
+
+def unpromptable_message(records: Sequence[Mapping[str, Any]]) -> str:
+    """The error (or warning) text naming every refused (condition, block) and why."""
+    lines = [f"{len(records)} (condition, block) panel(s) that no prompt of the benchmark could have produced:"]
+    lines += [f"  {r['condition']}/{r['block_id']} (method {', '.join(r['methods'])}): {r['reason']}"
+              for r in records]
+    lines.append("Score only panels that have a prompt (`geofidelity-bench prompts` lists them; `generate` skips the "
+                 "others), or pass --allow-unpromptable (allow_unpromptable=True in Python) to score them anyway "
+                 "(run.json records it)")
+    return "\n".join(lines)
+
+
 # -- embedding ------------------------------------------------------------------------------------
 
 
-def _item_source_and_name(item: Any, label: str, i: int) -> tuple[Any, str]:
+def _label_text(label: Any) -> str:
+    """A label of :func:`embed_items` in words: ``("panel", (m, c, b))`` -> ``panel m/c/b`` (display only)."""
+    if isinstance(label, tuple) and len(label) == 2:
+        kind, name = label
+        return f"{kind} {'/'.join(map(str, name)) if isinstance(name, tuple) else name}"
+    return str(label)
+
+
+def _item_source_and_name(item: Any, label: Any, i: int) -> tuple[Any, str]:
     """What to embed for one panel or gallery item, and how to call it in errors."""
     if isinstance(item, ReferenceImage):
         return item.image_source, f"reference {item.reference_id}"  # read (and hashed) only when needed
@@ -268,10 +345,10 @@ def _item_source_and_name(item: Any, label: str, i: int) -> tuple[Any, str]:
         return item.image_source, f"world image {item.image_id}"
     if isinstance(item, (str, os.PathLike)):
         return item, str(item)
-    return item, f"{label} image {i}"
+    return item, f"{_label_text(label)} image {i}"
 
 
-def _flatten(items_by_label: Mapping[str, Sequence[Any]]):
+def _flatten(items_by_label: Mapping[Any, Sequence[Any]]):
     """[(name, source)] over all labels, and each label's (start, stop) span in that list."""
     flat, spans = [], {}
     for label, items in items_by_label.items():
@@ -282,7 +359,7 @@ def _flatten(items_by_label: Mapping[str, Sequence[Any]]):
 
 
 def embed_items(
-    items_by_label: Mapping[str, Sequence[Any]],
+    items_by_label: Mapping[Any, Sequence[Any]],
     encoder,
     *,
     cache=None,
@@ -291,6 +368,9 @@ def embed_items(
     num_workers: int | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """Embeds every item of every labelled list (identical images are computed once).
+
+    Labels are any hashable values (:func:`evaluate_panels` uses tuples, never names joined into
+    one string, so two panels can never share a label).
 
     Returns a mapping label -> (n, d) float32 array, and counts: ``total``, ``from_cache``,
     ``computed`` (per image), ``forward_images`` (images run through the model) and ``num_workers``
@@ -307,7 +387,7 @@ def embed_items(
 
 
 def segment_items(
-    items_by_label: Mapping[str, Sequence[Any]],
+    items_by_label: Mapping[Any, Sequence[Any]],
     segmenter,
     *,
     cache=None,
@@ -549,6 +629,7 @@ def evaluate_panels(
     num_workers: int | None = None,
     skip_bad_images: bool = False,
     image_check=None,
+    allow_unpromptable: bool = False,
 ) -> pd.DataFrame:
     """Scores panels of images (or precomputed embeddings) against their target blocks.
 
@@ -573,6 +654,10 @@ def evaluate_panels(
         image_check: the :func:`~geofidelity_bench.panel_images.check_panel_images` result of
             ``panels`` when the caller already ran it (the CLI does, before loading a model);
             its panels are the ones scored.
+        allow_unpromptable: score panels of a prompt condition whose prompt the benchmark refuses
+            for their block (:func:`unpromptable_panels`, e.g. ``L1`` for a block without a street
+            name) instead of refusing them all in one EvaluationError; they are recorded in
+            ``df.attrs["unpromptable_panels"]`` (and in run.json).
 
     Returns:
         Result rows (:data:`RESULT_COLUMNS`); ``df.attrs`` holds ``nan_reasons``,
@@ -582,17 +667,19 @@ def evaluate_panels(
         ``segment_stats``.
 
     Raises:
+        EvaluationError: a panel key that is not a ``(method, condition, block_id)`` tuple of safe
+            ids (:func:`check_panel_keys`), an unknown block, or panels that no prompt of the
+            benchmark could have produced (unless ``allow_unpromptable``).
         BadImagesError: images that cannot be decoded (all listed), unless ``skip_bad_images``.
     """
     from .near_copies import find_near_copies
     from .panel_images import check_panel_images
 
     panels = dict(panels)
-    for key in panels:
-        if not (isinstance(key, tuple) and len(key) == 3):
-            raise EvaluationError(f"panel key {key!r} must be a (method, condition, block_id) tuple")
-        if key[2] not in benchmark:
-            raise EvaluationError(f"panel {key}: unknown block id {key[2]!r} (not in benchmark {benchmark.name!r})")
+    check_panel_keys(benchmark, panels)
+    unpromptable = unpromptable_panels(benchmark, panels)
+    if unpromptable and not allow_unpromptable:
+        raise EvaluationError(unpromptable_message(unpromptable))
     if image_check is None:
         image_check = check_panel_images(panels, skip_bad_images=skip_bad_images, progress=progress)
     panels = dict(image_check.panels)
@@ -606,7 +693,8 @@ def evaluate_panels(
     for _, _, bid in panels:
         needed.add(bid)
         needed.update(v for v in benchmark.negatives(bid).values() if v)
-    to_embed: dict[str, Sequence[Any]] = {f"gallery:{b}": benchmark.gallery(b) for b in sorted(needed)}
+    # Labels are tuples, ("gallery", block_id) and ("panel", key): names are never joined into one string.
+    to_embed: dict[tuple, Sequence[Any]] = {("gallery", b): benchmark.gallery(b) for b in sorted(needed)}
     precomputed: dict[PanelKey, np.ndarray] = {}
     for key, value in panels.items():
         if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.ndim == 2:
@@ -620,24 +708,23 @@ def evaluate_panels(
             items = list(value)
             if not items:
                 raise EvaluationError(f"panel {key}: no images")
-            to_embed["panel:" + "/".join(key)] = items
+            to_embed[("panel", key)] = items
     embedded, stats = embed_items(to_embed, encoder, cache=cache, batch_size=batch_size, progress=progress,
                                   num_workers=num_workers)
-    galleries = {label.split(":", 1)[1]: emb for label, emb in embedded.items() if label.startswith("gallery:")}
+    galleries = {label[1]: emb for label, emb in embedded.items() if label[0] == "gallery"}
     panel_emb = dict(precomputed)
     for key in panels:
-        label = "panel:" + "/".join(key)
-        if label in embedded:
-            panel_emb[key] = embedded[label]
+        if ("panel", key) in embedded:
+            panel_emb[key] = embedded[("panel", key)]
     shares, gaas_reason, segment_stats = None, GAAS_UNAVAILABLE, None
     if segmenter is not None:
-        to_segment = {f"gallery:{bid}": benchmark.gallery(bid) for bid in sorted({k[2] for k in panels})}
-        to_segment.update({label: items for label, items in to_embed.items() if label.startswith("panel:")})
+        to_segment = {("gallery", bid): benchmark.gallery(bid) for bid in sorted({k[2] for k in panels})}
+        to_segment.update({label: items for label, items in to_embed.items() if label[0] == "panel"})
         segmented, segment_stats = segment_items(to_segment, segmenter, cache=cache, batch_size=segment_batch_size,
                                                  progress=progress, num_workers=num_workers)
         shares = (
-            {key: segmented["panel:" + "/".join(key)] for key in panels if "panel:" + "/".join(key) in segmented},
-            {label.split(":", 1)[1]: v for label, v in segmented.items() if label.startswith("gallery:")},
+            {key: segmented[("panel", key)] for key in panels if ("panel", key) in segmented},
+            {label[1]: v for label, v in segmented.items() if label[0] == "gallery"},
         )
         gaas_reason = "the panel was given as precomputed embeddings; GAAS needs its images"
     df = score_embeddings(benchmark.blocks, galleries, panel_emb, encoder_name=encoder.name, shares=shares,
@@ -650,6 +737,7 @@ def evaluate_panels(
     df.attrs["embedding_stats"] = stats
     df.attrs["skipped_images"] = image_check.skipped
     df.attrs["animated_images"] = image_check.animated
+    df.attrs["unpromptable_panels"] = {"allowed": bool(allow_unpromptable), "panels": unpromptable}
     df.attrs["near_copies"] = find_near_copies(benchmark, {k: panels[k] for k in submitted},
                                                {k: panel_emb[k] for k in submitted if k in panel_emb}, galleries)
     if segment_stats is not None:

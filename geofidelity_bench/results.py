@@ -126,7 +126,9 @@ def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_
     animated files of which the first frame was scored), ``near_copies`` (submitted images
     that copy a reference photo of the benchmark),
     ``gaas`` (the segmenter's name, config and hash, or why GAAS is n/a), ``anchors`` (the
-    real-image anchor rule, docs/benchmark.md section 6, Real-image anchors), ``protocol``
+    real-image anchor rule, docs/benchmark.md section 6, Real-image anchors),
+    ``unpromptable_panels`` (``allowed`` and the (condition, block) panels scored although the
+    benchmark refuses their prompt, with ``allow_unpromptable``), ``protocol``
     (:func:`protocol_record`) and ``versions``.
     ``geofidelity-bench evaluate``/``demo`` put the command line, time and parameters before it.
 
@@ -158,6 +160,8 @@ def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_
             "panel_size": ANCHOR_PANEL_SIZE,
             "seeds": "random.Random(f'0|{block_id}|{method}')",
         },
+        # panels of a prompt condition whose prompt the benchmark refuses, scored only when allowed
+        "unpromptable_panels": results.attrs.get("unpromptable_panels", {"allowed": False, "panels": []}),
         "protocol": protocol_record(),
         "versions": library_versions(),
     }

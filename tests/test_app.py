@@ -364,10 +364,13 @@ def test_leaderboard_and_results_upload(client, app_data, tmp_path):
     l1 = mine[mine["method"] == "sanity_world"].assign(method="my_model", condition="L1")
     pd.concat([mine, l1]).to_csv(tmp_path / "results.csv", index=False)
     out = client.predict(_handles([str(tmp_path / "results.csv")])[0], api_name="/upload_results")
-    source, condition_update, table, plots, report_md, status = out[0], out[1], out[5], out[6], out[7], out[8]
+    source, condition_update, table, notes, plots, report_md, status = (out[0], out[1], out[5], out[6], out[7],
+                                                                         out[8], out[9])
     assert "results.csv (42 rows)" in source and "Loaded 42 result rows" in status
     assert "L1" in [c[1] if isinstance(c, (list, tuple)) else c for c in condition_update["choices"]]
     assert "my_model" in [r[1] for r in table["data"]]
+    # the uploaded table carries chance columns; without a run.json its benchmark is unknown
+    assert "chance acc" in table["headers"] and "Chance:" in notes and "**unknown**" in source
     assert plots and all(item["caption"] for item in plots) and "Table 10" in report_md
     l1_only = client.predict("L1", "CosSim ↑", True, "mean per method and condition", api_name="/leaderboard")
     assert [r[1] for r in l1_only["data"]] == ["my_model"]
@@ -380,7 +383,7 @@ def test_leaderboard_and_results_upload(client, app_data, tmp_path):
         client.predict(_handles([str(tmp_path / "binary.csv")])[0], api_name="/upload_results")
 
     reset = client.predict(api_name="/reset_results")
-    assert len(reset[5]["data"]) == 5 and "Showing the default results again" in reset[8]
+    assert len(reset[5]["data"]) == 5 and "Showing the default results again" in reset[9]
     assert client.predict("all conditions", "CosSim ↑", True, "mean per method and condition",
                           api_name="/leaderboard") == default
 
@@ -454,3 +457,154 @@ def test_server_answers_quickly_after_errors(client):
     # A stuck worker would never answer: a generous deadline turns that hang into a failure (no speed check).
     update = client.submit("arezzo", api_name="/city_blocks").result(timeout=120)
     assert update["value"] == "arezzo_church_streets"
+
+
+# -- chance, repeated held-out photos, copied panels, provenance (issue 28 parts 1-3, 7) --------------------
+
+
+def brute_force_chance(multiplicities) -> tuple[float, float]:
+    """Chance (accuracy, MRR) by the metric itself: every order of the distinct candidate blocks, each made the
+    similarity order of a generated image, ranked by ``metrics.retrieval`` (its candidate set and tie rule)."""
+    from itertools import permutations
+
+    from geofidelity_bench.metrics import CANDIDATE_NAMES, retrieval
+
+    n_blocks = len(multiplicities) + 1
+    galleries = np.eye(n_blocks)[:, None, :]  # block j: one photo, the j-th axis
+    roles, owner = list(CANDIDATE_NAMES[1:]), []
+    candidates = {"target": galleries[0]}
+    for j, m in enumerate(multiplicities, start=1):
+        for _ in range(m):
+            role = roles.pop(0)
+            candidates[role] = galleries[j]
+            owner.append(j)
+    accs, mrrs = [], []
+    for order in permutations(range(n_blocks)):
+        gen = np.zeros((1, n_blocks))
+        gen[0, list(order)] = np.arange(n_blocks, 0, -1)  # the first block of the order is the most similar
+        result = retrieval(gen, candidates)
+        accs.append(result.accuracy)
+        mrrs.append(result.mrr)
+    return float(np.mean(accs)), float(np.mean(mrrs))
+
+
+@pytest.mark.parametrize("multiplicities", [[1], [1, 1], [1, 1, 1, 1], [2, 1, 1], [2, 2], [3, 1], [4], [2, 1]])
+def test_chance_levels_follow_the_metrics_candidates_and_tie_rule(multiplicities):
+    from geofidelity_bench.caveats import chance_levels
+    from geofidelity_bench.metrics import CANDIDATE_NAMES, retrieval_chance
+
+    roles = iter(CANDIDATE_NAMES[1:])
+    candidates = {"target": "t"}
+    for b, m in enumerate(multiplicities):  # negative block b fills m roles
+        candidates.update({next(roles): f"b{b}" for _ in range(m)})
+    chance = retrieval_chance(candidates)
+    acc, mrr = chance.accuracy, chance.mrr
+    assert (acc, mrr) == pytest.approx(brute_force_chance(multiplicities), abs=1e-12)
+    if set(multiplicities) == {1}:
+        assert (acc, mrr) == pytest.approx(chance_levels(len(multiplicities) + 1), abs=1e-12)
+
+
+def _block_chance(bench, block_id):
+    """Chance of one block from its negatives, counted by hand, through the brute force above."""
+    from collections import Counter
+
+    roles = [neg for neg in bench.negatives(block_id).values() if neg is not None]
+    return brute_force_chance(sorted(Counter(roles).values(), reverse=True))
+
+
+def test_leaderboard_shows_chance_and_marks_repeating_and_copied_rows(app_data):
+    from geofidelity_bench.caveats import COPIED_MARK, REPEATS_MARK
+    from geofidelity_bench.demo_app import results as lb
+
+    bench = app_data.benchmark
+    chance = {b: _block_chance(bench, b) for b in bench.block_ids}
+    thin = [b for b in bench.block_ids if len(bench.heldout(b)) < 4]  # cycled to a panel of 4
+    assert 0 < len(thin) < len(bench.block_ids)
+    table = lb.leaderboard_table(app_data.results, condition="anchor")
+    held = table[table["method"] == "Held-out Real"].iloc[0]
+    assert held["chance acc"] == pytest.approx(np.mean([chance[b][0] for b in bench.block_ids]), abs=5e-4)
+    assert held["chance MRR"] == pytest.approx(np.mean([chance[b][1] for b in bench.block_ids]), abs=5e-4)
+    headers = list(table.columns)
+    assert headers.index("chance acc") == headers.index("Retrieval accuracy ↑") + 1
+    assert headers.index("chance MRR") == headers.index("MRR ↑") + 1
+    assert held["notes"] == f"{REPEATS_MARK} ({len(thin)} of {len(bench.block_ids)} blocks)"
+    assert set(table.loc[table["method"] != "Held-out Real", "notes"]) == {""}
+    per_block = lb.leaderboard_table(app_data.results, view=lb.VIEWS[1])
+    for row in per_block.to_dict("records"):
+        assert row["chance acc"] == pytest.approx(chance[row["block_id"]][0], abs=5e-4)
+        assert row["chance MRR"] == pytest.approx(chance[row["block_id"]][1], abs=5e-4)
+        assert (row["notes"] == REPEATS_MARK) == (row["method"] == "Held-out Real" and row["block_id"] in thin)
+    notes = lb.leaderboard_notes(app_data.results)
+    assert "ties count against the target" in notes and f"{len(thin)} of {len(bench.block_ids)} block(s)" in notes
+    assert ", ".join(sorted(thin)) in notes
+
+    # copied panels (the copy audit's n_copied column) are marked, and the note says how many images
+    copied = app_data.results.copy()
+    copied["n_copied"] = np.where(copied["method"] == "sanity_augmented_heldout", 2.0, np.nan)
+    summary = lb.leaderboard_table(copied, condition="sanity").set_index("method")
+    assert summary.loc["Sanity: augmented held-out", "notes"] == f"{COPIED_MARK} (7 of 7 blocks)"
+    assert summary.loc["Sanity: world photos", "notes"] == ""
+    assert "14 image(s) in 7 panel(s)" in lb.leaderboard_notes(copied)
+
+
+def test_old_results_without_the_new_columns_still_show(app_data):
+    from geofidelity_bench.demo_app import results as lb
+
+    old = app_data.results.drop(columns=[c for c in ("n_candidates", "chance_retrieval_acc", "chance_mrr", "n_distinct",
+                                                     "n_copied") if c in app_data.results])
+    table = lb.leaderboard_table(old)
+    assert table["chance acc"].isna().all() and set(table["notes"]) == {""}
+    assert "unknown for these results" in lb.leaderboard_notes(lb.annotate_results(old))
+
+
+def test_score_readings_say_the_chance_level(app_data):
+    bench = app_data.benchmark
+    held = bench.heldout("lund_seg2")
+    scored = app_data.score("lund_seg2", [r.image_bytes for r in held][:2])
+    acc, mrr = _block_chance(bench, "lund_seg2")
+    assert scored.chance == pytest.approx((acc, mrr), abs=1e-12)
+    readings = scored.readings()
+    assert f"1 in {round(1 / acc)} by chance here (5 candidates, 4 distinct blocks" in readings["retrieval_acc"]
+    assert f"{mrr:.2f} by chance here" in readings["mrr"]
+
+
+def test_results_csv_report_names_its_own_benchmark_never_the_apps(app_data, tmp_path, tmp_path_factory):
+    """The app started with --results CSV: the report and the page name the results' benchmark (from the
+    run.json next to the CSV), or say it is unknown; never the app's own benchmark."""
+    import json
+
+    from geofidelity_bench.demo_app import load_app_data
+    from geofidelity_bench.demo_app import results as lb
+
+    cache = tmp_path_factory.getbasetemp() / "app-embedding-cache"
+    own_fp = app_data.benchmark.fingerprint
+    _, own_md = lb.report_images(app_data.results, app_data.run_info)
+    assert own_fp[:16] in own_md  # the app's own scores do name the app's benchmark
+
+    folder = tmp_path / "other"
+    folder.mkdir()
+    new = ("n_candidates", "chance_retrieval_acc", "chance_mrr", "n_distinct", "n_copied")
+    app_data.anchor_results.drop(columns=[c for c in new if c in app_data.anchor_results]).to_csv(
+        folder / "results.csv", index=False)
+    other_fp = "0f" * 32
+    (folder / "run.json").write_text(json.dumps({
+        "benchmark": {"name": "another_bench", "fingerprint": other_fp},
+        "encoder": {"name": "efficientnet-lite0", "config_hash": app_data.own_info["encoder"]["config_hash"]},
+        "protocol": {"version": app_data.own_info["protocol"]["version"]}}))
+    data = load_app_data("demo", "efficientnet-lite0", cache_dir=str(cache), results_csv=str(folder / "results.csv"))
+    _, md = lb.report_images(data.results, data.run_info)
+    assert other_fp[:16] in md and own_fp[:16] not in md
+    text = lb.provenance_text(data.run_info, data.own_info)
+    assert "another_bench" in text and "Not comparable" in text and "another benchmark" in text
+    assert data.results["chance_retrieval_acc"].isna().all()  # not taken from the app's benchmark
+
+    (folder / "run.json").unlink()
+    data = load_app_data("demo", "efficientnet-lite0", cache_dir=str(cache), results_csv=str(folder / "results.csv"))
+    assert data.run_info is None
+    _, md = lb.report_images(data.results, data.run_info)
+    assert own_fp[:16] not in md
+    assert "**unknown**" in lb.provenance_text(data.run_info, data.own_info)
+
+    (folder / "run.json").write_text("{not json")
+    with pytest.raises(lb.ResultsError, match="run.json .*cannot be read"):
+        load_app_data("demo", "efficientnet-lite0", cache_dir=str(cache), results_csv=str(folder / "results.csv"))

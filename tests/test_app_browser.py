@@ -92,6 +92,10 @@ def test_score_tab_end_to_end(app_url, browser, tmp_path):
         page.locator("#score-button").click()
         table = page.locator("#score-table")
         sync_api.expect(table).to_contain_text("of 4 images picked the target block out of 5 candidates (4 distinct blocks)")
+        # chance next to the retrieval numbers: lund_seg3 fills two of lund_seg2's roles, so 4 distinct blocks rank
+        sync_api.expect(table).to_contain_text("1 in 4 by chance here (5 candidates, 4 distinct blocks: a block "
+                                               "filling two roles ranks twice, ties count against the target)")
+        sync_api.expect(table).to_contain_text("0.48 by chance here")  # MRR: tests/test_app.py brute-forces it
         sync_api.expect(page.locator("#score-status")).to_contain_text("Scored 4 images against lund_seg2")
         for label in ("CosSim", "DCSF", "Retrieval accuracy", "Local margin", "held-out real photos of this block"):
             sync_api.expect(table).to_contain_text(label)
@@ -133,3 +137,95 @@ def test_score_tab_end_to_end(app_url, browser, tmp_path):
         page.screenshot(path=str(tmp_path / "score_error_after_toast.png"), full_page=False)
     finally:
         page.close()
+
+
+def _open_tab(page, name: str) -> None:
+    """Clicks a tab, through Gradio's overflow menu ("...") when a narrow screen hides it there."""
+    page.get_by_role("tab", name="Explore").wait_for()  # the tab bar is laid out (the first tab always shows)
+    tab = page.get_by_role("tab", name=name)
+    if not tab.is_visible():
+        page.locator(".overflow-menu > button").first.click()
+        page.locator(".overflow-dropdown button", has_text=name).first.click()
+    else:
+        tab.click()
+
+
+def _shots_dir(tmp_path):
+    """Where screenshots go: $GFB_SCREENSHOTS (to look at them) or the test's temporary folder."""
+    from pathlib import Path
+
+    folder = Path(os.environ.get("GFB_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.mark.parametrize("viewport", [(1280, 900), (390, 844)], ids=["desktop", "phone"])
+def test_explore_and_leaderboard_show_chance_and_marks(app_url, browser, tmp_path, viewport):
+    from geofidelity_bench.caveats import REPEATS_MARK
+
+    url, data = app_url
+    thin = data.thin_anchor_blocks()
+    shots = _shots_dir(tmp_path)
+    page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+    page.set_default_timeout(30_000)
+    sync_api.expect.set_options(timeout=30_000)
+    try:
+        page.goto(url, wait_until="domcontentloaded")
+        # Explore: the first block of the first city; its anchors say the chance level and, when it is thin, the mark
+        explore = page.locator("#explore-meta")
+        sync_api.expect(explore).to_contain_text("by chance here")
+        first_block = page.locator("input[aria-label='Block']").first.input_value().split(" ")[0]
+        if first_block in thin:
+            sync_api.expect(explore).to_contain_text(f"heldout_real {REPEATS_MARK}")
+            sync_api.expect(explore).to_contain_text("so its held-out panel repeats photos")
+        sync_api.expect(explore).to_contain_text(f"{len(thin)} of {len(data.benchmark.blocks)} block(s) have fewer "
+                                                 "held-out photos than the panel size")
+        explore.scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / f"explore_{viewport[0]}x{viewport[1]}.png"), full_page=True)
+
+        _open_tab(page, "Leaderboard")
+        table = page.locator("#lb-table")
+        sync_api.expect(table).to_contain_text("chance acc")
+        sync_api.expect(table).to_contain_text("chance MRR")
+        sync_api.expect(table).to_contain_text(f"{REPEATS_MARK} ({len(thin)} of {len(data.benchmark.blocks)} blocks)")
+        notes = page.locator("#lb-notes")
+        sync_api.expect(notes).to_contain_text("Chance:")
+        sync_api.expect(notes).to_contain_text("ties count against the target")
+        sync_api.expect(notes).to_contain_text(f"{REPEATS_MARK}:")
+        sync_api.expect(page.locator("#lb-source")).to_contain_text("Produced on benchmark")
+        table.scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / f"leaderboard_{viewport[0]}x{viewport[1]}.png"), full_page=False)
+        print(f"screenshots: {shots}")
+    finally:
+        page.close()
+
+
+def test_score_tab_chance_on_a_phone(app_url, browser, tmp_path):
+    """The chance sentence is there (and readable) at 390x844 too."""
+    url, data = app_url
+    shots = _shots_dir(tmp_path)
+    photos = []
+    for i, world in enumerate(data.benchmark.world[4:7]):
+        path = tmp_path / f"phone_{i}.jpg"
+        path.write_bytes(world.image_bytes)
+        photos.append(str(path))
+    for viewport in ((390, 844), (1280, 900)):
+        page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+        page.set_default_timeout(30_000)
+        sync_api.expect.set_options(timeout=30_000)
+        try:
+            page.goto(url, wait_until="domcontentloaded")
+            _open_tab(page, "Score your images")
+            block = page.locator("#score-block input")
+            block.click()
+            block.fill("berlin_am_lustgarten")
+            page.get_by_role("option", name="berlin_am_lustgarten — Am Lustgarten, Mitte, Berlin").first.click()
+            page.locator("#score-files input[type=file]").set_input_files(photos)
+            sync_api.expect(page.locator("#score-files")).to_contain_text("phone_2")
+            page.locator("#score-button").click()
+            table = page.locator("#score-table")
+            sync_api.expect(table).to_contain_text("by chance here")
+            table.scroll_into_view_if_needed()
+            page.screenshot(path=str(shots / f"score_{viewport[0]}x{viewport[1]}.png"), full_page=True)
+        finally:
+            page.close()

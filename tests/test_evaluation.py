@@ -416,11 +416,11 @@ def test_evaluate_warns_about_panels_copied_from_reference_photos(demo, tmp_path
     other = demo.gallery("lund_seg2")[0]  # embedded anyway: lund_seg2 is a negative of lund_seg1
     # lund_seg1: two byte-identical gallery photos and one re-encoded one (a near copy, not the same bytes);
     # berlin: two world photos and a re-encoded photo of another block (a copy of any block counts).
-    copies = _write_panel(gen, "copycat", "L1", "lund_seg1",
+    copies = _write_panel(gen, "copycat", "L0", "lund_seg1",
                           [own[0].image_bytes, own[1].image_bytes, _reencoded(own[2].image_bytes)])
-    mixed = _write_panel(gen, "copycat", "L1", "berlin_am_lustgarten",
+    mixed = _write_panel(gen, "copycat", "L0", "berlin_am_lustgarten",
                          [demo.world[0].image_bytes, demo.world[1].image_bytes, _reencoded(other.image_bytes)])
-    _write_panel(gen, "world_photos", "L1", "lund_seg1", [w.image_bytes for w in demo.world[4:8]])
+    _write_panel(gen, "world_photos", "L0", "lund_seg1", [w.image_bytes for w in demo.world[4:8]])
     out = tmp_path / "out"
     assert main(["evaluate", "--benchmark", "demo", "--generated", str(gen), "--encoder", "efficientnet-lite0",
                  "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
@@ -435,7 +435,7 @@ def test_evaluate_warns_about_panels_copied_from_reference_photos(demo, tmp_path
     assert {r["file"] for r in near} == {str(p) for p in expected}
     for rec in near:
         ref, exact = expected[type(copies)(rec["file"])]
-        assert (rec["method"], rec["condition"]) == ("copycat", "L1")
+        assert (rec["method"], rec["condition"]) == ("copycat", "L0")
         assert (rec["reference_id"], rec["reference_block_id"], rec["exact"]) == (ref.reference_id, ref.block_id, exact)
         assert rec["cosine"] >= 0.999
     # The world photos of both panels are not flagged: no real photo of a block is among them.

@@ -385,3 +385,37 @@ def test_the_torchvision_filter_lets_other_transformers_warnings_through():
     finally:
         logger.removeHandler(handler)
     assert seen == ["something else", "`Y` requires torchvision (not installed); falling back to `YPil` after loading"]
+
+
+def test_reuse_keys_cover_every_setting_that_evaluate_checks():
+    from geofidelity_bench.generated_folder import SETTINGS_COLUMNS
+    from geofidelity_bench.generation.manifest import REUSE_COLUMNS
+
+    assert set(SETTINGS_COLUMNS) <= set(REUSE_COLUMNS) and {"seed", "prompt"} <= set(REUSE_COLUMNS)
+
+
+def test_another_pipeline_is_not_reused_and_evaluate_accepts_what_generate_made(bench, tiny_run, tmp_path):
+    """Images made with another pipeline are not kept as this run's (issue 28, part 7): reusing them left a
+    method with two pipelines in one folder, which `evaluate`'s manifest check then refused."""
+    import shutil
+
+    from geofidelity_bench.evaluation import read_generated_folder
+    from geofidelity_bench.generated_folder import check_generation_manifest
+    from geofidelity_bench.generation.runner import GenerationFolderError
+
+    src, _, _ = tiny_run
+    out = tmp_path / "out"
+    shutil.copytree(src, out)
+    tiny = BUILTIN_GENERATORS["tiny"]
+    assert set(load_manifest(out)["pipeline"]) == {tiny.pipeline_class} != {"DiffusionPipeline"}
+    other = tiny.replace(pipeline_class="DiffusionPipeline")
+    with pytest.raises(GenerationFolderError, match=r"tiny/L0/lund_seg1/00\.jpg \(differs in pipeline\)"):
+        run_generation(bench, [other], [*CONDITIONS, "L2"], out, images_per_block=N, progress=False,
+                       log=lambda m: None)
+    assert jpg_hashes(out) == jpg_hashes(src)
+    s = run_generation(bench, [other], [*CONDITIONS, "L2"], out, images_per_block=N, progress=False,
+                       overwrite=True, log=lambda m: None)
+    assert s.generated == len(jpg_hashes(src)) + N  # every earlier image again, and L2 for the named block
+    assert set(load_manifest(out)["pipeline"]) == {"DiffusionPipeline"}
+    panels = read_generated_folder(out, bench)  # runs the manifest check: one pipeline per method
+    assert check_generation_manifest(out, panels).problems == []

@@ -118,14 +118,20 @@ def test_scoring_example_writes_a_scored_results_folder(scoring_example):
     df = read_results_csv(work / "results" / "results.csv")
     methods = ["world_photos", "heldout_real", "random_same_country", "random_global"]
     assert sorted(df["method"].unique()) == sorted(methods)
-    assert len(df) == len(methods) * len(demo.blocks)  # one row per (method, block)
+    # one row per (method, condition, block): L0 for every block, L1 only for the block with a street name
+    named = [b.block_id for b in demo.blocks if b.street_name and b.neighborhood]
+    assert named == ["berlin_am_lustgarten"]
+    assert len(df) == len(methods) * len(demo.blocks) + len(named)
     world = df[df["method"] == "world_photos"]
-    assert set(world["condition"]) == {"L1"} and sorted(world["block_id"]) == sorted(demo.block_ids)
+    run = json.loads((work / "results" / RUN_FILE).read_text())
+    assert sorted(world.loc[world["condition"] == "L0", "block_id"]) == sorted(demo.block_ids)
+    assert list(world.loc[world["condition"] == "L1", "block_id"]) == named
+    assert set(world["condition"]) == {"L0", "L1"}
+    assert run["unpromptable_panels"] == {"allowed": False, "panels": []}  # every panel has a prompt
     assert set(world["n_generated"]) == {4.0}
     for col in SCORES:
         assert df[col].map(math.isfinite).all(), col
     assert df["gaas"].isna().all()  # no segmenter in the example; run.json says why
-    run = json.loads((work / "results" / RUN_FILE).read_text())
     assert run["benchmark"]["fingerprint"] == demo.fingerprint
     assert run["encoder"]["name"] == "efficientnet-lite0" and run["encoder"]["config_hash"]
     reasons = {r["column"]: r for r in run["nan_reasons"]}
@@ -151,8 +157,8 @@ def test_scoring_example_builds_the_report(scoring_example):
         assert (report / name).is_file(), name
     rows = read_results_csv(work / "results" / "results.csv")
     board = pd.read_csv(report / "tables" / "leaderboard.csv").set_index("method")
-    assert board.loc["world_photos", "cos_sim"] == pytest.approx(
-        rows.loc[rows["method"] == "world_photos", "cos_sim"].mean(), rel=1e-9)
+    assert board.loc["world_photos", "cos_sim"] == pytest.approx(  # the leaderboard ranks L1 panels
+        rows.loc[(rows["method"] == "world_photos") & (rows["condition"] == "L1"), "cos_sim"].mean(), rel=1e-9)
     assert "world_photos" in (report / "report.md").read_text(encoding="utf-8")
 
 

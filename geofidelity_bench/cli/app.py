@@ -59,7 +59,9 @@ def register(sub) -> None:
     p.add_argument("--revision", default=None, help="Hub revision of the benchmark dataset (default: main)")
     add_encoder_args(p, "efficientnet-lite0")
     p.add_argument("--results", default=None, metavar="CSV",
-                   help="results.csv for the leaderboard (default: the anchors and sanity methods scored at startup)")
+                   help="results.csv for the leaderboard (default: the anchors and sanity methods scored at startup); "
+                   "the run.json next to it says which benchmark, encoder and protocol produced it (without one, "
+                   "the app says they are unknown)")
     p.add_argument("--results-repo", default=None, metavar="ORG/NAME",
                    help="results repo on the Hub (see push-results) for the Hub leaderboard tab, loaded at start and "
                    "on refresh (default: $GEOFIDELITY_RESULTS_REPO)")

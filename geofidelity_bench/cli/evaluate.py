@@ -37,7 +37,8 @@ def _run_info(args, bench, encoder, cache, results, started: float, segmenter, g
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ..benchmark import load_benchmark
-    from ..evaluation import evaluate_panels, read_generated_folder
+    from ..evaluation import (EvaluationError, evaluate_panels, read_generated_folder, unpromptable_message,
+                              unpromptable_panels)
     from ..near_copies import near_copies_warning
     from ..panel_images import check_panel_images
 
@@ -46,6 +47,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     panels = read_generated_folder(args.generated, bench, methods=args.methods, conditions=args.conditions,
                                    extra_conditions=args.extra_conditions, ignore_manifest=args.ignore_manifest)
     manifest = _manifest_info(args, panels)
+    # Before any image is decoded or model loaded: panels that no prompt of the benchmark could have produced.
+    unpromptable = unpromptable_panels(bench, panels)
+    if unpromptable and not args.allow_unpromptable:
+        raise EvaluationError(unpromptable_message(unpromptable))
+    if unpromptable:
+        print(f"warning: --allow-unpromptable: {unpromptable_message(unpromptable).splitlines()[0]} scored anyway "
+              "(recorded in run.json)", file=sys.stderr)
     # Every file is decoded once before any model is loaded: all bad files are reported together.
     checked = check_panel_images(panels, skip_bad_images=args.skip_bad_images, progress=not args.no_progress)
     for rec in checked.skipped:
@@ -57,7 +65,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     results = evaluate_panels(bench, panels, encoder, cache=cache, batch_size=args.batch_size,
                               num_workers=args.num_workers,
                               progress=not args.no_progress, include_anchors=not args.no_anchors,
-                              segmenter=segmenter, image_check=checked)
+                              segmenter=segmenter, image_check=checked, allow_unpromptable=args.allow_unpromptable)
     copies = near_copies_warning(results.attrs.get("near_copies", []))
     if copies:
         print(f"warning: {copies}", file=sys.stderr)
@@ -107,6 +115,10 @@ def _add_evaluate(sub) -> None:
     p.add_argument("--ignore-manifest", action="store_true",
                    help="score panels even when the folder's generation manifest.parquet does not list their images "
                         "or they were made with other settings (run.json records what was ignored)")
+    p.add_argument("--allow-unpromptable", action="store_true",
+                   help="score panels of a prompt condition whose prompt the benchmark refuses for their block (e.g. "
+                        "L1 for a block without a street name: no prompt could have produced them) instead of "
+                        "refusing them, naming each; run.json records them under unpromptable_panels")
     p.add_argument("--out", required=True, help="output folder (results.csv, summary_*.csv, run.json)")
     p.add_argument("--no-anchors", action="store_true", help="do not score the three real-image anchors")
     p.add_argument("--skip-bad-images", action="store_true",

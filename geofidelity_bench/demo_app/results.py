@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import caveats
 from ..errors import GeoFidelityError
-from ..evaluation import METRIC_COLUMNS, RESULT_COLUMNS, summarize
+from ..evaluation import ANCHOR_PANEL_SIZE, METRIC_COLUMNS, RESULT_COLUMNS, summarize
 from ..metrics.catalog import METRICS, heading
 from ..report import METHOD_LABELS
 from ..results import REQUIRED_COLUMNS
@@ -25,6 +26,10 @@ LEADERBOARD_METRICS = tuple(
     for c in ("cos_sim", "mmd", "dcsf", "gaas", "retrieval_acc", "mrr", "local_margin", "strongest_margin")
 )
 SORT_CHOICES = tuple(h for _, h in LEADERBOARD_METRICS) + ("method",)
+#: Chance columns (docs/benchmark.md section 5): the header shown right after the score it belongs to.
+CHANCE_COLUMNS = {"retrieval_acc": ("chance_retrieval_acc", "chance acc"), "mrr": ("chance_mrr", "chance MRR")}
+#: The column of marks (repeated held-out photos, copied reference photos).
+NOTES_HEADER = "notes"
 _HEADER_TO_COLUMN = {h: c for c, h in LEADERBOARD_METRICS}
 MAX_ROWS_SHOWN = 2000
 #: Bad cells listed in the message that refuses a results table.
@@ -86,6 +91,95 @@ def _check_values(results: pd.DataFrame, name: str) -> None:
         )
 
 
+def annotate_results(results: pd.DataFrame, benchmark=None) -> pd.DataFrame:
+    """``results`` with the columns the leaderboard's caveats read, tolerating results written before them.
+
+    ``n_candidates``, ``chance_retrieval_acc``, ``chance_mrr`` (results.csv columns since issue 28)
+    and ``n_distinct`` are added as NaN when missing. With ``benchmark`` (only when the results are
+    known to come from that benchmark), missing chance values are computed from each block's
+    retrieval line-up (:func:`geofidelity_bench.metrics.retrieval_chance`) and a missing
+    ``n_distinct`` of a held-out anchor row from the block's held-out photos (cycled to the panel
+    size); nothing is filled for other benchmarks, whose chance is then "unknown".
+    """
+    from .state import block_candidates, candidate_chance
+
+    out = results.copy()
+    out.attrs = dict(results.attrs)
+    for col in ("n_candidates", "chance_retrieval_acc", "chance_mrr", "n_distinct", "n_copied"):
+        out[col] = pd.to_numeric(out[col], errors="coerce").astype(float) if col in out.columns else np.nan
+    if benchmark is None:
+        return out
+    for i, bid in zip(out.index, out["block_id"].astype(str)):
+        if bid not in benchmark:
+            continue
+        if np.isnan(out.at[i, "chance_retrieval_acc"]) or np.isnan(out.at[i, "chance_mrr"]):
+            candidates = block_candidates(benchmark, bid)
+            acc, mrr = candidate_chance(candidates)
+            out.loc[i, ["n_candidates", "chance_retrieval_acc", "chance_mrr"]] = [len(candidates), acc, mrr]
+        if out.at[i, "method"] == caveats.HELDOUT_METHOD and np.isnan(out.at[i, "n_distinct"]):
+            held = {r.reference_id for r in benchmark.heldout(bid)}
+            out.at[i, "n_distinct"] = float(min(len(held), ANCHOR_PANEL_SIZE))
+    return out
+
+
+def _notes(rows: pd.DataFrame) -> str:
+    """The marks of a group of result rows: how many repeat photos, how many hold copied images."""
+    n = len(rows)
+    repeats = sum(caveats.repeats_photos(g, d) for g, d in zip(rows.get("n_generated", [np.nan] * n),
+                                                                 rows.get("n_distinct", [np.nan] * n)))
+    copied = int(caveats.copied_mask(rows).sum())
+    marks = []
+    if repeats:
+        marks.append(caveats.REPEATS_MARK + ("" if n == 1 else f" ({repeats} of {n} blocks)"))
+    if copied:
+        marks.append(caveats.COPIED_MARK + ("" if n == 1 else f" ({copied} of {n} blocks)"))
+    return "; ".join(marks)
+
+
+def leaderboard_notes(results: pd.DataFrame) -> str:
+    """What a reader must be told under the leaderboard (Markdown): chance, repeating held-out anchors, copies."""
+    lines = []
+    chance = pd.to_numeric(results.get("chance_retrieval_acc", pd.Series(dtype=float)), errors="coerce")
+    if chance.notna().any():
+        lines.append(
+            "**Chance:** the *chance acc* and *chance MRR* columns are what a panel of random images scores on the "
+            "same blocks (mean over the blocks a row averages): each block's target plus one candidate per negative "
+            "role; a block filling two roles ranks twice and ties count against the target. A retrieval score near "
+            "its chance level says nothing about the block.")
+    else:
+        lines.append("**Chance:** unknown for these results (no chance columns, and not known to come from this "
+                     "app's benchmark); with 3-5 candidates per block, chance accuracy is 0.2-0.33.")
+    if "n_distinct" in results and "method" in results:
+        held = results[results["method"].astype(str) == caveats.HELDOUT_METHOD]
+        thin = caveats.thin_anchor_blocks(results)
+        n_blocks = int(held["block_id"].nunique())
+        note = caveats.thin_anchor_note(len(thin), n_blocks)
+        if note:
+            lines.append(f"**{caveats.REPEATS_MARK}:** {note}. Blocks: {', '.join(thin)}.")
+    mask = caveats.copied_mask(results)
+    if mask.any():
+        n_images = int(pd.to_numeric(results.loc[mask, "n_copied"], errors="coerce").sum())
+        lines.append(f"**{caveats.copied_note(int(mask.sum()), n_images)}.**")
+    return "\n\n".join(lines)
+
+
+def provenance_text(run_info: dict | None, own_info: dict) -> str:
+    """Which benchmark, encoder and protocol produced the shown results, and whether the app's own scores
+    (the Score tab) may be compared with them (:mod:`geofidelity_bench.comparability`)."""
+    from ..comparability import comparability_of_run, not_comparable_reason
+
+    if not run_info:
+        return ("Benchmark fingerprint, encoder config and protocol: **unknown** (no run.json next to the results), "
+                "so these scores cannot be checked against the ones this app computes.")
+    theirs, ours = comparability_of_run(run_info), comparability_of_run(own_info)
+    name = (run_info.get("benchmark") or {}).get("name") if isinstance(run_info.get("benchmark"), dict) else None
+    text = f"Produced on benchmark `{name or '?'}` ({theirs.short()})."
+    why = not_comparable_reason(ours, theirs)
+    if why:
+        text += f" **Not comparable** with the scores this app computes ({why})."
+    return text
+
+
 def empty_metrics(results: pd.DataFrame) -> list[str]:
     """Headers of the leaderboard metrics that are missing (NaN) in every row."""
     return [h for c, h in LEADERBOARD_METRICS if not np.isfinite(results[c].to_numpy(dtype=float)).any()]
@@ -125,12 +219,29 @@ def leaderboard_table(
     if sort_col != "method" and sort_col not in dict(LEADERBOARD_METRICS):
         raise ResultsError(f"cannot sort by {sort_by!r}; choose one of {', '.join(SORT_CHOICES)}")
     metric_cols = [c for c, _ in LEADERBOARD_METRICS]
+    results = annotate_results(results) if any(c not in results for c, _ in CHANCE_COLUMNS.values()) else results
     if view == VIEWS[0]:
         table = summarize(results, ["method", "condition"])[["method", "condition", "n_blocks", *metric_cols]]
         table = table.rename(columns={"n_blocks": "blocks"})
+        groups = {key: rows for key, rows in results.groupby(["method", "condition"], sort=True, dropna=False)}
+        for score, (chance, _) in CHANCE_COLUMNS.items():
+            # the mean chance over the same blocks as the score's mean (rows where the score is finite)
+            table[chance] = [_finite_mean(groups[(m, c)], score, chance) for m, c in zip(table["method"], table["condition"])]
+        table[NOTES_HEADER] = [_notes(groups[(m, c)]) for m, c in zip(table["method"], table["condition"])]
     else:
         cols = ["method", "condition", "block_id"] + [c for c in ("city",) if c in results.columns] + metric_cols
-        table = results[cols].copy()
+        table = results[cols + [c for c, _ in CHANCE_COLUMNS.values()]].copy()
+        repeats = [caveats.repeats_photos(g, d) for g, d in zip(results["n_generated"] if "n_generated" in results
+                                                                 else [np.nan] * len(results), results["n_distinct"])]
+        copied = caveats.copied_mask(results).tolist()
+        table[NOTES_HEADER] = ["; ".join(m for m, on in ((caveats.REPEATS_MARK, r), (caveats.COPIED_MARK, c)) if on)
+                               for r, c in zip(repeats, copied)]
+    # each chance column right after its score; the marks right after the row's identity, where they are seen
+    order = [c for c in table.columns if c not in {ch for ch, _ in CHANCE_COLUMNS.values()} | {NOTES_HEADER}]
+    for score, (chance, _) in CHANCE_COLUMNS.items():
+        order.insert(order.index(score) + 1, chance)
+    order.insert(order.index(metric_cols[0]), NOTES_HEADER)
+    table = table[order]
     if sort_col == "method":
         ascending = best_first
     else:
@@ -139,11 +250,16 @@ def leaderboard_table(
             ascending = not ascending
     table = table.sort_values([sort_col, "method", "condition"], ascending=[ascending, True, True],
                               na_position="last", kind="mergesort")
-    table = _round(table.reset_index(drop=True), metric_cols)
+    table = _round(table.reset_index(drop=True), metric_cols + [c for c, _ in CHANCE_COLUMNS.values()])
     table.insert(0, "#", np.arange(1, len(table) + 1))
     table["method"] = [METHOD_LABELS.get(m, m) if m in METHOD_LABELS else m for m in table["method"]]
-    table = table.rename(columns=dict(LEADERBOARD_METRICS))
+    table = table.rename(columns={**dict(LEADERBOARD_METRICS), **dict(CHANCE_COLUMNS.values())})
     return table.head(MAX_ROWS_SHOWN)
+
+
+def _finite_mean(rows: pd.DataFrame, score: str, column: str) -> float:
+    values = pd.to_numeric(rows[column], errors="coerce")[np.isfinite(rows[score].to_numpy(dtype=float))]
+    return float(values.mean()) if values.notna().any() else float("nan")
 
 
 def report_images(results: pd.DataFrame, run_info: dict | None = None) -> tuple[list[tuple[Any, str]], str]:

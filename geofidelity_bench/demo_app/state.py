@@ -68,6 +68,21 @@ class PromptView:
         return self.text if self.text is not None else f"not available: {self.reason}"
 
 
+def candidate_chance(candidates: dict[str, str]) -> tuple[float, float]:
+    """Chance (accuracy, MRR) of a candidate line-up ``role -> block id`` (``"target"`` included), under
+    the metric's rule: one candidate per role, ties count against the target
+    (:func:`geofidelity_bench.metrics.retrieval_chance`, the function behind results.csv's chance columns)."""
+    chance = metrics.retrieval_chance(candidates)
+    return chance.accuracy, chance.mrr
+
+
+def block_candidates(bench: Benchmark, block_id: str) -> dict[str, str]:
+    """The retrieval line-up of a block: ``"target"`` and every negative role present -> block id."""
+    out = {"target": block_id}
+    out.update({role: neg for role, neg in bench.negatives(block_id).items() if neg is not None})
+    return out
+
+
 @dataclass
 class PanelScore:
     """The scores of one uploaded panel, ready to show."""
@@ -91,10 +106,16 @@ class PanelScore:
         """Distinct blocks among the candidates (one negative block may fill two roles)."""
         return len(set(self.candidates.values()))
 
+    @property
+    def chance(self) -> tuple[float, float]:
+        """(retrieval accuracy, MRR) of random images against this block's candidates (ties against the target)."""
+        return candidate_chance(self.candidates)
+
     def readings(self) -> dict[str, str]:
         return {
             s.key: reading(s.key, self.row, n_images=len(self.names), n_candidates=self.n_candidates,
-                           nan_reason=self.nan_reasons.get(s.key), n_distinct=self.n_distinct_blocks)
+                           nan_reason=self.nan_reasons.get(s.key), n_distinct=self.n_distinct_blocks,
+                           chance=self.chance)
             for s in SCORES
         }
 
@@ -157,8 +178,13 @@ class AppData:
         galleries: block id -> raw gallery embeddings (m, d).
         anchor_results: result rows of the three real-image anchors and the demo's sanity
             methods, scored at startup with ``encoder``.
-        results: the leaderboard's default rows (``anchor_results`` unless a results.csv was given).
+        results: the leaderboard's default rows (``anchor_results`` unless a results.csv was given),
+            with the chance and repeated-photo columns filled in where this benchmark knows them
+            (:func:`~geofidelity_bench.demo_app.results.annotate_results`).
         results_source: where ``results`` came from, in words.
+        run_info: the ``run.json`` of ``results`` (the app's own record for the startup scores; the
+            file next to a given results.csv; None when there is none: its benchmark is unknown).
+        own_info: what the app itself scores with (benchmark, encoder, protocol).
     """
 
     benchmark: Benchmark
@@ -167,7 +193,8 @@ class AppData:
     anchor_results: pd.DataFrame
     results: pd.DataFrame
     results_source: str
-    run_info: dict = field(default_factory=dict)
+    run_info: dict | None = None
+    own_info: dict = field(default_factory=dict)
     batch_size: int = 16
     num_workers: int | None = None  # image-preparing threads (None: the cores this process may use)
 
@@ -181,6 +208,7 @@ class AppData:
         cache=None,
         results: pd.DataFrame | None = None,
         results_source: str | None = None,
+        results_run_info: dict | None = None,
         batch_size: int = 16,
         progress: bool = False,
         log=None,
@@ -190,27 +218,37 @@ class AppData:
         log = log or (lambda msg: print(msg, file=sys.stderr))
         started = time.time()
         panels = {**anchor_panels(benchmark), **sanity_panels(benchmark)}
-        to_embed = {f"gallery:{b}": benchmark.gallery(b) for b in benchmark.block_ids}
-        to_embed.update({"panel:" + "/".join(k): v for k, v in panels.items()})
+        to_embed = {("gallery", b): benchmark.gallery(b) for b in benchmark.block_ids}
+        to_embed.update({("panel", k): v for k, v in panels.items()})
         log(f"geofidelity app: embedding the galleries and {len(panels)} anchor/sanity panels of "
             f"{benchmark.name!r} with {encoder.name} ...")
         embedded, stats = embed_items(to_embed, encoder, cache=cache, batch_size=batch_size, progress=progress,
                                       num_workers=num_workers)
-        galleries = {b: embedded[f"gallery:{b}"] for b in benchmark.block_ids}
-        panel_emb = {k: embedded["panel:" + "/".join(k)] for k in panels}
+        galleries = {b: embedded[("gallery", b)] for b in benchmark.block_ids}
+        panel_emb = {k: embedded[("panel", k)] for k in panels}
         anchor_results = score_embeddings(benchmark.blocks, galleries, panel_emb, encoder_name=encoder.name)
         log(f"geofidelity app: ready in {time.time() - started:.1f} s ({stats['from_cache']} embeddings from cache, "
             f"{stats['computed']} computed)")
-        run_info = {
+        from ..comparability import comparability_of_run
+        from ..results import protocol_record
+        from .results import annotate_results
+
+        own_info = {
             "benchmark": {"name": benchmark.name, "source": benchmark.source, "fingerprint": benchmark.fingerprint},
             "encoder": {"name": encoder.name, "dim": encoder.dim, "config_hash": getattr(encoder, "config_hash", None)},
+            "protocol": protocol_record(),
         }
         if results is None:
-            results, results_source = anchor_results, (
+            results, results_run_info, results_source = anchor_results, own_info, (
                 f"real-image anchors and sanity methods of benchmark `{benchmark.name}`, scored at startup with "
                 f"`{encoder.name}`")
-        return cls(benchmark=benchmark, encoder=encoder, galleries=galleries, anchor_results=anchor_results,
-                   results=results, results_source=results_source or "a results table", run_info=run_info,
+        # Chance levels and held-out photo counts come from this benchmark only for results of this benchmark.
+        same = results_run_info is not None and (
+            comparability_of_run(results_run_info).benchmark_fingerprint == benchmark.fingerprint)
+        results = annotate_results(results, benchmark if same else None)
+        return cls(benchmark=benchmark, encoder=encoder, galleries=galleries,
+                   anchor_results=annotate_results(anchor_results, benchmark), results=results,
+                   results_source=results_source or "a results table", run_info=results_run_info, own_info=own_info,
                    batch_size=batch_size, num_workers=num_workers)
 
     # -- explore --------------------------------------------------------------------------
@@ -230,6 +268,17 @@ class AppData:
     @property
     def negative_prompt(self) -> str:
         return NEGATIVE_PROMPT
+
+    def block_chance(self, block_id: str) -> tuple[dict[str, str], float, float]:
+        """A block's retrieval line-up and the chance (accuracy, MRR) of random images against it."""
+        candidates = block_candidates(self.benchmark, block_id)
+        return (candidates, *candidate_chance(candidates))
+
+    def thin_anchor_blocks(self) -> list[str]:
+        """The blocks whose held-out anchor panel repeats photos (sorted)."""
+        from ..caveats import thin_anchor_blocks
+
+        return thin_anchor_blocks(self.anchor_results)
 
     def anchors_of(self, block_id: str) -> dict[str, dict[str, float]]:
         """Anchor method -> its result row (metric columns) for ``block_id``."""
@@ -261,8 +310,7 @@ class AppData:
         key = (UPLOAD_METHOD, UPLOAD_CONDITION, block_id)
         df = score_embeddings(self.benchmark.blocks, self.galleries, {key: gen}, encoder_name=self.encoder.name)
         row = df.iloc[0].to_dict()
-        candidates = {"target": block_id}
-        candidates.update({role: neg for role, neg in self.benchmark.negatives(block_id).items() if neg is not None})
+        candidates = block_candidates(self.benchmark, block_id)
         ret = metrics.retrieval(gen, {role: self.galleries[bid] for role, bid in candidates.items()})
         reasons = {}
         for r in df.attrs.get("nan_reasons", []):
@@ -296,7 +344,8 @@ def load_app_data(
     Offline this works with the defaults (the embedded demo benchmark and the offline encoder);
     with network and weights, e.g. ``benchmark="user/geofidelity-bench", encoder="dinov2-base"``.
     ``results_csv`` (a results.csv written by ``geofidelity-bench evaluate``) replaces the
-    leaderboard's default rows.
+    leaderboard's default rows; the ``run.json`` next to it says which benchmark, encoder and
+    protocol produced them (without one they are unknown, never assumed to be this app's).
     """
     from ..benchmark import load_benchmark
     from ..encoders import EmbeddingCache, get_encoder
@@ -304,17 +353,43 @@ def load_app_data(
     from .results import ResultsError, check_results
 
     bench = load_benchmark(benchmark, revision=revision)
-    results = source = None
+    results = source = results_info = None
     if results_csv is not None:
         try:
             results = check_results(read_results_csv(results_csv), str(results_csv))
         except FileNotFoundError:
             raise ResultsError(f"results file {results_csv!r} does not exist") from None
         source = f"`{results_csv}`"
+        results_info = results_run_info(results_csv)
     enc = get_encoder(encoder, weights=encoder_weights, device=device, dtype=dtype)
     cache = EmbeddingCache(cache_dir) if use_cache else None
-    return AppData.build(bench, enc, cache=cache, results=results, results_source=source, batch_size=batch_size,
-                         progress=progress, num_workers=num_workers)
+    return AppData.build(bench, enc, cache=cache, results=results, results_source=source,
+                         results_run_info=results_info, batch_size=batch_size, progress=progress,
+                         num_workers=num_workers)
+
+
+def results_run_info(results_csv) -> dict | None:
+    """The ``run.json`` next to a results.csv (None when there is none).
+
+    Raises:
+        ResultsError: the file exists but is not a JSON object.
+    """
+    import json
+    from pathlib import Path
+
+    from ..results import RUN_FILE
+    from .results import ResultsError
+
+    path = Path(results_csv).parent / RUN_FILE
+    if not path.is_file():
+        return None
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ResultsError(f"{path} (the run record next to {results_csv}) cannot be read: {err}") from None
+    if not isinstance(info, dict):
+        raise ResultsError(f"{path} (the run record next to {results_csv}) is not a JSON object")
+    return info
 
 
 __all__ = ["AppData", "PanelScore", "PromptView", "RANKING_HEADERS", "block_choices", "block_label",

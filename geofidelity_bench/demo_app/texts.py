@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
+from ..caveats import chance_sentence
 from ..citation import CITATION_MARKDOWN
 from ..metrics.catalog import NEGATIVE_LABELS, RESULT_METRICS, MetricInfo
 
@@ -98,6 +99,26 @@ def retrieval_sentence(accuracy: float, n_images: int, n_candidates: int, n_dist
     return f"{hits} of {n_images} {noun} picked the target block out of {candidates_phrase(n_candidates, n_distinct)}"
 
 
+def chance_phrase(chance_acc: float, n_candidates: int | None = None, n_distinct: int | None = None) -> str:
+    """The chance level of retrieval accuracy, saying how the candidates are counted.
+
+    >>> chance_phrase(0.2, 5)
+    '1 in 5 by chance here'
+    >>> chance_phrase(0.25, 5, 4)
+    '1 in 4 by chance here (5 candidates, 4 distinct blocks: a block filling two roles ranks twice, ties count against the target)'
+    """
+    text = chance_sentence(chance_acc)
+    if n_candidates is not None and n_distinct is not None and n_distinct != n_candidates:
+        text += (f" ({n_candidates} candidates, {n_distinct} distinct blocks: a block filling two roles ranks twice, "
+                 "ties count against the target)")
+    return text
+
+
+def mrr_chance_phrase(chance_mrr: float) -> str:
+    """``0.52 by chance here`` (the MRR of random images against the same candidates)."""
+    return "chance level unknown here" if is_missing(chance_mrr) else f"{chance_mrr:.2f} by chance here"
+
+
 def margin_sentence(value: float, *, local: bool) -> str:
     if is_missing(value):
         return ("this block has no same-city alternative, so there is no local margin" if local
@@ -138,8 +159,21 @@ def _join(items: Sequence[str]) -> str:
 
 
 def reading(key: str, row: Mapping[str, float], *, n_images: int, n_candidates: int,
-            nan_reason: str | None = None, n_distinct: int | None = None) -> str:
-    """A plain-language sentence about one score of a scored panel."""
+            nan_reason: str | None = None, n_distinct: int | None = None,
+            chance: tuple[float, float] | None = None) -> str:
+    """A plain-language sentence about one score of a scored panel; ``chance`` (accuracy, MRR of random
+    images against the same candidates) is said next to retrieval accuracy and MRR."""
+    text = _reading(key, row, n_images=n_images, n_candidates=n_candidates, nan_reason=nan_reason,
+                    n_distinct=n_distinct)
+    if chance is not None and key == "retrieval_acc" and not is_missing(row.get(key)):
+        text += "; " + chance_phrase(chance[0], n_candidates, n_distinct)
+    elif chance is not None and key == "mrr" and not is_missing(row.get(key)):
+        text += "; " + mrr_chance_phrase(chance[1])
+    return text
+
+
+def _reading(key: str, row: Mapping[str, float], *, n_images: int, n_candidates: int,
+             nan_reason: str | None = None, n_distinct: int | None = None) -> str:
     value = row.get(key)
     if is_missing(value):
         if key == "local_margin":

@@ -21,7 +21,9 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .. import caveats  # noqa: E402
 from ..benchmark import BenchmarkError  # noqa: E402
+from ..evaluation import ANCHOR_PANEL_SIZE  # noqa: E402
 from ..images import ImageDecodeError  # noqa: E402
 from ..metrics.catalog import heading  # noqa: E402
 from ..near_copies import near_copies_warning  # noqa: E402
@@ -32,9 +34,10 @@ from .texts import (  # noqa: E402
     SCORES,
     about_markdown,
     anchor_comparison,
+    chance_phrase,
     fmt,
     md_escape,
-    retrieval_sentence,
+    mrr_chance_phrase,
     score_label,
 )
 from .uploads import (  # noqa: E402
@@ -62,6 +65,15 @@ CSS = """
 #score-table td:nth-child(1), #score-table td:nth-child(2), #about td:nth-child(2) { white-space: nowrap; }
 /* table headers break between words, never inside one ("condition", not "conditio n") */
 #lb-table th, #lb-table th *, #score-ranking th, #score-ranking th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: none; }
+/* the block's anchors: numbers never break; a narrow screen scrolls the table sideways */
+#explore-meta table { display: block; width: fit-content; max-width: 100%; overflow-x: auto; }
+#explore-meta th, #explore-meta td { white-space: nowrap; }
+/* a phone: the score table scrolls sideways instead of squeezing its sentences to one letter per line */
+@media (max-width: 700px) {
+  #score-table table { display: block; width: fit-content; max-width: 100%; overflow-x: auto; }
+  #score-table td:nth-child(1) { white-space: normal; min-width: 8em; }
+  #score-table td:nth-child(3), #score-table td:nth-child(4) { min-width: 15em; }
+}
 """
 
 
@@ -195,16 +207,34 @@ def _metadata_markdown(data: AppData, block_id: str) -> str:
         lines += ["", "Off the map: " + "; ".join(md_escape(x) for x in off)]
     anchors = data.anchors_of(block_id)
     if anchors:
-        shown = ("cos_sim", "dcsf", "retrieval_acc", "local_margin")
-        lines += ["", f"**Real-image anchors of this block** (encoder `{data.encoder.name}`):", "",
-                  "| anchor | " + " | ".join(heading(c) for c in shown) + " |",
-                  "| --- | --- | --- | --- | --- |"]
-        for method, row in anchors.items():
-            lines.append(f"| {method} | {fmt(row['cos_sim'])} | {fmt(row['dcsf'])} | {fmt(row['retrieval_acc'])} | "
-                         f"{fmt(row['local_margin'], signed=True)} |")
+        lines += _anchor_lines(data, block_id, anchors)
     if block.notes:
         lines += ["", f"*Notes:* {md_escape(block.notes)}"]
     return "\n".join(lines)
+
+
+def _anchor_lines(data: AppData, block_id: str, anchors: dict) -> list[str]:
+    """The block's real-image anchors, with the chance level of retrieval and the repeated-photo mark."""
+    shown = ("cos_sim", "dcsf", "retrieval_acc", "mrr", "local_margin")
+    thin = data.thin_anchor_blocks()
+    candidates, chance_acc, chance_mrr = data.block_chance(block_id)
+    n_distinct = len(set(candidates.values()))
+    lines = ["", f"**Real-image anchors of this block** (encoder `{data.encoder.name}`):", "",
+             "| anchor | " + " | ".join(heading(c) for c in shown) + " |", "| --- " * (len(shown) + 1) + "|"]
+    for method, row in anchors.items():
+        mark = f" {caveats.REPEATS_MARK}" if method == caveats.HELDOUT_METHOD and block_id in thin else ""
+        lines.append(f"| {method}{mark} | " + " | ".join(
+            fmt(row[c], signed=c == "local_margin") for c in shown) + " |")
+    lines += ["", f"Retrieval accuracy: {chance_phrase(chance_acc, len(candidates), n_distinct)}; "
+                  f"MRR: {mrr_chance_phrase(chance_mrr)}."]
+    if block_id in thin:
+        n_held = len(data.benchmark.heldout(block_id))
+        lines += ["", f"{caveats.REPEATS_MARK}: this block has {n_held} held-out photo(s), cycled to a panel of "
+                      f"{ANCHOR_PANEL_SIZE}, so its held-out panel repeats photos."]
+    note = caveats.thin_anchor_note(len(thin), len(data.benchmark.blocks))
+    if note:
+        lines += ["", f"*{note}.*"]
+    return lines
 
 
 def _gallery_items(data: AppData, block_id: str) -> list[tuple[Any, str]]:
@@ -217,8 +247,8 @@ def _gallery_items(data: AppData, block_id: str) -> list[tuple[Any, str]]:
     return items
 
 
-def _source_text(results: pd.DataFrame, source: str) -> str:
-    text = f"Showing: {source}."
+def _source_text(results: pd.DataFrame, source: str, provenance: str | None = None) -> str:
+    text = f"Showing: {source}." + (f" {provenance}" if provenance else "")
     empty = lb.empty_metrics(results)
     if empty:
         text += f" Empty throughout (not computed): {', '.join(empty)}."
@@ -232,8 +262,7 @@ def _scores_markdown(score) -> str:
     row, n = score.row, len(score.names)
     readings = score.readings()
     lines = [
-        "**In short:** " + retrieval_sentence(row["retrieval_acc"], n, score.n_candidates, score.n_distinct_blocks) + "; "
-        + readings["local_margin"] + ".",
+        "**In short:** " + readings["retrieval_acc"] + "; " + readings["local_margin"] + ".",
         "",
         "| score | value | what it means here | vs this block's real-image anchors |",
         "| --- | --- | --- | --- |",
@@ -328,12 +357,13 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         return "Scoring ...", "", pd.DataFrame(columns=RANKING_HEADERS), [], None, None
 
     def _leaderboard_outputs(results: pd.DataFrame, source: str, status: str):
-        images, report = lb.report_images(results, data.run_info if results is data.results else None)
+        run_info = data.run_info if results is data.results else None  # an uploaded table has no run.json
+        images, report = lb.report_images(results, run_info)
         table = lb.leaderboard_table(results)
-        return (results, _source_text(results, source),
+        return (results, _source_text(results, source, lb.provenance_text(run_info, data.own_info)),
                 gr.Dropdown(choices=lb.conditions_of(results), value=lb.ALL_CONDITIONS),
                 gr.Dropdown(value=lb.SORT_CHOICES[0]), gr.Checkbox(value=True), gr.Radio(value=lb.VIEWS[0]),
-                table, images, report, status)
+                table, lb.leaderboard_notes(results), images, report, status)
 
     @_friendly("show the leaderboard")
     def leaderboard(results: pd.DataFrame, condition: str, sort_by: str, best_first: bool, view: str):
@@ -344,7 +374,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
     @_friendly("read the results file", refusals)
     def upload_results(file, request: gr.Request):
         try:
-            df = read_uploaded_results(file, upload_root=upload_root)
+            df = lb.annotate_results(read_uploaded_results(file, upload_root=upload_root))
         finally:  # read into memory (or refused): the uploaded file is not kept
             discard_uploads(file, upload_root=upload_root)
         name = md_escape(os.path.basename(str(file)))
@@ -382,7 +412,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                                              height=420, object_fit="cover", format="jpeg")
                     with gr.Column(scale=2):
                         block_map = gr.Plot(label="The block (blue) and its negatives")
-                metadata = gr.Markdown()
+                metadata = gr.Markdown(elem_id="explore-meta")
                 gr.Markdown("### Prompts of every condition\nNames are never invented: a condition that needs a "
                             "street or neighborhood the benchmark does not know is not available.")
                 prompt_boxes = [gr.Textbox(label=c, interactive=False, lines=2, buttons=["copy"]) for c in CONDITIONS]
@@ -410,7 +440,8 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                 with gr.Accordion("All numbers (JSON)", open=False):
                     raw = gr.JSON(label="scores")
             with gr.Tab("Leaderboard", id="leaderboard"):
-                source = gr.Markdown(_source_text(data.results, data.results_source))
+                source = gr.Markdown(_source_text(data.results, data.results_source,
+                                                  lb.provenance_text(data.run_info, data.own_info)), elem_id="lb-source")
                 with gr.Row():
                     # The choices change with an uploaded table; leaderboard() checks the value.
                     condition = gr.Dropdown(choices=lb.conditions_of(data.results), value=lb.ALL_CONDITIONS,
@@ -419,6 +450,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                     best_first = gr.Checkbox(value=True, label="best first")
                     view = gr.Radio(choices=list(lb.VIEWS), value=lb.VIEWS[0], label="Rows")
                 table = gr.Dataframe(value=default_table, interactive=False, wrap=True, label="Results", elem_id="lb-table")
+                lb_notes = gr.Markdown(lb.leaderboard_notes(data.results), elem_id="lb-notes")
                 with gr.Row():
                     results_file = gr.File(file_count="single", type="filepath",
                                            label="Show your own results.csv (from `geofidelity-bench evaluate`)")
@@ -446,7 +478,8 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         scoring.success(lambda: None, outputs=files, queue=False, api_visibility="private")
         gr.on([condition.change, sort_by.change, best_first.change, view.change], leaderboard,
               inputs=[results_state, condition, sort_by, best_first, view], outputs=table, api_name="leaderboard")
-        lb_outputs = [results_state, source, condition, sort_by, best_first, view, table, plots, report_md, lb_status]
+        lb_outputs = [results_state, source, condition, sort_by, best_first, view, table, lb_notes, plots, report_md,
+                      lb_status]
         uploading = results_file.upload(upload_results, inputs=results_file, outputs=lb_outputs,
                                         api_name="upload_results", concurrency_limit=1)
         uploading.failure(not_loaded, outputs=lb_status, queue=False, api_visibility="private")

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from ..generated_folder import SETTINGS_COLUMNS
+
 try:  # POSIX advisory locks tell a live journal from a dead one; elsewhere journals are kept.
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -92,20 +94,12 @@ MANIFEST_COLUMNS: dict[str, str] = {
 #: Columns that depend on when and where an image was made, not on what it is.
 VOLATILE_COLUMNS = ("duration_s", "created_at", "process_index", "num_processes", "device", "batch_size")
 
-#: Columns that must match for an existing image to be reused instead of regenerated.
-REUSE_COLUMNS = (
-    "seed",
-    "prompt",
-    "negative_prompt",
-    "steps",
-    "guidance",
-    "dtype",
-    "height",
-    "width",
-    "weights",
-    "weights_revision",
-    "call_kwargs",
-)
+#: Columns that must match for an existing image to be reused instead of regenerated: the unit's seed
+#: and prompt, and every generation setting that ``evaluate`` requires one method's images to share
+#: (:data:`geofidelity_bench.generated_folder.SETTINGS_COLUMNS`: weights, revision, pipeline, call
+#: arguments, steps, guidance, dtype, size, negative prompt). A setting missing here would let
+#: ``generate`` keep an image that ``evaluate`` then refuses as made with other settings.
+REUSE_COLUMNS = ("seed", "prompt", *SETTINGS_COLUMNS)
 
 
 def panel_relpath(model: str, condition: str, block_id: str, k: int) -> str:
