@@ -354,11 +354,11 @@ def _top(scores: np.ndarray, k: int, largest: bool) -> np.ndarray:
 QUERY_ROWS = 1024
 
 
-def nearest(pool: ReferencePool, banks: Sequence[np.ndarray | None], embeddings: np.ndarray | None,
-            shas: Sequence[str | None], *, exclude: Sequence[Iterable[int]] | None = None) -> list[dict]:
-    """For each query: the matched (or nearest) pool photo, its hash distance and cosine, exact, flagged.
-
-    ``exclude[i]``: pool positions query ``i`` is not compared with (itself, in the benchmark audit)."""
+def candidates(pool: ReferencePool, banks: Sequence[np.ndarray | None], embeddings: np.ndarray | None,
+               shas: Sequence[str | None], *, exclude: Sequence[Iterable[int]] | None = None) -> list[list[dict]]:
+    """For each query: its candidate pool photos (the :data:`CANDIDATES` nearest by embedding and by
+    full-image pHash, and every photo with the same bytes), each ``{"pos", "hash_distance", "cosine",
+    "exact", "flagged"}``. ``exclude[i]``: pool positions query ``i`` is not compared with (itself)."""
     n = len(banks)
     unit = None if embeddings is None else _unit(embeddings)
     sha_pos: dict[str, list[int]] = {}
@@ -366,63 +366,75 @@ def nearest(pool: ReferencePool, banks: Sequence[np.ndarray | None], embeddings:
         if s:
             sha_pos.setdefault(s, []).append(j)
     full = pool.banks[:, 0, 0, :] if len(pool) else None  # the whole-image pHash of every pool photo
-    out: list[dict] = []
+    out: list[list[dict]] = []
     for start in range(0, n, QUERY_ROWS):
         stop = min(n, start + QUERY_ROWS)
-        rows = range(start, stop)
         cos = None
         if unit is not None and pool.embeddings is not None and len(pool):
             cos = unit[start:stop] @ pool.embeddings.T
-        hq = [banks[i] for i in rows]
         hd = None
-        if len(pool) and any(b is not None for b in hq):
-            q = np.stack([b[0, [0, CROP_BOXES], :] if b is not None else np.zeros((2, _WORDS), np.uint64) for b in hq])
+        if len(pool) and any(banks[i] is not None for i in range(start, stop)):
+            q = np.stack([banks[i][0, [0, CROP_BOXES], :] if banks[i] is not None else np.zeros((2, _WORDS), np.uint64)
+                          for i in range(start, stop)])
             hd = _popcount(q[:, :, None, :] ^ full[None, None, :, :]).min(axis=1).astype(np.float64)
-        for r, i in enumerate(rows):
-            skip = set(exclude[i]) if exclude is not None else set()
+        for r, i in enumerate(range(start, stop)):
+            skip = sorted(set(exclude[i])) if exclude is not None else []
             c_row = cos[r].copy() if cos is not None else None
             h_row = hd[r].copy() if hd is not None and banks[i] is not None else None
             if skip:
                 if c_row is not None:
-                    c_row[list(skip)] = -np.inf
+                    c_row[skip] = -np.inf
                 if h_row is not None:
-                    h_row[list(skip)] = np.inf
+                    h_row[skip] = np.inf
             cand: list[int] = []
             if c_row is not None:
                 cand += _top(c_row[None, :], CANDIDATES, True)[0].tolist()
             if h_row is not None:
                 cand += _top(h_row[None, :], CANDIDATES, False)[0].tolist()
-            exact_pos = [j for j in sha_pos.get(shas[i] or "", []) if j not in skip]
-            cand = sorted({j for j in cand + exact_pos if j not in skip})
-            if not cand:
-                out.append({"reference_id": None, "reference_block_id": None, "hash_distance": None,
-                            "cosine": None, "exact": False, "flagged": False})
-                continue
-            cand_arr = np.array(cand)
-            if banks[i] is not None:
-                dist = aligned_distance(np.repeat(banks[i][None], len(cand), axis=0), pool.banks[cand_arr])
-            else:
-                dist = None
-            cands_cos = c_row[cand_arr] if c_row is not None else None
-            exact_set = set(exact_pos)
-
-            def verdict(k: int) -> tuple:
-                j = cand[k]
-                is_exact = j in exact_set
+            exact_pos = {j for j in sha_pos.get(shas[i] or "", []) if j not in skip}
+            cand = sorted({j for j in cand if j not in skip} | exact_pos)
+            dist = (aligned_distance(np.repeat(banks[i][None], len(cand), axis=0), pool.banks[np.array(cand)])
+                    if banks[i] is not None and cand else None)
+            found = []
+            for k, j in enumerate(cand):
                 h = int(dist[k]) if dist is not None else None
-                c = float(cands_cos[k]) if cands_cos is not None else None
+                c = float(c_row[j]) if c_row is not None else None
+                is_exact = j in exact_pos
                 flagged = is_exact or (h is not None and h <= HASH_DISTANCE_MAX) or (c is not None and c >= COPY_COSINE)
-                # the matched photo: flagged first, exact first, then the smallest hash distance, then the highest cosine
-                return (not flagged, not is_exact, h if h is not None else 10 ** 6, -(c if c is not None else -2.0), j), \
-                    (j, h, c, is_exact, flagged)
+                found.append({"pos": j, "hash_distance": h, "cosine": c, "exact": is_exact, "flagged": flagged})
+            out.append(found)
+    return out
 
-            _, (j, h, c, is_exact, flagged) = min(verdict(k) for k in range(len(cand)))
-            if not flagged and cands_cos is not None:  # nothing matched: report the embedding nearest neighbour
-                k = int(np.argmax(cands_cos))
-                _, (j, h, c, is_exact, flagged) = verdict(k)
-            out.append({"reference_id": pool.ids[j], "reference_block_id": pool.blocks[j], "hash_distance": h,
-                        "cosine": None if c is None else round(c, 6), "exact": bool(is_exact),
-                        "flagged": bool(flagged)})
+
+def _best(found: Sequence[dict]) -> dict | None:
+    """The matched photo (flagged first, identical bytes first, then the smallest hash distance, then the
+    highest cosine), or when nothing is flagged the embedding nearest neighbour (else the hash nearest)."""
+    if not found:
+        return None
+    flagged = [f for f in found if f["flagged"]]
+    if flagged:
+        return min(flagged, key=lambda f: (not f["exact"], f["hash_distance"] if f["hash_distance"] is not None
+                                           else 10 ** 6, -(f["cosine"] if f["cosine"] is not None else -2.0), f["pos"]))
+    with_cos = [f for f in found if f["cosine"] is not None]
+    if with_cos:
+        return max(with_cos, key=lambda f: (f["cosine"], -f["pos"]))
+    return min(found, key=lambda f: (f["hash_distance"], f["pos"]))
+
+
+def nearest(pool: ReferencePool, banks: Sequence[np.ndarray | None], embeddings: np.ndarray | None,
+            shas: Sequence[str | None], *, exclude: Sequence[Iterable[int]] | None = None) -> list[dict]:
+    """For each query: the matched (or nearest) pool photo, its hash distance and cosine, exact, flagged."""
+    out = []
+    for found in candidates(pool, banks, embeddings, shas, exclude=exclude):
+        b = _best(found)
+        if b is None:
+            out.append({"reference_id": None, "reference_block_id": None, "hash_distance": None, "cosine": None,
+                        "exact": False, "flagged": False})
+            continue
+        out.append({"reference_id": pool.ids[b["pos"]], "reference_block_id": pool.blocks[b["pos"]],
+                    "hash_distance": b["hash_distance"],
+                    "cosine": None if b["cosine"] is None else round(b["cosine"], 6),
+                    "exact": bool(b["exact"]), "flagged": bool(b["flagged"])})
     return out
 
 
@@ -541,3 +553,124 @@ EXPECTED_COPIES = ("sanity_augmented_heldout", "sanity_world")
 __all__ = ["COPY_COSINE", "CROP_BOXES", "HASH_DISTANCE_MAX", "HASH_SIZE", "HashCache", "NEAR_COPY_COSINE",
            "ReferencePool", "aligned_distance", "audit_panels", "audit_summary", "copied_counts", "find_near_copies",
            "hash_items", "image_hashes", "near_copies_warning", "nearest", "pool_items", "reference_pool", "thresholds"]
+
+
+# -- inside a benchmark -------------------------------------------------------------------------
+
+#: Kinds of near-duplicate pairs inside a benchmark (docs/benchmark.md section 5, Copy audit).
+PAIR_KINDS = {
+    "heldout_vs_own_gallery": "a held-out photo near-duplicates a gallery photo of its own block: the held-out "
+                              "anchor (heldout_real) scores too well",
+    "within_block": "two gallery (or two held-out) photos of one block near-duplicate each other",
+    "cross_block": "photos of two blocks near-duplicate each other: a leak between a target and its negatives",
+    "world": "a reference photo near-duplicates a photo of the world pool",
+}
+
+
+def audit_benchmark(benchmark, pool_embeddings: np.ndarray | None = None, *, hash_cache: HashCache | None = None,
+                    progress: bool = False) -> dict[str, Any]:
+    """The copy audit inside a benchmark: every reference photo against every other photo of the benchmark
+    (references of all blocks and the world pool), with the thresholds of submitted images.
+
+    Args:
+        pool_embeddings: raw embeddings of :func:`pool_items` (None: hashes and bytes only).
+
+    Returns:
+        ``{"thresholds", "method", "embeddings": bool, "pairs": [...], "blocks": [...]}``: one record per
+        flagged pair (``reference_id``, ``block_id``, ``role``, ``duplicate_id``, ``duplicate_block_id``,
+        ``duplicate_role``, ``kind`` (:data:`PAIR_KINDS`), ``hash_distance``, ``cosine``, ``exact``), each pair
+        once; and one record per block (its photos, the closest held-out/own-gallery pair, flagged pairs by kind).
+    """
+    pool = reference_pool(benchmark, pool_embeddings, hash_cache=hash_cache, progress=progress)
+    n_refs = sum(1 for b in pool.blocks if b != WORLD)
+    queries = list(range(n_refs))
+    found = candidates(pool, [pool.banks[i] for i in queries],
+                       None if pool.embeddings is None else pool.embeddings[:n_refs],
+                       [pool.shas[i] for i in queries], exclude=[[i] for i in queries])
+
+    def role(j: int) -> str:
+        return WORLD if pool.blocks[j] == WORLD else ("held-out" if pool.heldout[j] else "gallery")
+
+    def kind(i: int, j: int) -> str:
+        if pool.blocks[j] == WORLD:
+            return "world"
+        if pool.blocks[j] != pool.blocks[i]:
+            return "cross_block"
+        return "heldout_vs_own_gallery" if pool.heldout[i] != pool.heldout[j] else "within_block"
+
+    pairs: dict[tuple[int, int], dict] = {}
+    for i, cands in zip(queries, found):
+        for f in cands:
+            j = f["pos"]
+            if not f["flagged"]:
+                continue
+            a, b = (i, j) if (j >= n_refs or i < j) else (j, i)
+            if pool.heldout[b] and not pool.heldout[a] and pool.blocks[a] == pool.blocks[b]:
+                a, b = b, a  # the held-out photo first
+            rec = {"reference_id": pool.ids[a], "block_id": pool.blocks[a], "role": role(a),
+                   "duplicate_id": pool.ids[b], "duplicate_block_id": pool.blocks[b], "duplicate_role": role(b),
+                   "kind": kind(a, b), "hash_distance": f["hash_distance"],
+                   "cosine": None if f["cosine"] is None else round(f["cosine"], 6), "exact": bool(f["exact"])}
+            old = pairs.get((min(a, b), max(a, b)))
+            if old is None or (rec["hash_distance"] or 0) < (old["hash_distance"] or 0):
+                pairs[(min(a, b), max(a, b))] = rec
+    pair_list = sorted(pairs.values(), key=lambda r: (r["block_id"], r["reference_id"], r["duplicate_id"]))
+    # per block: the closest held-out / own-gallery pair (computed directly, every such pair)
+    blocks = []
+    pos = {rid: j for j, rid in enumerate(pool.ids)}
+    for bid in benchmark.block_ids:
+        held = [pos[r.reference_id] for r in benchmark.heldout(bid)]
+        gal = [pos[r.reference_id] for r in benchmark.gallery(bid)]
+        dmin = cmax = None
+        if held and gal:
+            a = np.repeat(np.array(held), len(gal))
+            b = np.tile(np.array(gal), len(held))
+            dmin = int(aligned_distance(pool.banks[a], pool.banks[b]).min())
+            if pool.embeddings is not None:
+                cmax = round(float((pool.embeddings[held] @ pool.embeddings[gal].T).max()), 6)
+        mine = [p for p in pair_list if bid in (p["block_id"], p["duplicate_block_id"])]
+        blocks.append({"block_id": bid, "n_references": len(held) + len(gal), "n_heldout": len(held),
+                       "n_gallery": len(gal), "min_hash_distance_heldout_vs_gallery": dmin,
+                       "max_cosine_heldout_vs_gallery": cmax,
+                       **{f"n_{k}": sum(p["kind"] == k for p in mine) for k in PAIR_KINDS},
+                       "flagged": bool(mine)})
+    return {"thresholds": thresholds(), "method": method_text(), "compared_with": COMPARED_WITH,
+            "embeddings": pool.embeddings is not None, "kinds": dict(PAIR_KINDS),
+            "n_references": n_refs, "n_world": len(pool) - n_refs, "pairs": pair_list, "blocks": blocks}
+
+
+def benchmark_audit_markdown(audit: Mapping[str, Any], benchmark_name: str, encoder: str | None) -> str:
+    """The audit report: settings, one row per block, and every flagged pair under its block."""
+    lines = [f"# Copy audit of benchmark `{benchmark_name}`", "",
+             f"Every reference photo ({audit['n_references']}) was compared with every other photo of the benchmark "
+             f"and the world pool ({audit['n_world']} photos): {audit['method']}"
+             + (f"; embeddings: `{encoder}`." if audit["embeddings"] else "; hashes and bytes only (no encoder).")
+             + " docs/benchmark.md section 5 (Copy audit) defines the audit.", ""]
+    counts = {k: sum(p["kind"] == k for p in audit["pairs"]) for k in PAIR_KINDS}
+    lines += [f"**{len(audit['pairs'])} near-duplicate pair(s)**: "
+              + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in counts.items()) + ".", ""]
+    for k, text in PAIR_KINDS.items():
+        lines.append(f"- *{k.replace('_', ' ')}*: {text}.")
+    lines += ["", "| block | photos | held out | closest held-out/gallery hash distance | highest held-out/gallery "
+              "cosine | flagged pairs |", "| --- | --- | --- | --- | --- | --- |"]
+    for b in audit["blocks"]:
+        n = sum(b[f"n_{k}"] for k in PAIR_KINDS)
+        dmin, cmax = b["min_hash_distance_heldout_vs_gallery"], b["max_cosine_heldout_vs_gallery"]
+        lines.append(f"| `{b['block_id']}` | {b['n_references']} | {b['n_heldout']} | "
+                     f"{'–' if dmin is None else dmin} | {'–' if cmax is None else f'{cmax:.3f}'} | {n} |")
+    lines += ["", f"A pair is flagged at hash distance <= {HASH_DISTANCE_MAX} (of 256 bits), cosine >= {COPY_COSINE} "
+              "or identical bytes.", ""]
+    for b in audit["blocks"]:
+        mine = [p for p in audit["pairs"] if b["block_id"] in (p["block_id"], p["duplicate_block_id"])]
+        lines += [f"## `{b['block_id']}`", ""]
+        if not mine:
+            lines += ["No near-duplicate pair.", ""]
+            continue
+        for p in mine:
+            how = "identical bytes" if p["exact"] else ", ".join(
+                x for x in (f"hash distance {p['hash_distance']}" if p["hash_distance"] is not None else None,
+                            f"cosine {p['cosine']:.3f}" if p["cosine"] is not None else None) if x)
+            lines.append(f"- {p['kind'].replace('_', ' ')}: `{p['reference_id']}` ({p['role']}, {p['block_id']}) ~ "
+                         f"`{p['duplicate_id']}` ({p['duplicate_role']}, {p['duplicate_block_id']}): {how}")
+        lines.append("")
+    return "\n".join(lines)
