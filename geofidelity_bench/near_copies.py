@@ -449,6 +449,7 @@ def audit_panels(
     names: Mapping[tuple[str, str, str], Sequence[str]] | None = None,
     hash_cache: HashCache | None = None,
     progress: bool = False,
+    num_workers: int | None = None,
 ) -> list[dict]:
     """One record per image of every panel in ``panel_embeddings`` (panel order, then image order).
 
@@ -481,7 +482,8 @@ def audit_panels(
             flat_names.append(name)
         flat_emb.append(emb)
     hashable = [x if x is not None else np.zeros(1) for x in flat_items]
-    banks, shas = hash_items(hashable, cache=hash_cache, names=flat_names, progress=progress)
+    banks, shas = hash_items(hashable, cache=hash_cache, names=flat_names, progress=progress,
+                             num_workers=num_workers)
     embeddings = np.concatenate(flat_emb) if flat_emb else None
     if embeddings is not None and len(embeddings) == 0:
         embeddings = None

@@ -359,3 +359,22 @@ def test_audit_command_reports_a_planted_duplicate(demo, tmp_path, capsys):
     assert "2 near-duplicate pair(s)" in printed and "1 cross_block" in printed
     pairs = pd.read_csv(out / "copy_audit_pairs.csv")
     assert src_other.reference_id in set(pairs["reference_id"]) | set(pairs["duplicate_id"])
+
+
+# -- the app ----------------------------------------------------------------------------------------
+
+
+def test_app_scoring_audits_uploads_against_every_photo(demo, cache_dir):
+    from geofidelity_bench.demo_app.state import load_app_data
+
+    data = load_app_data("demo", "efficientnet-lite0", cache_dir=str(cache_dir))
+    src = demo.heldout("lund_seg3")[0]
+    copy = Image.open(io.BytesIO(INDEPENDENT_AUGMENTATIONS["flip_crop_webp"](src.image()))).convert("RGB")
+    fresh = Image.open(io.BytesIO(jpeg_bytes(5, size=(96, 64)))).convert("RGB")
+    result = data.score("berlin_am_lustgarten", [copy, fresh], ["copy.webp", "fresh.jpg"])
+    assert [(r["file"], r["reference_id"], r["reference_block_id"]) for r in result.near_copies] == [
+        ("copy.webp", src.reference_id, "lund_seg3")]  # a held-out photo of another block counts
+    assert [r["flagged"] for r in result.copy_audit] == [True, False]
+    assert result.row["n_copied"] == 1
+    assert result.as_json()["copy_audit"] == result.copy_audit
+    assert data.photo(src.reference_id) is not None
