@@ -49,7 +49,7 @@ def make_results(out, *, method="gen_a", encoder="dinov2-base", enc_hash="e" * 6
                 row[col] = float(rng.uniform(0.05, 0.9))
             row["gaas"] = np.nan
             rows.append(row)
-    df = pd.DataFrame(rows)[RESULT_COLUMNS]
+    df = pd.DataFrame(rows).reindex(columns=RESULT_COLUMNS)  # columns a row does not set (n_copied) stay NaN
     info = {
         "created_at": created,
         "benchmark": {"name": "demo", "source": "tester/geofidelity", "fingerprint": fingerprint},

@@ -53,7 +53,7 @@ def synthetic_results(methods=("sdxl", "flux_dev", "pixart_sigma"), conditions=(
                     "sim_same_driving_side": rng.normal(0.2, 0.02), "sim_random_city": rng.normal(0.18, 0.02),
                     "local_margin": st - neg, "strongest_margin": st - neg, "encoder": encoder,
                 })
-    return pd.DataFrame(rows)[list(RESULT_COLUMNS)]
+    return pd.DataFrame(rows).reindex(columns=list(RESULT_COLUMNS))  # columns a row does not set (n_copied) stay NaN
 
 
 def write_folder(path, df, run_info=None):
