@@ -30,7 +30,6 @@ hashed once, not on every run.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
