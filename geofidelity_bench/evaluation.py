@@ -630,6 +630,7 @@ def evaluate_panels(
     skip_bad_images: bool = False,
     image_check=None,
     allow_unpromptable: bool = False,
+    exclude_copies: bool = False,
 ) -> pd.DataFrame:
     """Scores panels of images (or precomputed embeddings) against their target blocks.
 
@@ -658,12 +659,21 @@ def evaluate_panels(
             for their block (:func:`unpromptable_panels`, e.g. ``L1`` for a block without a street
             name) instead of refusing them all in one EvaluationError; they are recorded in
             ``df.attrs["unpromptable_panels"]`` (and in run.json).
+        exclude_copies: score every audited panel without its images that the copy audit flags
+            (``n_generated`` counts the images scored, ``n_copied`` the flagged ones; a panel left
+            with fewer than 2 images gets a NaN row with the reason); recorded in ``copy_audit``.
+
+    Every panel whose condition is not ``"anchor"`` goes through the copy audit
+    (docs/benchmark.md section 5, Copy audit; :mod:`geofidelity_bench.near_copies`): each image is
+    compared with every photo of the benchmark (gallery and held-out photos of all blocks, and the
+    world pool, embedded through ``cache`` like the galleries; their perceptual hashes are kept next
+    to the embeddings). ``n_copied`` counts the flagged images of each audited panel (NaN for anchors).
 
     Returns:
         Result rows (:data:`RESULT_COLUMNS`); ``df.attrs`` holds ``nan_reasons``,
         ``embedding_stats``, ``skipped_images``, ``animated_images`` (files whose first frame was
-        scored), ``near_copies`` (submitted images that copy a reference photo,
-        :func:`~geofidelity_bench.near_copies.find_near_copies`) and, with a segmenter,
+        scored), ``copy_audit`` (:func:`~geofidelity_bench.near_copies.audit_summary`: settings and one
+        record per audited image), ``near_copies`` (its flagged records) and, with a segmenter,
         ``segment_stats``.
 
     Raises:
@@ -672,7 +682,7 @@ def evaluate_panels(
             benchmark could have produced (unless ``allow_unpromptable``).
         BadImagesError: images that cannot be decoded (all listed), unless ``skip_bad_images``.
     """
-    from .near_copies import find_near_copies
+    from . import near_copies
     from .panel_images import check_panel_images
 
     panels = dict(panels)
@@ -683,7 +693,6 @@ def evaluate_panels(
     if image_check is None:
         image_check = check_panel_images(panels, skip_bad_images=skip_bad_images, progress=progress)
     panels = dict(image_check.panels)
-    submitted = [key for key in panels if key[0] not in ANCHOR_METHODS]
     if include_anchors:
         for key, value in anchor_panels(benchmark).items():
             panels.setdefault(key, value)
@@ -709,6 +718,7 @@ def evaluate_panels(
             if not items:
                 raise EvaluationError(f"panel {key}: no images")
             to_embed[("panel", key)] = items
+    to_embed[AUDIT_POOL_LABEL] = near_copies.pool_items(benchmark)  # the copy audit compares with every photo
     embedded, stats = embed_items(to_embed, encoder, cache=cache, batch_size=batch_size, progress=progress,
                                   num_workers=num_workers)
     galleries = {label[1]: emb for label, emb in embedded.items() if label[0] == "gallery"}
@@ -716,6 +726,22 @@ def evaluate_panels(
     for key in panels:
         if ("panel", key) in embedded:
             panel_emb[key] = embedded[("panel", key)]
+    # the copy audit of every panel that is not an anchor (the anchors are the benchmark's own photos)
+    hash_cache = near_copies.HashCache(cache.root) if cache is not None and hasattr(cache, "root") else None
+    pool = near_copies.reference_pool(benchmark, embedded[AUDIT_POOL_LABEL], hash_cache=hash_cache, progress=progress)
+    audited = [key for key in panels if key[1] != ANCHOR_CONDITION and key in panel_emb]
+    records = near_copies.audit_panels(pool, {k: panels[k] for k in audited}, {k: panel_emb[k] for k in audited},
+                                       hash_cache=hash_cache, progress=progress)
+    n_copied = near_copies.copied_counts(records)
+    copies_left_too_few: dict[PanelKey, int] = {}
+    scored_items = dict(panels)  # the items behind each scored panel (fewer with exclude_copies)
+    if exclude_copies:
+        flagged_at: dict[PanelKey, list[int]] = {}
+        start = 0
+        for key in audited:
+            rows = records[start : start + len(panel_emb[key])]
+            start += len(panel_emb[key])
+            flagged_at[key] = [i for i, r in enumerate(rows) if r["flagged"]]
     shares, gaas_reason, segment_stats = None, GAAS_UNAVAILABLE, None
     if segmenter is not None:
         to_segment = {("gallery", bid): benchmark.gallery(bid) for bid in sorted({k[2] for k in panels})}
@@ -727,29 +753,59 @@ def evaluate_panels(
             {label[1]: v for label, v in segmented.items() if label[0] == "gallery"},
         )
         gaas_reason = "the panel was given as precomputed embeddings; GAAS needs its images"
+    if exclude_copies:
+        for key, drop in flagged_at.items():
+            if not drop:
+                continue
+            keep = [i for i in range(len(panel_emb[key])) if i not in set(drop)]
+            if len(keep) < 2:
+                copies_left_too_few[key] = len(keep)
+                panel_emb.pop(key)
+                continue
+            panel_emb[key] = np.asarray(panel_emb[key])[keep]
+            if not isinstance(panels[key], np.ndarray):
+                scored_items[key] = [list(panels[key])[i] for i in keep]
+            if shares is not None and key in shares[0]:
+                shares[0][key] = np.asarray(shares[0][key])[keep]
     df = score_embeddings(benchmark.blocks, galleries, panel_emb, encoder_name=encoder.name, shares=shares,
                           gaas_unavailable_reason=gaas_reason)
     if len(df):  # distinct images by their bytes where the panel's items have bytes (else embedding rows)
-        df["n_distinct"] = [panel_n_distinct(panels.get(k), panel_emb[k])
+        df["n_distinct"] = [panel_n_distinct(scored_items.get(k), panel_emb[k])
                             for k in zip(df["method"], df["condition"], df["block_id"])]
     if image_check.too_small:
         df = _with_too_small_panels(df, benchmark, image_check.too_small, encoder.name)
+    if copies_left_too_few:
+        df = _with_too_small_panels(df, benchmark, copies_left_too_few, encoder.name, reason=_copies_left_too_few)
+    if len(df):  # n_copied of every audited panel; NaN for the anchors (not audited)
+        df["n_copied"] = [float(n_copied[k]) if k in n_copied else float("nan")
+                          for k in zip(df["method"], df["condition"], df["block_id"])]
     df.attrs["embedding_stats"] = stats
     df.attrs["skipped_images"] = image_check.skipped
     df.attrs["animated_images"] = image_check.animated
     df.attrs["unpromptable_panels"] = {"allowed": bool(allow_unpromptable), "panels": unpromptable}
-    df.attrs["near_copies"] = find_near_copies(benchmark, {k: panels[k] for k in submitted},
-                                               {k: panel_emb[k] for k in submitted if k in panel_emb}, galleries)
+    df.attrs["copy_audit"] = near_copies.audit_summary(records, excluded=exclude_copies)
+    df.attrs["near_copies"] = [r for r in records if r["flagged"]]
     if segment_stats is not None:
         df.attrs["segment_stats"] = segment_stats
     return df
 
 
+#: run.json label of the photos the copy audit compares with (embedded with the galleries).
+AUDIT_POOL_LABEL = ("audit", "benchmark photos")
+
+
+def _copies_left_too_few(n_left: int) -> str:
+    return (f"--exclude-copies left {n_left} image(s) after removing the images the copy audit flagged; "
+            "a panel needs at least 2")
+
+
 def _with_too_small_panels(df: pd.DataFrame, benchmark: Benchmark, too_small: Mapping[PanelKey, int],
-                           encoder_name: str) -> pd.DataFrame:
-    """``df`` plus a NaN row (with its reasons) for every panel left under 2 images by skipped files."""
+                           encoder_name: str, reason=None) -> pd.DataFrame:
+    """``df`` plus a NaN row (with its reasons) for every panel left under 2 images by skipped files
+    (or by ``reason(n_left)``)."""
     from .panel_images import too_small_reason
 
+    too_small_reason = reason or too_small_reason
     reasons = list(df.attrs.get("nan_reasons", []))
     rows = []
     for key, n_left in too_small.items():

@@ -1,24 +1,183 @@
-"""Submitted images that are (nearly) copies of the benchmark's own reference photos.
+"""The copy audit: submitted images that are (nearly) copies of the benchmark's own photos.
 
-A generated panel made of a block's reference photos scores "better than held-out real": the
-score then says nothing about a model. :func:`find_near_copies` flags every submitted image
-whose embedding has a cosine similarity of at least :data:`NEAR_COPY_COSINE` with the embedding
-of a reference photo that the evaluation embedded anyway (the galleries of the target blocks and
-of their negatives), and every image whose bytes are those of any reference photo of the
-benchmark (gallery or held-out, any block: an exact sha256 match). ``evaluate_panels`` records
-the list in ``df.attrs["near_copies"]``; ``run.json`` keeps it and ``evaluate`` and the app warn.
+A generated panel made of a block's reference photos scores "better than held-out real": the score
+then says nothing about a model. docs/benchmark.md section 5 (Copy audit) defines the audit; in
+short, every audited image is compared with EVERY photo of the benchmark (the gallery and held-out
+photos of all blocks, and the world pool) in two ways:
+
+* **perceptual hashes** (the ``imagehash`` library): a 256-bit pHash and a 256-bit dHash of the
+  grayscale image, of :data:`CROP_BOXES` crops of it (up to 10 % off each side, so a small crop
+  or an added border still lines up) and of its mirror image (a horizontal flip). The *hash
+  distance* of two images is the larger of their aligned pHash and dHash distances (both hashes
+  must agree), the aligned distance being the smallest Hamming distance between one image (or its
+  mirror) and the crops of the other;
+* **the embedding nearest neighbour**: the cosine similarity of the raw embeddings (the
+  evaluation's encoder).
+
+An image is *flagged* as a copy of a photo when its bytes are that photo's (sha256), when their hash
+distance is at most :data:`HASH_DISTANCE_MAX`, or when their cosine is at least
+:data:`COPY_COSINE` (the only test for a panel given as embeddings, which has no pixels). Hash
+distances are computed for the :data:`CANDIDATES` nearest photos by embedding and the
+:data:`CANDIDATES` nearest by the full-image pHash, so the cost grows with images x photos only
+through matrix products and XORs. The thresholds were calibrated on the demo benchmark
+(``scripts/calibrate_copy_audit.py``): distinct photos of one place are never flagged, resized,
+recompressed, cropped, bordered, brightened and flipped copies always are.
+
+Reference hashes are kept in a :class:`HashCache` keyed by image sha256, so a benchmark's photos are
+hashed once, not on every run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-#: Cosine similarity from which a submitted image counts as a copy of a reference photo.
-NEAR_COPY_COSINE = 0.999
+#: Hash size of pHash and dHash (``hash_size`` of ``imagehash``): HASH_SIZE**2 = 256 bits each.
+HASH_SIZE = 16
+#: Two images whose hash distance (the larger of the aligned pHash and dHash distances, 0-256
+#: bits) is at most this are copies. On the demo benchmark distinct photos are >= 68 bits apart,
+#: copies <= 54 (docs/benchmark.md section 5, Copy audit).
+HASH_DISTANCE_MAX = 60
+#: Cosine similarity of the raw embeddings from which an image is a copy whatever its hashes say
+#: (and the only test for panels given as embeddings). On the demo (efficientnet-lite0) distinct
+#: photos reach 0.932, the full-resolution originals of its Berlin photos 0.991-0.996.
+COPY_COSINE = 0.99
+#: Kept for readers of the old name: the cosine rule.
+NEAR_COPY_COSINE = COPY_COSINE
+#: Sides of the crops tried (fractions of each side, independently in x and y) ...
+CROP_SCALES = (1.0, 0.95, 0.90)
+#: ... and where the crop sits in the room left (0 = left/top, 1 = right/bottom).
+CROP_POSITIONS = (0.0, 0.5, 1.0)
+#: Each image is reduced to this many pixels on its long side (grayscale) before cropping and hashing.
+HASH_THUMBNAIL = 128
+#: Hash distances are computed for this many nearest photos by embedding and by full-image pHash.
+CANDIDATES = 5
+#: What run.json and the docs call the reference set.
+COMPARED_WITH = ("every photo of the benchmark (gallery and held-out photos of all blocks) and the world pool")
+WORLD = "world"
+
+
+def _boxes(w: float, h: float) -> list[tuple[float, float, float, float]]:
+    out = []
+    for sx in CROP_SCALES:
+        for sy in CROP_SCALES:
+            cw, ch = w * sx, h * sy
+            for px in CROP_POSITIONS if sx < 1 else (0.0,):
+                for py in CROP_POSITIONS if sy < 1 else (0.0,):
+                    x0, y0 = (w - cw) * px, (h - ch) * py
+                    out.append((x0, y0, x0 + cw, y0 + ch))
+    return out
+
+
+#: Crops hashed per image (the first is the whole image); one more hash is its mirror image.
+CROP_BOXES = len(_boxes(1.0, 1.0))
+_WORDS = HASH_SIZE * HASH_SIZE // 64  # uint64 words per hash
+
+
+def thresholds() -> dict[str, Any]:
+    """The audit's settings, as run.json and the audit report record them."""
+    import imagehash
+
+    return {"hash_distance_max": HASH_DISTANCE_MAX, "copy_cosine": COPY_COSINE,
+            "hashes": f"imagehash {imagehash.__version__} phash+dhash, hash_size {HASH_SIZE} ({HASH_SIZE ** 2} bits)",
+            "hash_distance": "max(aligned pHash distance, aligned dHash distance)",
+            "crop_scales": list(CROP_SCALES), "crop_positions": list(CROP_POSITIONS), "mirror": True,
+            "thumbnail": HASH_THUMBNAIL, "candidates": CANDIDATES}
+
+
+METHOD = ("perceptual hashes (pHash and dHash, 256 bits, over crops and the mirror image) and the embedding "
+          "nearest neighbour; flagged at identical bytes, hash distance <= {h} or cosine >= {c}")
+
+
+def method_text() -> str:
+    return METHOD.format(h=HASH_DISTANCE_MAX, c=COPY_COSINE)
+
+
+# -- hashing ------------------------------------------------------------------------------------
+
+
+def image_hashes(image) -> np.ndarray:
+    """The hash bank of one image: (2, CROP_BOXES + 1, 4) uint64 (pHash, dHash) x (crops, mirror).
+
+    ``image`` is a PIL image (any mode) or anything :func:`~geofidelity_bench.images.load_image` reads.
+    """
+    import imagehash
+    from PIL import Image, ImageOps
+
+    from .images import load_image
+
+    if not isinstance(image, Image.Image):
+        image = load_image(image)
+    gray = image.convert("L")
+    gray.thumbnail((HASH_THUMBNAIL, HASH_THUMBNAIL), Image.Resampling.LANCZOS)
+    side = 4 * HASH_SIZE  # pHash's own working size: each crop is resampled to it once
+    views = [gray.resize((side, side), Image.Resampling.LANCZOS, box=box) for box in _boxes(*gray.size)]
+    views.append(ImageOps.mirror(views[0]))
+    bank = np.zeros((2, len(views), HASH_SIZE * HASH_SIZE), dtype=bool)
+    for i, view in enumerate(views):
+        bank[0, i] = imagehash.phash(view, hash_size=HASH_SIZE).hash.ravel()
+        bank[1, i] = imagehash.dhash(view, hash_size=HASH_SIZE).hash.ravel()
+    return np.packbits(bank, axis=2).view(">u8").astype(np.uint64)
+
+
+def _settings_key() -> str:
+    import imagehash
+
+    text = f"{imagehash.__version__}|{HASH_SIZE}|{CROP_SCALES}|{CROP_POSITIONS}|{HASH_THUMBNAIL}|lanczos|v1"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class HashCache:
+    """Hash banks on disk keyed by image sha256 (one folder per hashing setting), next to the embeddings.
+
+    Each :meth:`put` writes one ``.npz`` shard atomically; a damaged shard is ignored (recomputed).
+    """
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.dir = Path(root) / "perceptual-hashes" / _settings_key()
+        self._mem: dict[str, np.ndarray] | None = None
+
+    def _load(self) -> dict[str, np.ndarray]:
+        if self._mem is None:
+            self._mem = {}
+            for shard in sorted(self.dir.glob("hashes-*.npz")) if self.dir.is_dir() else []:
+                try:
+                    with np.load(shard) as z:
+                        keys, banks = z["keys"], z["banks"]
+                    if banks.shape[1:] != (2, CROP_BOXES + 1, _WORDS):
+                        continue
+                    self._mem.update(zip((str(k) for k in keys), banks))
+                except Exception:  # noqa: BLE001 - a damaged shard: its images are hashed again
+                    continue
+        return self._mem
+
+    def get(self, shas: Iterable[str]) -> dict[str, np.ndarray]:
+        mem = self._load()
+        return {s: mem[s] for s in shas if s in mem}
+
+    def put(self, shas: Sequence[str], banks: Sequence[np.ndarray]) -> None:
+        from .atomic import atomic_write
+
+        if not shas:
+            return
+        keys = np.array(list(shas))
+        arr = np.stack(list(banks)).astype(np.uint64)
+        name = hashlib.sha256("".join(shas).encode()).hexdigest()[:20]
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, keys=keys, banks=arr)
+
+        try:
+            atomic_write(self.dir / f"hashes-{name}.npz", write)
+        except OSError:  # a read-only cache: the hashes are recomputed next time, nothing else changes
+            pass
+        self._load().update(zip(shas, arr))
 
 
 def _item_bytes(item: Any) -> bytes | None:
@@ -35,10 +194,101 @@ def _item_bytes(item: Any) -> bytes | None:
     return None
 
 
-#: Rows compared at a time: submitted images x gallery images (the float64 similarities of one
-#: step take QUERY_ROWS x GALLERY_ROWS x 8 bytes, 64 MiB), so memory does not grow with the benchmark.
-QUERY_ROWS = 1024
-GALLERY_ROWS = 8192
+def _known_sha(item: Any) -> str | None:
+    from .benchmark import PoolImage, ReferenceImage
+
+    if isinstance(item, (ReferenceImage, PoolImage)):
+        return item.sha256  # stored: the image is read only when it must be hashed
+    return None
+
+
+def hash_items(items: Sequence[Any], *, cache: HashCache | None = None, names: Sequence[str] | None = None,
+               progress: bool = False, num_workers: int | None = None) -> tuple[list[np.ndarray | None], list[str | None]]:
+    """The hash bank and sha256 of every item (None for items without pixels, e.g. embeddings).
+
+    Items with bytes (paths, bytes, benchmark photos) are looked up in ``cache`` by sha256 and stored
+    there when computed; PIL images are hashed every time (nothing keys them). Images are decoded and
+    hashed by ``num_workers`` threads (default: the cores this process may use)."""
+    from contextlib import closing
+
+    from PIL import Image
+
+    from .images import load_image
+    from .prefetch import ordered_map, resolve_num_workers
+
+    shas: list[str | None] = []
+    for item in items:
+        sha = _known_sha(item)
+        if sha is None and not isinstance(item, (Image.Image, np.ndarray)):
+            data = _item_bytes(item)
+            sha = hashlib.sha256(data).hexdigest() if data else None
+        shas.append(sha)
+    cached = cache.get({s for s in shas if s}) if cache is not None else {}
+    banks: list[np.ndarray | None] = [cached.get(s) if s else None for s in shas]
+    todo, first_of = [], {}
+    for i, item in enumerate(items):
+        if banks[i] is not None or isinstance(item, np.ndarray):
+            continue  # cached, or an embedding (no pixels)
+        if shas[i] and shas[i] in first_of:
+            continue  # the same bytes as an earlier item: hashed once
+        if shas[i]:
+            first_of[shas[i]] = i
+        if isinstance(item, Image.Image) or shas[i]:
+            todo.append(i)
+
+    def compute(i: int) -> np.ndarray:
+        item = items[i]
+        image = item if isinstance(item, Image.Image) else load_image(_item_bytes(item),
+                                                                      name=names[i] if names is not None else None)
+        return image_hashes(image)
+
+    bar = None
+    if progress and len(todo) > 32:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc="copy audit: hashing images", unit="img")
+    new_shas, new_banks = [], []
+    workers = resolve_num_workers(num_workers)
+    with closing(ordered_map(compute, todo, num_workers=workers, ahead=2 * max(1, workers))) as results:
+        for i, bank in zip(todo, results):
+            banks[i] = bank
+            if shas[i]:
+                new_shas.append(shas[i])
+                new_banks.append(bank)
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    done = dict(zip(new_shas, new_banks))
+    for i, s in enumerate(shas):
+        if banks[i] is None and s and s in done:
+            banks[i] = done[s]
+    if cache is not None and new_shas:
+        cache.put(new_shas, new_banks)
+    return banks, shas
+
+
+# -- comparing ----------------------------------------------------------------------------------
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    """Set bits of each row of uint64 words (the last axis), summed."""
+    x = np.ascontiguousarray(x, dtype=np.uint64)
+    if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+        return np.bitwise_count(x).sum(axis=-1, dtype=np.int64)
+    return np.unpackbits(x.view(np.uint8), axis=-1).sum(axis=-1, dtype=np.int64)
+
+
+def aligned_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hash distance of paired banks ``a[i]``, ``b[i]`` ((n, 2, CROP_BOXES + 1, 4) each): for each hash,
+    the smallest distance between one image (whole or mirrored) and the crops of the other, either way
+    round; then the larger of the two hashes' distances. Returns (n,) int64."""
+    a, b = np.asarray(a).reshape(-1, 2, CROP_BOXES + 1, _WORDS), np.asarray(b).reshape(-1, 2, CROP_BOXES + 1, _WORDS)
+    whole = [0, CROP_BOXES]  # the whole image and its mirror image
+    # a (whole or mirrored) against b's crops, and b (whole or mirrored) against a's crops
+    d1 = _popcount(a[:, :, whole, None, :] ^ b[:, :, None, :CROP_BOXES, :]).min(axis=(2, 3))
+    d2 = _popcount(b[:, :, whole, None, :] ^ a[:, :, None, :CROP_BOXES, :]).min(axis=(2, 3))
+    return np.minimum(d1, d2).max(axis=1)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -46,121 +296,382 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
-def _row_chunks(parts: Sequence[np.ndarray], rows: int):
-    """The rows of ``parts``, in order, as arrays of about ``rows`` rows (whole parts joined)."""
-    buf, size = [], 0
-    for part in parts:
-        buf.append(np.asarray(part))
-        size += len(part)
-        if size >= rows:
-            yield np.concatenate(buf)
-            buf, size = [], 0
-    if buf:
-        yield np.concatenate(buf)
+@dataclass
+class ReferencePool:
+    """The photos an image is compared with: ids, block ids (``"world"`` for the pool), sha256,
+    unit embeddings (or None) and hash banks (a zero-row bank for a photo that could not be hashed)."""
+
+    ids: list[str]
+    blocks: list[str]
+    heldout: list[bool]
+    shas: list[str]
+    embeddings: np.ndarray | None
+    banks: np.ndarray  # (n, 2, CROP_BOXES + 1, 4) uint64
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
-def _closest(queries: Sequence[np.ndarray], gallery: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """For every row of ``queries`` (concatenated): the index of the gallery row (of the concatenated
-    ``gallery``) with the highest cosine similarity, the first one on ties, and that similarity;
-    -1 and NaN without gallery rows. Compared a block of rows at a time."""
-    n = sum(len(q) for q in queries)
-    best_j, best_cos = np.full(n, -1, dtype=np.int64), np.full(n, -np.inf)
-    start = 0
-    for q in _row_chunks(queries, QUERY_ROWS):
-        q, stop, offset = _unit(q), start + len(q), 0
-        for g in _row_chunks(gallery, GALLERY_ROWS):
-            sims = q @ _unit(g).T
-            j = np.argmax(sims, axis=1)
-            cos = sims[np.arange(len(q)), j]
-            better = cos > best_cos[start:stop]  # strictly: an earlier chunk keeps its tie
-            best_j[start:stop][better], best_cos[start:stop][better] = j[better] + offset, cos[better]
-            offset += len(g)
-        start = stop
-    best_cos[best_j < 0] = np.nan
-    return best_j, best_cos
+def pool_items(benchmark) -> list[Any]:
+    """Every photo the audit compares with, in pool order: the references by reference id, then the
+    world pool by image id (what :func:`reference_pool` expects embeddings of)."""
+    refs = sorted(benchmark.references, key=lambda r: r.reference_id)
+    return [*refs, *sorted(benchmark.world, key=lambda w: w.image_id)]
 
 
-def find_near_copies(
-    benchmark,
+def reference_pool(benchmark, embeddings: np.ndarray | None = None, *, hash_cache: HashCache | None = None,
+                   progress: bool = False) -> ReferencePool:
+    """The :class:`ReferencePool` of ``benchmark``; ``embeddings``: raw embeddings of :func:`pool_items`."""
+    from .benchmark import ReferenceImage
+
+    items = pool_items(benchmark)
+    held = {r.reference_id for b in benchmark.block_ids for r in benchmark.heldout(b)}
+    names = [f"reference {x.reference_id}" if isinstance(x, ReferenceImage) else f"world image {x.image_id}"
+             for x in items]
+    banks, shas = hash_items(items, cache=hash_cache, names=names, progress=progress)
+    if embeddings is not None and len(embeddings) != len(items):
+        raise ValueError(f"{len(embeddings)} pool embeddings for {len(items)} pool photos")
+    return ReferencePool(
+        ids=[x.reference_id if isinstance(x, ReferenceImage) else x.image_id for x in items],
+        blocks=[x.block_id if isinstance(x, ReferenceImage) else WORLD for x in items],
+        heldout=[isinstance(x, ReferenceImage) and x.reference_id in held for x in items],
+        shas=[s or "" for s in shas],
+        embeddings=None if embeddings is None else _unit(embeddings),
+        banks=np.stack(banks) if banks else np.zeros((0, 2, CROP_BOXES + 1, _WORDS), dtype=np.uint64),
+    )
+
+
+def _top(scores: np.ndarray, k: int, largest: bool) -> np.ndarray:
+    """Column indices of the k best scores of each row (any order)."""
+    k = min(k, scores.shape[1])
+    if k <= 0:
+        return np.zeros((len(scores), 0), dtype=np.int64)
+    s = -scores if largest else scores
+    return np.argpartition(s, k - 1, axis=1)[:, :k]
+
+
+QUERY_ROWS = 1024
+
+
+def candidates(pool: ReferencePool, banks: Sequence[np.ndarray | None], embeddings: np.ndarray | None,
+               shas: Sequence[str | None], *, exclude: Sequence[Iterable[int]] | None = None) -> list[list[dict]]:
+    """For each query: its candidate pool photos (the :data:`CANDIDATES` nearest by embedding and by
+    full-image pHash, and every photo with the same bytes), each ``{"pos", "hash_distance", "cosine",
+    "exact", "flagged"}``. ``exclude[i]``: pool positions query ``i`` is not compared with (itself)."""
+    n = len(banks)
+    unit = None if embeddings is None else _unit(embeddings)
+    sha_pos: dict[str, list[int]] = {}
+    for j, s in enumerate(pool.shas):
+        if s:
+            sha_pos.setdefault(s, []).append(j)
+    full = pool.banks[:, 0, 0, :] if len(pool) else None  # the whole-image pHash of every pool photo
+    out: list[list[dict]] = []
+    for start in range(0, n, QUERY_ROWS):
+        stop = min(n, start + QUERY_ROWS)
+        cos = None
+        if unit is not None and pool.embeddings is not None and len(pool):
+            cos = unit[start:stop] @ pool.embeddings.T
+        hd = None
+        if len(pool) and any(banks[i] is not None for i in range(start, stop)):
+            q = np.stack([banks[i][0, [0, CROP_BOXES], :] if banks[i] is not None else np.zeros((2, _WORDS), np.uint64)
+                          for i in range(start, stop)])
+            hd = _popcount(q[:, :, None, :] ^ full[None, None, :, :]).min(axis=1).astype(np.float64)
+        for r, i in enumerate(range(start, stop)):
+            skip = sorted(set(exclude[i])) if exclude is not None else []
+            c_row = cos[r].copy() if cos is not None else None
+            h_row = hd[r].copy() if hd is not None and banks[i] is not None else None
+            if skip:
+                if c_row is not None:
+                    c_row[skip] = -np.inf
+                if h_row is not None:
+                    h_row[skip] = np.inf
+            cand: list[int] = []
+            if c_row is not None:
+                cand += _top(c_row[None, :], CANDIDATES, True)[0].tolist()
+            if h_row is not None:
+                cand += _top(h_row[None, :], CANDIDATES, False)[0].tolist()
+            exact_pos = {j for j in sha_pos.get(shas[i] or "", []) if j not in skip}
+            cand = sorted({j for j in cand if j not in skip} | exact_pos)
+            dist = (aligned_distance(np.repeat(banks[i][None], len(cand), axis=0), pool.banks[np.array(cand)])
+                    if banks[i] is not None and cand else None)
+            found = []
+            for k, j in enumerate(cand):
+                h = int(dist[k]) if dist is not None else None
+                c = float(c_row[j]) if c_row is not None else None
+                is_exact = j in exact_pos
+                flagged = is_exact or (h is not None and h <= HASH_DISTANCE_MAX) or (c is not None and c >= COPY_COSINE)
+                found.append({"pos": j, "hash_distance": h, "cosine": c, "exact": is_exact, "flagged": flagged})
+            out.append(found)
+    return out
+
+
+def _best(found: Sequence[dict]) -> dict | None:
+    """The matched photo (flagged first, identical bytes first, then the smallest hash distance, then the
+    highest cosine), or when nothing is flagged the embedding nearest neighbour (else the hash nearest)."""
+    if not found:
+        return None
+    flagged = [f for f in found if f["flagged"]]
+    if flagged:
+        return min(flagged, key=lambda f: (not f["exact"], f["hash_distance"] if f["hash_distance"] is not None
+                                           else 10 ** 6, -(f["cosine"] if f["cosine"] is not None else -2.0), f["pos"]))
+    with_cos = [f for f in found if f["cosine"] is not None]
+    if with_cos:
+        return max(with_cos, key=lambda f: (f["cosine"], -f["pos"]))
+    return min(found, key=lambda f: (f["hash_distance"], f["pos"]))
+
+
+def nearest(pool: ReferencePool, banks: Sequence[np.ndarray | None], embeddings: np.ndarray | None,
+            shas: Sequence[str | None], *, exclude: Sequence[Iterable[int]] | None = None) -> list[dict]:
+    """For each query: the matched (or nearest) pool photo, its hash distance and cosine, exact, flagged."""
+    out = []
+    for found in candidates(pool, banks, embeddings, shas, exclude=exclude):
+        b = _best(found)
+        if b is None:
+            out.append({"reference_id": None, "reference_block_id": None, "hash_distance": None, "cosine": None,
+                        "exact": False, "flagged": False})
+            continue
+        out.append({"reference_id": pool.ids[b["pos"]], "reference_block_id": pool.blocks[b["pos"]],
+                    "hash_distance": b["hash_distance"],
+                    "cosine": None if b["cosine"] is None else round(b["cosine"], 6),
+                    "exact": bool(b["exact"]), "flagged": bool(b["flagged"])})
+    return out
+
+
+# -- submitted panels ---------------------------------------------------------------------------
+
+
+def audit_panels(
+    pool: ReferencePool,
     panel_items: Mapping[tuple[str, str, str], Sequence[Any]],
     panel_embeddings: Mapping[tuple[str, str, str], np.ndarray],
-    galleries: Mapping[str, np.ndarray],
     *,
     names: Mapping[tuple[str, str, str], Sequence[str]] | None = None,
-    threshold: float = NEAR_COPY_COSINE,
+    hash_cache: HashCache | None = None,
+    progress: bool = False,
+    num_workers: int | None = None,
 ) -> list[dict]:
-    """Every submitted image that copies a reference photo, one record each.
+    """One record per image of every panel in ``panel_embeddings`` (panel order, then image order).
 
     Args:
-        benchmark: the benchmark (its reference photos, for the exact sha256 match).
-        panel_items: the submitted panels' items (paths, bytes, ...) or embeddings, by key.
-        panel_embeddings: their raw embeddings, by key (same order as the items).
-        galleries: block_id -> raw embeddings of ``benchmark.gallery(block_id)``, in order.
-        names: what to call each image, by key (default: its path, or its position in the panel).
-        threshold: the cosine similarity from which an image is a near copy.
+        pool: the photos compared with (:func:`reference_pool`).
+        panel_items: the panels' items (paths, bytes, PIL images, ReferenceImage ...); a panel given as
+            an embedding array (or missing here) is compared by cosine only.
+        panel_embeddings: the panels' raw embeddings, by key (same order as the items).
+        names: what to call each image (default: its path, or its position in the panel).
+        hash_cache: where the hash banks of items with bytes are kept (None: computed every time).
 
     Returns:
-        Records ``{method, condition, block_id, file, reference_id, reference_block_id, cosine,
-        exact}`` in panel order; ``exact`` is true for a byte-identical copy, ``cosine`` is the
-        similarity to the closest embedded reference photo (None when only the bytes matched).
+        Records ``{method, condition, block_id, file, reference_id, reference_block_id, hash_distance,
+        cosine, exact, flagged}`` (docs/benchmark.md section 11, run.json ``copy_audit``).
     """
     from .evaluation import _item_source_and_name
 
-    ref_ids: list[str] = []
-    ref_blocks: list[str] = []
-    for bid in sorted(galleries):
-        refs = benchmark.gallery(bid)
-        ref_ids += [r.reference_id for r in refs]
-        ref_blocks += [bid] * len(refs)
-    # the closest embedded reference photo of every submitted image, all compared at once
-    closest_j, closest_cos = _closest([np.asarray(e) for e in panel_embeddings.values()],
-                                      [galleries[bid] for bid in sorted(galleries)])
-    by_sha: dict[str, Any] = {}  # filled on the first image with bytes (uploads in the app have none)
-
-    found: list[dict] = []
-    row = 0
-    for key, emb in panel_embeddings.items():
+    keys = list(panel_embeddings)
+    flat_items, flat_names, flat_emb = [], [], []
+    for key in keys:
+        emb = np.asarray(panel_embeddings[key])
         items = panel_items.get(key)
         items = list(items) if items is not None and not isinstance(items, np.ndarray) else [None] * len(emb)
-        panel_j, panel_cos = closest_j[row : row + len(emb)], closest_cos[row : row + len(emb)]
-        row += len(emb)
         for i, item in enumerate(items):
-            data = _item_bytes(item) if item is not None else None
-            if data and not by_sha:  # the stored sha256 of each reference: no reference image is read
-                by_sha = {r.sha256: r for r in benchmark.references}
-            exact = by_sha.get(hashlib.sha256(data).hexdigest()) if data else None
-            j = int(panel_j[i])
-            cosine = float(panel_cos[i]) if j >= 0 else None
-            if exact is None and (cosine is None or cosine < threshold):
-                continue
-            if exact is not None:
-                ref_id, ref_block = exact.reference_id, exact.block_id
-                if not (cosine is not None and ref_ids[j] == ref_id):
-                    cosine = None
-            else:
-                ref_id, ref_block = ref_ids[j], ref_blocks[j]
             if names is not None and key in names:
                 name = names[key][i]
             else:
                 name = _item_source_and_name(item, "panel", i)[1] if item is not None else f"embedding {i}"
-            found.append({"method": key[0], "condition": key[1], "block_id": key[2], "file": name,
-                          "reference_id": ref_id, "reference_block_id": ref_block,
-                          "cosine": None if cosine is None else round(cosine, 6), "exact": exact is not None})
-    return found
+            flat_items.append(item)
+            flat_names.append(name)
+        flat_emb.append(emb)
+    hashable = [x if x is not None else np.zeros(1) for x in flat_items]
+    banks, shas = hash_items(hashable, cache=hash_cache, names=flat_names, progress=progress,
+                             num_workers=num_workers)
+    embeddings = np.concatenate(flat_emb) if flat_emb else None
+    if embeddings is not None and len(embeddings) == 0:
+        embeddings = None
+    found = nearest(pool, banks, embeddings, shas) if flat_items else []
+    records, row = [], 0
+    for key in keys:
+        for _ in range(len(panel_embeddings[key])):
+            records.append({"method": key[0], "condition": key[1], "block_id": key[2], "file": flat_names[row],
+                            **found[row]})
+            row += 1
+    return records
+
+
+def audit_summary(records: Sequence[Mapping[str, Any]], *, excluded: bool = False) -> dict[str, Any]:
+    """run.json's ``copy_audit`` (docs/benchmark.md section 11)."""
+    return {"thresholds": thresholds(), "method": method_text(), "compared_with": COMPARED_WITH,
+            "n_audited": len(records), "n_flagged": sum(bool(r["flagged"]) for r in records), "excluded": bool(excluded),
+            "images": [dict(r) for r in records]}
+
+
+def copied_counts(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], int]:
+    """(method, condition, block_id) -> how many of the panel's images are flagged (every audited panel)."""
+    out: dict[tuple[str, str, str], int] = {}
+    for r in records:
+        key = (r["method"], r["condition"], r["block_id"])
+        out[key] = out.get(key, 0) + int(bool(r["flagged"]))
+    return out
+
+
+def find_near_copies(benchmark, panel_items, panel_embeddings, pool_embeddings=None, *, names=None,
+                     hash_cache=None) -> list[dict]:
+    """The flagged records only (:func:`audit_panels` against the whole benchmark)."""
+    pool = reference_pool(benchmark, pool_embeddings, hash_cache=hash_cache)
+    return [r for r in audit_panels(pool, panel_items, panel_embeddings, names=names, hash_cache=hash_cache)
+            if r["flagged"]]
+
+
+def _describe(r: Mapping[str, Any]) -> str:
+    where = "the world pool" if r["reference_block_id"] == WORLD else f"block {r['reference_block_id']}"
+    how = ("identical bytes" if r.get("exact") else
+           ", ".join(x for x in (f"hash distance {r['hash_distance']}" if r.get("hash_distance") is not None else None,
+                                 f"cosine {r['cosine']:.3f}" if r.get("cosine") is not None else None) if x))
+    return f"{r['file']} ({r['method']}/{r['condition']}/{r['block_id']}) = photo {r['reference_id']} of {where} ({how})"
 
 
 def near_copies_warning(records: Sequence[Mapping[str, Any]], *, first: int = 10,
                         recorded_in: str | None = "run.json") -> str | None:
-    """One warning naming the first ``first`` copied files and how many there are (None when none)."""
+    """One warning naming the first ``first`` copied files, their matched photos, and how many there are."""
+    records = [r for r in records if r.get("flagged", True)]
     if not records:
         return None
-    listed = "; ".join(f"{r['file']} ({r['method']}/{r['condition']}/{r['block_id']}) = reference "
-                       f"{r['reference_id']} of {r['reference_block_id']}" for r in records[:first])
+    listed = "; ".join(_describe(r) for r in records[:first])
     more = f"; and {len(records) - first} more" if len(records) > first else ""
-    return (f"{len(records)} submitted image(s) are copies of the benchmark's reference photos (cosine >= "
-            f"{NEAR_COPY_COSINE} or identical bytes): {listed}{more}. Such panels score like real photos of the "
-            "block, not like a model's images"
-            + (f" (all listed under near_copies in {recorded_in})" if recorded_in else ""))
+    expected = [m for m in sorted({r["method"] for r in records}) if m in EXPECTED_COPIES]
+    note = (f". {' and '.join(expected)} {'is' if len(expected) == 1 else 'are'} made of the benchmark's own photos "
+            "by construction: flagged as expected" if expected else "")
+    return (f"{len(records)} submitted image(s) are copies of the benchmark's own photos (identical bytes, hash "
+            f"distance <= {HASH_DISTANCE_MAX} or cosine >= {COPY_COSINE}): {listed}{more}. Such panels score like real "
+            "photos of the block, not like a model's images" + note
+            + (f" (all listed under near_copies in {recorded_in}; `evaluate --exclude-copies` scores without them)"
+               if recorded_in else ""))
 
 
-__all__ = ["NEAR_COPY_COSINE", "find_near_copies", "near_copies_warning"]
+#: Methods that are copies by construction: the demo's sanity methods are made of the benchmark's own
+#: photos (lightly augmented held-out photos; photos of the world pool), so the audit flags them.
+EXPECTED_COPIES = ("sanity_augmented_heldout", "sanity_world")
+
+
+__all__ = ["COPY_COSINE", "CROP_BOXES", "HASH_DISTANCE_MAX", "HASH_SIZE", "HashCache", "NEAR_COPY_COSINE",
+           "ReferencePool", "aligned_distance", "audit_panels", "audit_summary", "copied_counts", "find_near_copies",
+           "hash_items", "image_hashes", "near_copies_warning", "nearest", "pool_items", "reference_pool", "thresholds"]
+
+
+# -- inside a benchmark -------------------------------------------------------------------------
+
+#: Kinds of near-duplicate pairs inside a benchmark (docs/benchmark.md section 5, Copy audit).
+PAIR_KINDS = {
+    "heldout_vs_own_gallery": "a held-out photo near-duplicates a gallery photo of its own block: the held-out "
+                              "anchor (heldout_real) scores too well",
+    "within_block": "two gallery (or two held-out) photos of one block near-duplicate each other",
+    "cross_block": "photos of two blocks near-duplicate each other: a leak between a target and its negatives",
+    "world": "a reference photo near-duplicates a photo of the world pool",
+}
+
+
+def audit_benchmark(benchmark, pool_embeddings: np.ndarray | None = None, *, hash_cache: HashCache | None = None,
+                    progress: bool = False) -> dict[str, Any]:
+    """The copy audit inside a benchmark: every reference photo against every other photo of the benchmark
+    (references of all blocks and the world pool), with the thresholds of submitted images.
+
+    Args:
+        pool_embeddings: raw embeddings of :func:`pool_items` (None: hashes and bytes only).
+
+    Returns:
+        ``{"thresholds", "method", "embeddings": bool, "pairs": [...], "blocks": [...]}``: one record per
+        flagged pair (``reference_id``, ``block_id``, ``role``, ``duplicate_id``, ``duplicate_block_id``,
+        ``duplicate_role``, ``kind`` (:data:`PAIR_KINDS`), ``hash_distance``, ``cosine``, ``exact``), each pair
+        once; and one record per block (its photos, the closest held-out/own-gallery pair, flagged pairs by kind).
+    """
+    pool = reference_pool(benchmark, pool_embeddings, hash_cache=hash_cache, progress=progress)
+    n_refs = sum(1 for b in pool.blocks if b != WORLD)
+    queries = list(range(n_refs))
+    found = candidates(pool, [pool.banks[i] for i in queries],
+                       None if pool.embeddings is None else pool.embeddings[:n_refs],
+                       [pool.shas[i] for i in queries], exclude=[[i] for i in queries])
+
+    def role(j: int) -> str:
+        return WORLD if pool.blocks[j] == WORLD else ("held-out" if pool.heldout[j] else "gallery")
+
+    def kind(i: int, j: int) -> str:
+        if pool.blocks[j] == WORLD:
+            return "world"
+        if pool.blocks[j] != pool.blocks[i]:
+            return "cross_block"
+        return "heldout_vs_own_gallery" if pool.heldout[i] != pool.heldout[j] else "within_block"
+
+    pairs: dict[tuple[int, int], dict] = {}
+    for i, cands in zip(queries, found):
+        for f in cands:
+            j = f["pos"]
+            if not f["flagged"]:
+                continue
+            a, b = (i, j) if (j >= n_refs or i < j) else (j, i)
+            if pool.heldout[b] and not pool.heldout[a] and pool.blocks[a] == pool.blocks[b]:
+                a, b = b, a  # the held-out photo first
+            rec = {"reference_id": pool.ids[a], "block_id": pool.blocks[a], "role": role(a),
+                   "duplicate_id": pool.ids[b], "duplicate_block_id": pool.blocks[b], "duplicate_role": role(b),
+                   "kind": kind(a, b), "hash_distance": f["hash_distance"],
+                   "cosine": None if f["cosine"] is None else round(f["cosine"], 6), "exact": bool(f["exact"])}
+            old = pairs.get((min(a, b), max(a, b)))
+            if old is None or (rec["hash_distance"] or 0) < (old["hash_distance"] or 0):
+                pairs[(min(a, b), max(a, b))] = rec
+    pair_list = sorted(pairs.values(), key=lambda r: (r["block_id"], r["reference_id"], r["duplicate_id"]))
+    # per block: the closest held-out / own-gallery pair (computed directly, every such pair)
+    blocks = []
+    pos = {rid: j for j, rid in enumerate(pool.ids)}
+    for bid in benchmark.block_ids:
+        held = [pos[r.reference_id] for r in benchmark.heldout(bid)]
+        gal = [pos[r.reference_id] for r in benchmark.gallery(bid)]
+        dmin = cmax = None
+        if held and gal:
+            a = np.repeat(np.array(held), len(gal))
+            b = np.tile(np.array(gal), len(held))
+            dmin = int(aligned_distance(pool.banks[a], pool.banks[b]).min())
+            if pool.embeddings is not None:
+                cmax = round(float((pool.embeddings[held] @ pool.embeddings[gal].T).max()), 6)
+        mine = [p for p in pair_list if bid in (p["block_id"], p["duplicate_block_id"])]
+        blocks.append({"block_id": bid, "n_references": len(held) + len(gal), "n_heldout": len(held),
+                       "n_gallery": len(gal), "min_hash_distance_heldout_vs_gallery": dmin,
+                       "max_cosine_heldout_vs_gallery": cmax,
+                       **{f"n_{k}": sum(p["kind"] == k for p in mine) for k in PAIR_KINDS},
+                       "flagged": bool(mine)})
+    return {"thresholds": thresholds(), "method": method_text(), "compared_with": COMPARED_WITH,
+            "embeddings": pool.embeddings is not None, "kinds": dict(PAIR_KINDS),
+            "n_references": n_refs, "n_world": len(pool) - n_refs, "pairs": pair_list, "blocks": blocks}
+
+
+def benchmark_audit_markdown(audit: Mapping[str, Any], benchmark_name: str, encoder: str | None) -> str:
+    """The audit report: settings, one row per block, and every flagged pair under its block."""
+    lines = [f"# Copy audit of benchmark `{benchmark_name}`", "",
+             f"Every reference photo ({audit['n_references']}) was compared with every other photo of the benchmark "
+             f"and the world pool ({audit['n_world']} photos): {audit['method']}"
+             + (f"; embeddings: `{encoder}`." if audit["embeddings"] else "; hashes and bytes only (no encoder).")
+             + " docs/benchmark.md section 5 (Copy audit) defines the audit.", ""]
+    counts = {k: sum(p["kind"] == k for p in audit["pairs"]) for k in PAIR_KINDS}
+    lines += [f"**{len(audit['pairs'])} near-duplicate pair(s)**: "
+              + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in counts.items()) + ".", ""]
+    for k, text in PAIR_KINDS.items():
+        lines.append(f"- *{k.replace('_', ' ')}*: {text}.")
+    lines += ["", "| block | photos | held out | closest held-out/gallery hash distance | highest held-out/gallery "
+              "cosine | flagged pairs |", "| --- | --- | --- | --- | --- | --- |"]
+    for b in audit["blocks"]:
+        n = sum(b[f"n_{k}"] for k in PAIR_KINDS)
+        dmin, cmax = b["min_hash_distance_heldout_vs_gallery"], b["max_cosine_heldout_vs_gallery"]
+        lines.append(f"| `{b['block_id']}` | {b['n_references']} | {b['n_heldout']} | "
+                     f"{'–' if dmin is None else dmin} | {'–' if cmax is None else f'{cmax:.3f}'} | {n} |")
+    lines += ["", f"A pair is flagged at hash distance <= {HASH_DISTANCE_MAX} (of 256 bits), cosine >= {COPY_COSINE} "
+              "or identical bytes.", ""]
+    for b in audit["blocks"]:
+        mine = [p for p in audit["pairs"] if b["block_id"] in (p["block_id"], p["duplicate_block_id"])]
+        lines += [f"## `{b['block_id']}`", ""]
+        if not mine:
+            lines += ["No near-duplicate pair.", ""]
+            continue
+        for p in mine:
+            how = "identical bytes" if p["exact"] else ", ".join(
+                x for x in (f"hash distance {p['hash_distance']}" if p["hash_distance"] is not None else None,
+                            f"cosine {p['cosine']:.3f}" if p["cosine"] is not None else None) if x)
+            lines.append(f"- {p['kind'].replace('_', ' ')}: `{p['reference_id']}` ({p['role']}, {p['block_id']}) ~ "
+                         f"`{p['duplicate_id']}` ({p['duplicate_role']}, {p['duplicate_block_id']}): {how}")
+        lines.append("")
+    return "\n".join(lines)

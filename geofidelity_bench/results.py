@@ -123,8 +123,9 @@ def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_
     Keys, in order: ``benchmark`` (name, source, fingerprint, sizes), ``encoder`` (name, dim,
     config, config hash), ``embedding_cache`` (its folder or None), ``embedding_stats``,
     ``skipped_images`` and ``animated_images`` (files left out with ``skip_bad_images``, and
-    animated files of which the first frame was scored), ``near_copies`` (submitted images
-    that copy a reference photo of the benchmark),
+    animated files of which the first frame was scored), ``copy_audit`` (the copy audit's settings
+    and one record per audited image, docs/benchmark.md section 5, Copy audit) and ``near_copies``
+    (its flagged records: submitted images that copy a photo of the benchmark),
     ``gaas`` (the segmenter's name, config and hash, or why GAAS is n/a), ``anchors`` (the
     real-image anchor rule, docs/benchmark.md section 6, Real-image anchors),
     ``unpromptable_panels`` (``allowed`` and the (condition, block) panels scored although the
@@ -153,6 +154,7 @@ def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_
         "embedding_stats": results.attrs.get("embedding_stats"),
         "skipped_images": results.attrs.get("skipped_images", []),
         "animated_images": results.attrs.get("animated_images", []),
+        "copy_audit": results.attrs.get("copy_audit"),
         "near_copies": results.attrs.get("near_copies", []),
         "gaas": gaas,
         "anchors": {

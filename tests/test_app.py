@@ -281,9 +281,14 @@ def test_explore(client):
 
 
 def test_score_world_photos(client, world_photos, app_data):
-    status, scores_md, ranking, shown, plot, raw = client.predict("lund_seg1", _handles(world_photos),
-                                                                  api_name="/score")
+    status, warning, pairs, scores_md, ranking, shown, plot, raw = client.predict(
+        "lund_seg1", _handles(world_photos), api_name="/score")
     assert "Scored **4 images**" in status and "efficientnet-lite0" in status
+    # the world pool is the benchmark's own: the copy audit names each photo, shown side by side
+    assert "4 of 4 uploaded images are copies of this benchmark's own photos" in warning
+    assert all(r["flagged"] and r["reference_block_id"] == "world" for r in raw["copy_audit"])
+    assert all(f"`{r['reference_id']}`** of the world pool" in warning for r in raw["copy_audit"])
+    assert pairs["visible"] is True and len(pairs["value"]) == 8
     assert raw["n_images"] == 4 and raw["block_id"] == "lund_seg1" and raw["encoder"] == "efficientnet-lite0"
     for key in ("cos_sim", "mmd", "dcsf", "retrieval_acc", "mrr", "local_margin", "strongest_margin"):
         assert isinstance(raw["scores"][key], float), key
@@ -305,7 +310,7 @@ def test_score_world_photos(client, world_photos, app_data):
 def test_score_heldout_photos_pick_the_target(client, app_data, tmp_path):
     held = app_data.benchmark.heldout("lund_seg2")
     photos = _files(tmp_path, {f"held_{i}.jpg": r.image_bytes for i, r in enumerate(held)})
-    _, scores_md, ranking, _, _, raw = client.predict("lund_seg2", _handles(photos), api_name="/score")
+    _, _, _, scores_md, ranking, _, _, raw = client.predict("lund_seg2", _handles(photos), api_name="/score")
     assert "4 of 4 images picked the target block" in scores_md
     assert all(r[2] == "the target block ✓" for r in ranking["data"])
     assert raw["scores"]["local_margin"] > 0 and "closer to the target than to the same-city" in scores_md
@@ -314,11 +319,15 @@ def test_score_heldout_photos_pick_the_target(client, app_data, tmp_path):
 def test_score_warns_when_uploads_copy_the_blocks_reference_photos(client, app_data, world_photos, tmp_path):
     gallery = app_data.benchmark.gallery("lund_seg1")[:2]
     photos = _files(tmp_path, {f"copy_{i}.jpg": r.image_bytes for i, r in enumerate(gallery)})
-    status, *_ = client.predict("lund_seg1", _handles(photos + world_photos[:1]), api_name="/score")
-    assert "**Warning:** 2 submitted image(s) are copies of the benchmark's reference photos" in status
-    assert "copy_0.jpg" in status and gallery[1].reference_id in status and "world_0.jpg" not in status
-    status, *_ = client.predict("lund_seg1", _handles(world_photos), api_name="/score")
-    assert "Warning" not in status
+    fresh = _files(tmp_path, {"fresh.png": _png((96, 64), noise=True), "fresh2.png": _png((80, 60), noise=True)})
+    status, warning, pairs, *_ = client.predict("lund_seg1", _handles(photos + fresh[:1]), api_name="/score")
+    assert "2 of 3 uploaded images are copies of this benchmark's own photos" in warning
+    assert "copy\\_0.jpg" in warning and gallery[1].reference_id in warning and "fresh" not in warning  # names escaped
+    assert [p["caption"] for p in pairs["value"]] == [
+        "your image: copy_0.jpg", f"benchmark photo: {gallery[0].reference_id}",
+        "your image: copy_1.jpg", f"benchmark photo: {gallery[1].reference_id}"]
+    status, warning, pairs, *_ = client.predict("lund_seg1", _handles(fresh), api_name="/score")
+    assert warning == "" and pairs["visible"] is False
 
 
 def test_score_refuses_bad_input(client, world_photos, tmp_path):

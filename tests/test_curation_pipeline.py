@@ -132,7 +132,28 @@ def test_curate_end_to_end_with_faults(world, servers, tmp_path, monkeypatch, ca
     t5 = pd.read_parquet(work / "07_tier5" / "tier5.parquet")
     assert set(t5["image_id"]) == set(dl["image_id"])
     sel = pd.read_parquet(work / "08_select" / "select.parquet")
-    assert sel["kept"].sum() == len(bench.references)
+    # the copy-audit gate: the fixture serves its 100 photos in a cycle, so some image ids share bytes;
+    # duplicates within a block and between a block and its negatives are removed and recorded
+    removed = pd.read_csv(out / "copy_audit_removed.csv", dtype=str)
+    assert len(removed) > 0
+    assert sel["kept"].sum() - len(removed) == len(bench.references)
+    gate = json.loads((out / "curation_summary.json").read_text())["copy_audit_gate"]
+    assert sorted(r["reference_id"] for r in gate["removed"]) == sorted(removed["reference_id"])
+    kept_ids = {f"{r.block_id}__{r.image_id}" for r in sel[sel["kept"]].itertuples()}
+    assert set(removed["reference_id"]) <= kept_ids
+    assert not set(removed["reference_id"]) & {r.reference_id for r in bench.references}
+    for r in removed.itertuples():  # each removed photo has the bytes of the photo it duplicates
+        image = world["jpegs"][r.reference_id.split("__", 1)[1]]
+        assert image == world["jpegs"][r.duplicate_id.split("__", 1)[1]]
+    # independently: no two photos with the same bytes are left in one block or in a block and its negative
+    by_block: dict[str, set] = {}
+    for ref in bench.references:
+        by_block.setdefault(ref.block_id, set())
+        assert ref.sha256 not in by_block[ref.block_id]
+        by_block[ref.block_id].add(ref.sha256)
+    for block in bench.blocks:
+        for neg in {v for v in bench.negatives(block.block_id).values() if v}:
+            assert not by_block[block.block_id] & by_block[neg], (block.block_id, neg)
 
     summary = pd.read_csv(out / "curation_summary.csv")
     assert list(summary["city"]) == ["west_oakland", "helsinki"]

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import make_block, make_refs
+from conftest import jpeg_bytes, make_block, make_refs
 from geofidelity_bench.benchmark import Benchmark, load_benchmark
 from geofidelity_bench.cli import main
 from geofidelity_bench.evaluation import (
@@ -413,90 +413,78 @@ def _reencoded(data: bytes) -> bytes:
 def test_evaluate_warns_about_panels_copied_from_reference_photos(demo, tmp_path, capsys):
     gen = tmp_path / "gen"
     own = demo.gallery("lund_seg1")[:3]
-    other = demo.gallery("lund_seg2")[0]  # embedded anyway: lund_seg2 is a negative of lund_seg1
+    other = demo.gallery("lund_seg2")[0]
     # lund_seg1: two byte-identical gallery photos and one re-encoded one (a near copy, not the same bytes);
-    # berlin: two world photos and a re-encoded photo of another block (a copy of any block counts).
+    # berlin: two world photos and a re-encoded photo of another block (a copy of any block or the pool counts).
     copies = _write_panel(gen, "copycat", "L0", "lund_seg1",
                           [own[0].image_bytes, own[1].image_bytes, _reencoded(own[2].image_bytes)])
     mixed = _write_panel(gen, "copycat", "L0", "berlin_am_lustgarten",
                          [demo.world[0].image_bytes, demo.world[1].image_bytes, _reencoded(other.image_bytes)])
-    _write_panel(gen, "world_photos", "L0", "lund_seg1", [w.image_bytes for w in demo.world[4:8]])
     out = tmp_path / "out"
     assert main(["evaluate", "--benchmark", "demo", "--generated", str(gen), "--encoder", "efficientnet-lite0",
                  "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
     err = capsys.readouterr().err
-    warnings = [line for line in err.splitlines() if "copies of the benchmark's reference photos" in line]
+    warnings = [line for line in err.splitlines() if "copies of the benchmark's own photos" in line]
     assert len(warnings) == 1, err
-    assert warnings[0].startswith("warning: 4 submitted image(s)")
-    assert str(copies / "00.jpg") in warnings[0] and "world_photos" not in warnings[0]
+    assert warnings[0].startswith("warning: 6 submitted image(s)")
+    assert str(copies / "00.jpg") in warnings[0]
     near = json.loads((out / "run.json").read_text())["near_copies"]
-    expected = {copies / "00.jpg": (own[0], True), copies / "01.jpg": (own[1], True),
-                copies / "02.jpg": (own[2], False), mixed / "02.jpg": (other, False)}
+    expected = {copies / "00.jpg": (own[0].reference_id, own[0].block_id, True),
+                copies / "01.jpg": (own[1].reference_id, own[1].block_id, True),
+                copies / "02.jpg": (own[2].reference_id, own[2].block_id, False),
+                mixed / "00.jpg": (demo.world[0].image_id, "world", True),
+                mixed / "01.jpg": (demo.world[1].image_id, "world", True),
+                mixed / "02.jpg": (other.reference_id, other.block_id, False)}
     assert {r["file"] for r in near} == {str(p) for p in expected}
     for rec in near:
-        ref, exact = expected[type(copies)(rec["file"])]
         assert (rec["method"], rec["condition"]) == ("copycat", "L0")
-        assert (rec["reference_id"], rec["reference_block_id"], rec["exact"]) == (ref.reference_id, ref.block_id, exact)
-        assert rec["cosine"] >= 0.999
-    # The world photos of both panels are not flagged: no real photo of a block is among them.
-    assert not any(r["method"] == "world_photos" for r in near)
+        assert (rec["reference_id"], rec["reference_block_id"], rec["exact"]) == expected[type(copies)(rec["file"])]
+        assert rec["flagged"] and rec["hash_distance"] <= 60
 
 
-def test_near_copies_exact_match_reaches_every_block_and_held_out_photos(demo, encoder):
+def test_near_copies_exact_match_reaches_every_block_and_held_out_photos(demo):
     from geofidelity_bench.near_copies import find_near_copies
 
     held = demo.heldout("arezzo_park_path")[0]
-    panel = [held.image_bytes, demo.world[0].image_bytes]
-    emb = np.random.default_rng(0).normal(size=(2, 8))  # embeddings far from any reference: only bytes can match
-    found = find_near_copies(demo, {("m", "L0", "lund_seg1"): panel}, {("m", "L0", "lund_seg1"): emb}, {})
-    assert [(r["file"], r["reference_id"], r["exact"], r["cosine"]) for r in found] == [
-        ("panel image 0", held.reference_id, True, None)]
+    panel = [held.image_bytes, demo.world[0].image_bytes, jpeg_bytes(3, size=(96, 64))]
+    emb = np.random.default_rng(0).normal(size=(3, 8))  # embeddings are not compared here (no pool embeddings)
+    found = find_near_copies(demo, {("m", "L0", "lund_seg1"): panel}, {("m", "L0", "lund_seg1"): emb})
+    assert [(r["file"], r["reference_id"], r["reference_block_id"], r["exact"], r["hash_distance"], r["cosine"])
+            for r in found] == [("panel image 0", held.reference_id, "arezzo_park_path", True, 0, None),
+                                ("panel image 1", demo.world[0].image_id, "world", True, 0, None)]
 
 
-def _near_copies_one_panel_at_a_time(benchmark, panel_embeddings, galleries, threshold=0.999):
-    """The obvious computation: each panel against all gallery rows at once (the first maximum wins)."""
-    def unit(x):
-        x = np.asarray(x, dtype=np.float64)
-        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-    refs = [(r.reference_id, bid) for bid in sorted(galleries) for r in benchmark.gallery(bid)]
-    gallery = unit(np.concatenate([galleries[bid] for bid in sorted(galleries)]))
-    out = []
-    for key, emb in panel_embeddings.items():
-        sims = unit(emb) @ gallery.T
-        for i in range(len(emb)):
-            j = int(np.argmax(sims[i]))
-            if sims[i, j] >= threshold:
-                out.append((key, f"embedding {i}", *refs[j], round(float(sims[i, j]), 6)))
-    return out
-
-
-@pytest.mark.parametrize("rows", [(1024, 8192), (3, 5), (1, 1)])
-def test_near_copies_in_blocks_of_rows_equal_the_whole_comparison(demo, monkeypatch, rows):
-    """Compared a block of rows at a time (to bound memory), the closest reference photo and its cosine are
-    those of the whole comparison, ties included (a photo repeated in two galleries: the first one wins)."""
+@pytest.mark.parametrize("rows", [1024, 3, 1])
+def test_near_copies_of_embeddings_in_blocks_of_rows_equal_the_whole_comparison(demo, monkeypatch, rows):
+    """Panels given as embeddings are compared by cosine only: flagged at cosine >= COPY_COSINE with the
+    closest pool photo, whatever the number of rows compared at a time; the brute force is a loop."""
     from geofidelity_bench import near_copies
 
-    monkeypatch.setattr(near_copies, "QUERY_ROWS", rows[0])
-    monkeypatch.setattr(near_copies, "GALLERY_ROWS", rows[1])
+    monkeypatch.setattr(near_copies, "QUERY_ROWS", rows)
     rng = np.random.default_rng(5)
-    galleries = {b: rng.normal(size=(len(demo.gallery(b)), 16)).astype(np.float32) for b in demo.block_ids}
-    first, second = sorted(galleries)[:2]
-    galleries[second][-1] = galleries[first][0]  # the same photo embedded in two galleries
+    pool_items = near_copies.pool_items(demo)
+    pool_emb = rng.normal(size=(len(pool_items), 16))
+    ids = [getattr(x, "reference_id", None) or x.image_id for x in pool_items]
     panels = {}
     for k, bid in enumerate(demo.block_ids):
         emb = rng.normal(size=(3, 16))
-        emb[0] = galleries[bid][k % len(galleries[bid])] * 2.5  # a copy (cosine 1)
-        emb[1] = galleries[bid][0] + 1e-4 * rng.normal(size=16)  # a near copy
+        emb[0] = pool_emb[k] * 2.5  # a copy (cosine 1)
+        emb[1] = pool_emb[-k - 1] + 1e-3 * rng.normal(size=16)  # a near copy (of a world photo)
         panels[("m", "L1", bid)] = emb
-    panels[("m", "L2", first)] = np.stack([galleries[first][0], rng.normal(size=16)])  # the repeated photo
-    found = near_copies.find_near_copies(demo, {}, panels, galleries)
-    got = [((r["method"], r["condition"], r["block_id"]), r["file"], r["reference_id"], r["reference_block_id"],
-            r["cosine"]) for r in found]
-    expected = _near_copies_one_panel_at_a_time(demo, panels, galleries)
-    assert got == expected
-    assert len(got) == 2 * len(demo.block_ids) + 1
-    assert got[-1][3] == first  # the tie goes to the first gallery, as argmax over the whole row
+    found = near_copies.find_near_copies(demo, {}, panels, pool_emb)
+    unit = pool_emb / np.linalg.norm(pool_emb, axis=1, keepdims=True)
+    expected = []
+    for key, emb in panels.items():
+        for i, e in enumerate(emb):
+            sims = [float(e @ u) / float(np.linalg.norm(e)) for u in unit]
+            j = int(np.argmax(sims))
+            if sims[j] >= near_copies.COPY_COSINE:
+                expected.append((key, f"embedding {i}", ids[j], round(sims[j], 6)))
+    got = [((r["method"], r["condition"], r["block_id"]), r["file"], r["reference_id"], r["cosine"]) for r in found]
+    assert [g[:3] for g in got] == [e[:3] for e in expected]
+    assert [g[3] for g in got] == pytest.approx([e[3] for e in expected], abs=2e-6)
+    assert len(got) == 2 * len(demo.block_ids)
+    assert all(r["hash_distance"] is None for r in found)
 
 
 def _anchor_panels_sorting_every_pool(benchmark, n=4):

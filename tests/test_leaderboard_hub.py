@@ -59,7 +59,7 @@ def make_results(out, *, method="gen_a", encoder="dinov2-base", enc_hash="e" * 6
             row.update(n_distinct=4, n_copied=np.nan if cond == "anchor" else 0.0, n_candidates=5,
                        chance_retrieval_acc=0.2, chance_mrr=(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5) / 5)
             rows.append(row)
-    df = pd.DataFrame(rows)[RESULT_COLUMNS]
+    df = pd.DataFrame(rows).reindex(columns=RESULT_COLUMNS)  # columns a row does not set (n_copied) stay NaN
     info = {
         "created_at": created,
         "benchmark": {"name": "demo", "source": "tester/geofidelity", "fingerprint": fingerprint},

@@ -55,7 +55,7 @@ def synthetic_results(methods=("sdxl", "flux_dev", "pixart_sigma"), conditions=(
                     "n_distinct": 4, "n_copied": np.nan if cond == "anchor" else 0.0, "n_candidates": 5,
                     "chance_retrieval_acc": 1 / 5, "chance_mrr": (1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5) / 5,
                 })
-    return pd.DataFrame(rows)[list(RESULT_COLUMNS)]
+    return pd.DataFrame(rows).reindex(columns=list(RESULT_COLUMNS))  # columns a row does not set (n_copied) stay NaN
 
 
 def write_folder(path, df, run_info=None):

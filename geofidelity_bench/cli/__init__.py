@@ -1,6 +1,6 @@
 """The ``geofidelity-bench`` command.
 
-One module per command family (``evaluate`` with ``demo``, ``info``, ``embed``, ``segment``, ``report``,
+One module per command family (``evaluate`` with ``demo``, ``audit``, ``info``, ``embed``, ``segment``, ``report``,
 ``generate``, ``app``, ``mfp``, ``geodiv``, ``curate``, ``dataset``, ``leaderboard``), each exposing
 ``register(subparsers)``; a command parses its arguments, calls the library and prints. Heavy
 imports happen inside the commands so that ``geofidelity-bench --help`` is instant. Also runs as
@@ -20,11 +20,12 @@ import sys
 from typing import Callable, Sequence
 
 from ..errors import GeoFidelityError
-from . import app, curate, dataset, embed, evaluate, generate, geodiv, info, leaderboard, mfp, report, segment
+from . import app, audit, curate, dataset, embed, evaluate, generate, geodiv, info, leaderboard, mfp, report, segment
 
 # Each entry adds one or more subparsers, in the order of ``geofidelity-bench --help``.
 REGISTRARS: list[Callable] = [
     evaluate.register,  # demo (the main job), evaluate
+    audit.register,  # audit (the copy audit inside a benchmark)
     info.register,  # info, prompts
     embed.register,
     segment.register,

@@ -65,10 +65,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     results = evaluate_panels(bench, panels, encoder, cache=cache, batch_size=args.batch_size,
                               num_workers=args.num_workers,
                               progress=not args.no_progress, include_anchors=not args.no_anchors,
-                              segmenter=segmenter, image_check=checked, allow_unpromptable=args.allow_unpromptable)
+                              segmenter=segmenter, image_check=checked, allow_unpromptable=args.allow_unpromptable,
+                              exclude_copies=args.exclude_copies)
     copies = near_copies_warning(results.attrs.get("near_copies", []))
     if copies:
         print(f"warning: {copies}", file=sys.stderr)
+        if args.exclude_copies:
+            print("--exclude-copies: the panels were scored without the flagged images (n_generated counts the "
+                  "images scored, n_copied the flagged ones; run.json copy_audit.excluded is true)", file=sys.stderr)
     info = _run_info(args, bench, encoder, cache, results, started, segmenter, gaas_reason,
                      extra={"generation_manifest": manifest, "extra_conditions": list(args.extra_conditions or [])})
     out = Path(args.out)
@@ -121,6 +125,9 @@ def _add_evaluate(sub) -> None:
                         "refusing them, naming each; run.json records them under unpromptable_panels")
     p.add_argument("--out", required=True, help="output folder (results.csv, summary_*.csv, run.json)")
     p.add_argument("--no-anchors", action="store_true", help="do not score the three real-image anchors")
+    p.add_argument("--exclude-copies", action="store_true",
+                   help="score the panels without the images the copy audit flags as copies of the benchmark's own "
+                        "photos (docs/benchmark.md section 5, Copy audit); n_copied and run.json copy_audit record them")
     p.add_argument("--skip-bad-images", action="store_true",
                    help="score the panels without their undecodable images (each recorded in run.json; a panel left "
                         "with fewer than 2 images is NaN) instead of stopping with a list of them")
@@ -152,8 +159,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     info = _run_info(
         args, bench, encoder, cache, results, started, segmenter, gaas_reason,
         extra={"sanity_methods": {
-            "sanity_augmented_heldout": "held-out photos, lightly cropped and jittered (expected near the top)",
-            "sanity_world": "photos of the world pool, not of any block (expected near the bottom)",
+            "sanity_augmented_heldout": "held-out photos, lightly cropped and jittered (expected near the top; "
+                                        "the copy audit flags it: a copy by construction)",
+            "sanity_world": "photos of the world pool, not of any block (expected near the bottom; the copy audit "
+                            "flags it: the world pool's own photos)",
         }},
     )
     out = Path(args.out)
@@ -165,6 +174,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(leaderboard_text(results))
     print("\nSimilarity hierarchy (Table 4 style): query panel vs the target block and its negatives")
     print(hierarchy_text(results))
+    print("\n" + _demo_copy_audit_text(results))
     if segmenter is None:
         print(f"\nGAAS: n/a - {gaas_reason}")
     else:
@@ -175,6 +185,30 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(f"\nwrote {out}/results.csv, summary_*.csv, run.json and the report ({out}/report/report.md, plots/) "
           f"in {time.time() - started:.1f} s")
     return 0
+
+
+def _demo_copy_audit_text(results) -> str:
+    """What the demo's copy audit found: the sanity methods are flagged, as expected; anything else is named."""
+    from ..near_copies import EXPECTED_COPIES, near_copies_warning
+
+    records = results.attrs.get("near_copies", [])
+    audit = results.attrs.get("copy_audit") or {}
+    by_method: dict[str, int] = {}
+    for r in records:
+        by_method[r["method"]] = by_method.get(r["method"], 0) + 1
+    expected = ", ".join(f"{m} ({by_method[m]} image(s))" for m in EXPECTED_COPIES if m in by_method)
+    text = (f"Copy audit: {audit.get('n_flagged', len(records))} of {audit.get('n_audited', 0)} audited image(s) "
+            f"flagged as copies of the benchmark's own photos (docs/benchmark.md section 5, Copy audit). "
+            + (f"Flagged as expected: {expected}: the sanity methods are made of the benchmark's own photos "
+               "(augmented held-out photos; world-pool photos), so their rows are marked as copied (n_copied)."
+               if expected else "The sanity methods were NOT flagged: this is not expected."))
+    missed = [m for m in EXPECTED_COPIES if m not in by_method and any(r["method"] == m for r in audit.get("images", []))]
+    if missed:
+        text += f" Not flagged although copies by construction: {', '.join(missed)}."
+    other = [r for r in records if r["method"] not in EXPECTED_COPIES]
+    if other:
+        text += "\nwarning: " + (near_copies_warning(other) or "")
+    return text
 
 
 def _add_demo(sub) -> None:

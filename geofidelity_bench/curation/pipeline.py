@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..provenance import utc_timestamp
-from ..benchmark import Benchmark, Block, ReferenceImage, save_benchmark
+from ..benchmark import NEGATIVE_FIELDS, Benchmark, Block, ReferenceImage, save_benchmark
 from ..segmentation import GROUP_NAMES
 from .carving import BLOCK_JSON_COLUMNS, CarveParams, blocks_from_frame, blocks_to_frame, carve_blocks
 from .cities import CitySpec
@@ -186,6 +186,7 @@ class Curator:
         self.resumed: list[str] = []
         self.computed: list[str] = []
         self.skipped: dict[str, str] = {}
+        self.copy_gate: dict[str, Any] | None = None  # what the copy-audit gate found and removed (build_benchmark)
 
     # -- plumbing ---------------------------------------------------------------------------
     def log(self, msg: str) -> None:
@@ -529,7 +530,9 @@ class Curator:
                 )
             )
         cities = [c.to_city() for c in self.cities if c.key in {b.city for b in blocks}]
-        return Benchmark(blocks, refs, cities=cities, name=self.out_dir.name or "curated", source=str(self.out_dir))
+        bench = Benchmark(blocks, refs, cities=cities, name=self.out_dir.name or "curated", source=str(self.out_dir))
+        bench, self.copy_gate = copy_audit_gate(bench, min_images=self.config.min_images)
+        return bench
 
     def summary(self, blocks_df, cands, filt, dl, t3, t4, t5, selected):
         import pandas as pd
@@ -599,11 +602,95 @@ class Curator:
         }
         _atomic_text(self.out_dir / "curation_summary.json", json.dumps(info, indent=2, default=str))
         bench = self.build_benchmark(blocks_df, selected)
+        if self.copy_gate is not None:  # what the copy-audit gate removed, next to the summary
+            removed_in = {}
+            city_of = {b.block_id: b.city for b in blocks_from_frame(blocks_df)}
+            for r in self.copy_gate["removed"]:
+                removed_in[city_of.get(r["block_id"])] = removed_in.get(city_of.get(r["block_id"]), 0) + 1
+            summary["removed_by_copy_gate"] = [removed_in.get(c, 0) for c in summary["city"]]
+            kept_blocks = {} if bench is None else {b.block_id: b.city for b in bench.blocks}
+            summary["blocks_kept"] = [sum(1 for c in kept_blocks.values() if c == city) for city in summary["city"]]
+            summary["references_kept"] = [0 if bench is None else sum(1 for r in bench.references
+                                                                      if kept_blocks.get(r.block_id) == city)
+                                          for city in summary["city"]]
+            write_table(summary, self.out_dir / "curation_summary.csv")
+            info["summary"] = summary.to_dict("records")
+            info["copy_audit_gate"] = self.copy_gate
+            _atomic_text(self.out_dir / "curation_summary.json", json.dumps(info, indent=2, default=str))
+            import pandas as pd
+
+            write_table(pd.DataFrame(self.copy_gate["removed"], columns=GATE_COLUMNS),
+                        self.out_dir / "copy_audit_removed.csv")
+            if self.copy_gate["removed"]:
+                self.log(f"copy-audit gate: removed {len(self.copy_gate['removed'])} near-duplicate reference photo(s)"
+                         + (f" and {len(self.copy_gate['blocks_dropped'])} block(s) left with too few"
+                            if self.copy_gate["blocks_dropped"] else "") + " (copy_audit_removed.csv)")
         if bench is None:
             self.log("no block kept enough images; no benchmark written (see curation_summary.csv)")
         else:
             save_benchmark(bench, self.out_dir, card_body=_card(bench, summary, self.skipped))
         return CurationResult(self.out_dir, bench, summary, dict(self.skipped), list(self.resumed), list(self.computed))
+
+
+NEGATIVE_BLOCK_FIELDS = tuple(NEGATIVE_FIELDS.values())
+
+
+# -- the copy-audit gate ------------------------------------------------------------------------------
+
+GATE_COLUMNS = ["reference_id", "block_id", "kind", "duplicate_id", "duplicate_block_id", "hash_distance", "exact",
+                "reason"]
+
+
+def copy_audit_gate(bench: Benchmark, *, min_images: int, hash_cache=None) -> tuple[Benchmark | None, dict[str, Any]]:
+    """The copy audit inside the curated benchmark (docs/benchmark.md section 5, Copy audit; section 8),
+    as a gate, on perceptual hashes and bytes (no model needed).
+
+    Near-duplicate photos of one block (a held-out photo and a gallery photo, or two of one role):
+    the first by reference id is kept, the others are removed. Near-duplicates between a block and one
+    of its negatives (either way): both are removed (the photo cannot tell the two blocks apart). Other
+    pairs (blocks that never meet in a retrieval line-up) are recorded, not removed. A block left with
+    fewer than ``min_images`` photos is dropped and the negatives are assigned again.
+
+    Returns the gated benchmark (None when no block is left) and the record: ``pairs`` (every flagged
+    pair), ``removed`` (one row per removed photo with the reason) and ``blocks_dropped``.
+    """
+    from ..near_copies import audit_benchmark, thresholds
+
+    audit = audit_benchmark(bench, hash_cache=hash_cache)
+    negatives = {b.block_id: {v for v in bench.negatives(b.block_id).values() if v} for b in bench.blocks}
+    removed: dict[str, dict[str, Any]] = {}
+
+    def drop(ref_id: str, block_id: str, pair: Mapping[str, Any], other: str, other_block: str, reason: str) -> None:
+        removed.setdefault(ref_id, {"reference_id": ref_id, "block_id": block_id, "kind": pair["kind"],
+                                    "duplicate_id": other, "duplicate_block_id": other_block,
+                                    "hash_distance": pair["hash_distance"], "exact": pair["exact"], "reason": reason})
+
+    for p in audit["pairs"]:
+        a, b = (p["reference_id"], p["block_id"]), (p["duplicate_id"], p["duplicate_block_id"])
+        if p["kind"] in ("heldout_vs_own_gallery", "within_block"):
+            keep, gone = sorted([a, b])
+            drop(gone[0], gone[1], p, keep[0], keep[1], "near-duplicates a photo of its own block (the first by "
+                 "reference id is kept)")
+        elif p["kind"] == "cross_block" and (b[1] in negatives.get(a[1], ()) or a[1] in negatives.get(b[1], ())):
+            reason = "near-duplicates a photo of a block that is its target or negative (both removed)"
+            drop(a[0], a[1], p, b[0], b[1], reason)
+            drop(b[0], b[1], p, a[0], a[1], reason)
+    record: dict[str, Any] = {"thresholds": thresholds(), "pairs": audit["pairs"],
+                              "removed": sorted(removed.values(), key=lambda r: r["reference_id"]), "blocks_dropped": []}
+    if not removed:
+        return bench, record
+    refs = [r for r in bench.references if r.reference_id not in removed]
+    counts: dict[str, int] = {}
+    for r in refs:
+        counts[r.block_id] = counts.get(r.block_id, 0) + 1
+    kept_blocks = [b for b in bench.blocks if counts.get(b.block_id, 0) >= min_images]
+    record["blocks_dropped"] = sorted(b.block_id for b in bench.blocks if counts.get(b.block_id, 0) < min_images)
+    if not kept_blocks:
+        return None, record
+    blocks = assign_negatives([dataclasses.replace(b, **{f: None for f in NEGATIVE_BLOCK_FIELDS}) for b in kept_blocks])
+    kept_ids = {b.block_id for b in blocks}
+    return Benchmark(blocks, [r for r in refs if r.block_id in kept_ids], cities=list(bench.cities.values()),
+                     world=bench.world, name=bench.name, source=bench.source), record
 
 
 # -- helpers ----------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import metrics
+from .. import metrics, near_copies
 from ..benchmark import Benchmark
 from ..evaluation import (
     ANCHOR_CONDITION,
@@ -94,8 +94,10 @@ class PanelScore:
     candidates: dict[str, str]  # role -> block id ("target" -> the block itself)
     anchors: dict[str, dict[str, float]]  # anchor method -> its result row for this block
     nan_reasons: dict[str, str]
-    #: uploaded images that copy a reference photo (:func:`~geofidelity_bench.near_copies.find_near_copies`)
+    #: uploaded images that copy a photo of the benchmark (the flagged records of ``copy_audit``)
     near_copies: list[dict[str, Any]] = field(default_factory=list)
+    #: the copy audit of every uploaded image (:func:`~geofidelity_bench.near_copies.audit_panels`)
+    copy_audit: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def n_candidates(self) -> int:
@@ -159,6 +161,7 @@ class PanelScore:
             "per_image": self.per_image(),
             "anchors": {m: {k: finite_or_none(v) for k, v in r.items()} for m, r in self.anchors.items()},
             "nan_reasons": self.nan_reasons,
+            "copy_audit": self.copy_audit,
         }
 
 
@@ -197,6 +200,8 @@ class AppData:
     own_info: dict = field(default_factory=dict)
     batch_size: int = 16
     num_workers: int | None = None  # image-preparing threads (None: the cores this process may use)
+    #: every photo of the benchmark and the world pool, embedded and hashed, for the copy audit of uploads
+    pool: Any = None
 
     # -- building -------------------------------------------------------------------------
     @classmethod
@@ -220,6 +225,7 @@ class AppData:
         panels = {**anchor_panels(benchmark), **sanity_panels(benchmark)}
         to_embed = {("gallery", b): benchmark.gallery(b) for b in benchmark.block_ids}
         to_embed.update({("panel", k): v for k, v in panels.items()})
+        to_embed[("audit", "pool")] = near_copies.pool_items(benchmark)  # the copy audit compares uploads with them
         log(f"geofidelity app: embedding the galleries and {len(panels)} anchor/sanity panels of "
             f"{benchmark.name!r} with {encoder.name} ...")
         embedded, stats = embed_items(to_embed, encoder, cache=cache, batch_size=batch_size, progress=progress,
@@ -227,6 +233,8 @@ class AppData:
         galleries = {b: embedded[("gallery", b)] for b in benchmark.block_ids}
         panel_emb = {k: embedded[("panel", k)] for k in panels}
         anchor_results = score_embeddings(benchmark.blocks, galleries, panel_emb, encoder_name=encoder.name)
+        hash_cache = near_copies.HashCache(cache.root) if cache is not None and hasattr(cache, "root") else None
+        pool = near_copies.reference_pool(benchmark, embedded[("audit", "pool")], hash_cache=hash_cache)
         log(f"geofidelity app: ready in {time.time() - started:.1f} s ({stats['from_cache']} embeddings from cache, "
             f"{stats['computed']} computed)")
         from ..comparability import comparability_of_run
@@ -249,7 +257,7 @@ class AppData:
         return cls(benchmark=benchmark, encoder=encoder, galleries=galleries,
                    anchor_results=annotate_results(anchor_results, benchmark), results=results,
                    results_source=results_source or "a results table", run_info=results_run_info, own_info=own_info,
-                   batch_size=batch_size, num_workers=num_workers)
+                   batch_size=batch_size, num_workers=num_workers, pool=pool)
 
     # -- explore --------------------------------------------------------------------------
     def prompts(self, block_id: str) -> list[PromptView]:
@@ -299,7 +307,6 @@ class AppData:
         stored.
         """
         from ..encoders import embed_images
-        from ..near_copies import find_near_copies
 
         self.benchmark.block(block_id)  # BenchmarkError for an unknown block
         names = list(names) if names is not None else [f"image {i + 1}" for i in range(len(images))]
@@ -318,10 +325,21 @@ class AppData:
         if "gaas" in reasons:
             reasons["gaas"] = ("GAAS needs a semantic segmenter (Mask2Former trained on Mapillary Vistas); "
                                "this app scores without one")
-        copies = find_near_copies(self.benchmark, {key: [None] * len(names)}, {key: gen}, self.galleries,
-                                  names={key: names})
+        # the copy audit: every upload against every photo of the benchmark (uploads are hashed, never cached)
+        audit = (near_copies.audit_panels(self.pool, {key: list(images)}, {key: gen}, names={key: names},
+                                          num_workers=self.num_workers) if self.pool is not None else [])
+        row["n_copied"] = float(sum(r["flagged"] for r in audit)) if self.pool is not None else float("nan")
         return PanelScore(block_id=block_id, names=names, row=row, retrieval=ret, candidates=candidates,
-                          anchors=self.anchors_of(block_id), nan_reasons=reasons, near_copies=copies)
+                          anchors=self.anchors_of(block_id), nan_reasons=reasons,
+                          near_copies=[r for r in audit if r["flagged"]], copy_audit=audit)
+
+    def photo(self, photo_id: str):
+        """The benchmark photo (a reference or a world-pool photo) with this id, for showing a matched copy."""
+        for item in near_copies.pool_items(self.benchmark):
+            if getattr(item, "reference_id", None) == photo_id or (
+                    not hasattr(item, "reference_id") and item.image_id == photo_id):
+                return item
+        raise KeyError(photo_id)
 
 
 def load_app_data(

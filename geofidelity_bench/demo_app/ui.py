@@ -26,7 +26,6 @@ from ..benchmark import BenchmarkError  # noqa: E402
 from ..evaluation import ANCHOR_PANEL_SIZE  # noqa: E402
 from ..images import ImageDecodeError  # noqa: E402
 from ..metrics.catalog import heading  # noqa: E402
-from ..near_copies import near_copies_warning  # noqa: E402
 from ..prompts import CONDITIONS  # noqa: E402
 from . import figures, results as lb  # noqa: E402
 from .state import RANKING_HEADERS, AppData, block_choices, block_label, city_choices  # noqa: E402
@@ -74,6 +73,9 @@ CSS = """
   #score-table td:nth-child(1) { white-space: normal; min-width: 8em; }
   #score-table td:nth-child(3), #score-table td:nth-child(4) { min-width: 15em; }
 }
+/* the copy warning: impossible to miss, above the scores */
+#score-copy-warning:not(:empty) { border: 2px solid #c2410c; background: #fff7ed; color: #7c2d12; border-radius: 8px; padding: 10px 14px; }
+#score-copy-warning:not(:empty) * { color: #7c2d12 !important; }
 """
 
 
@@ -257,6 +259,37 @@ def _source_text(results: pd.DataFrame, source: str, provenance: str | None = No
 
 # -- score ----------------------------------------------------------------------------------
 
+#: Matched pairs shown side by side under the copy warning (uploaded image, benchmark photo).
+COPY_PAIRS_SHOWN = 8
+
+
+def _copy_warning(data: AppData, result, uploads) -> tuple[str, list[tuple[Any, str]]]:
+    """The copy warning (Markdown, empty when nothing is flagged) and the (upload, matched photo) pairs."""
+    from ..caveats import COPIED_MARK
+    from ..near_copies import COPY_COSINE, HASH_DISTANCE_MAX, WORLD
+
+    flagged = result.near_copies
+    if not flagged:
+        return "", []
+    by_name = {u.name: u for u in uploads}
+    lines = [f"### {COPIED_MARK[0]} {len(flagged)} of {len(result.names)} uploaded images are copies of this "
+             "benchmark's own photos", "",
+             "Their scores measure the benchmark's photos, not a model: a copy scores like the real photos of the "
+             f"block. Flagged at hash distance <= {HASH_DISTANCE_MAX} of 256 bits, cosine >= {COPY_COSINE} or "
+             "identical bytes (the copy audit, docs/benchmark.md section 5).", ""]
+    pairs = []
+    for r in flagged:
+        where = "the world pool" if r["reference_block_id"] == WORLD else f"block `{r['reference_block_id']}`"
+        how = ", ".join(x for x in (f"hash distance {r['hash_distance']}" if r["hash_distance"] is not None else None,
+                                    f"cosine {r['cosine']:.3f}" if r["cosine"] is not None else None) if x)
+        lines.append(f"- **{md_escape(r['file'])}** copies photo **`{r['reference_id']}`** of {where} ({how})")
+        if len(pairs) < 2 * COPY_PAIRS_SHOWN and r["file"] in by_name:
+            photo = data.photo(r["reference_id"])
+            pairs += [(_thumbnail(by_name[r["file"]].image, 320), f"your image: {r['file']}"),
+                      (_thumbnail(photo.image(), 320), f"benchmark photo: {r['reference_id']}")]
+    return "\n".join(lines), pairs
+
+
 
 def _scores_markdown(score) -> str:
     row, n = score.row, len(score.names)
@@ -336,25 +369,25 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         animated = [f"{u.name} ({u.frames} frames)" for u in uploads if u.frames > 1]
         if animated:
             status += " Animated images, of which the first frame was scored: " + ", ".join(animated) + "."
-        copies = near_copies_warning(result.near_copies, recorded_in=None)
-        if copies:
-            status += f" **Warning:** {copies}."
+        warning, pairs = _copy_warning(data, result, uploads)
         ranking = pd.DataFrame(result.ranking_rows(), columns=RANKING_HEADERS)
         shown = [(_thumbnail(u.image, 320), f"{i}. {u.name} → {row[2]}")
                  for i, (u, row) in enumerate(zip(uploads, result.ranking_rows()), start=1)]
         fig = figures.anchor_figure(result.row, result.anchors, block_id=block_id)
-        return status, _scores_markdown(result), ranking, shown, fig, result.as_json()
+        return (status, warning, gr.Gallery(value=pairs, visible=bool(pairs)), _scores_markdown(result), ranking,
+                shown, fig, result.as_json())
 
     def not_scored(request: gr.Request):
         # every result component gets a value again (no red "Error" pill left), the file list is emptied
-        return (_failed_markdown(NOT_SCORED, refusals.pop(request)), "", pd.DataFrame(columns=RANKING_HEADERS), [],
-                None, None, None)
+        return (_failed_markdown(NOT_SCORED, refusals.pop(request)), "", gr.Gallery(value=[], visible=False), "",
+                pd.DataFrame(columns=RANKING_HEADERS), [], None, None, None)
 
     def not_loaded(request: gr.Request):
         return _failed_markdown(NOT_LOADED, refusals.pop(request))
 
     def clear_scores():
-        return "Scoring ...", "", pd.DataFrame(columns=RANKING_HEADERS), [], None, None
+        return ("Scoring ...", "", gr.Gallery(value=[], visible=False), "", pd.DataFrame(columns=RANKING_HEADERS), [],
+                None, None)
 
     def _leaderboard_outputs(results: pd.DataFrame, source: str, status: str):
         run_info = data.run_info if results is data.results else None  # an uploaded table has no run.json
@@ -431,6 +464,10 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                 upload_root = getattr(files, "GRADIO_CACHE", None)
                 score_btn = gr.Button("Score", variant="primary", elem_id="score-button")
                 status = gr.Markdown(elem_id="score-status")
+                copy_warning = gr.Markdown(elem_id="score-copy-warning")
+                copy_pairs = gr.Gallery(label="Copies: your image (left) and the benchmark photo it copies (right)",
+                                        columns=2, height="auto", object_fit="contain", format="jpeg",
+                                        visible=False, elem_id="score-copy-pairs")
                 scores_md = gr.Markdown(elem_id="score-table")
                 ranking = gr.Dataframe(headers=RANKING_HEADERS, interactive=False, wrap=True,
                                        label="Which candidate block each image matched best", elem_id="score-ranking")
@@ -468,7 +505,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         city.change(city_blocks, inputs=city, outputs=ex_block, api_name="city_blocks")
         gr.on([demo.load, ex_block.change], explore, inputs=ex_block,
               outputs=[gallery, block_map, metadata, *prompt_boxes], api_name="explore")
-        score_outputs = [status, scores_md, ranking, shown, anchor_plot, raw]
+        score_outputs = [status, copy_warning, copy_pairs, scores_md, ranking, shown, anchor_plot, raw]
         # Clear the previous scores first, so that a refused upload never leaves stale numbers on the page.
         scoring = score_btn.click(clear_scores, outputs=score_outputs, queue=False, api_visibility="private").then(
             score, inputs=[sc_block, files], outputs=score_outputs, api_name="score", scroll_to_output=True)
