@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -180,6 +181,31 @@ class HashCache:
         self._load().update(zip(shas, arr))
 
 
+#: Hash banks already computed in this process, by image sha256 (a bank is 640 bytes; the hashes
+#: are a pure function of the bytes and the settings above, so a second evaluate, the app or the
+#: audit command in the same process neither decodes nor hashes a photo again). Bounded, oldest out.
+_MEMO_SIZE = 32768
+_memo: "OrderedDict[str, np.ndarray]" = OrderedDict()
+
+
+def _memo_get(shas: Iterable[str]) -> dict[str, np.ndarray]:
+    found = {}
+    for s in shas:
+        bank = _memo.get(s)
+        if bank is not None:
+            _memo.move_to_end(s)
+            found[s] = bank
+    return found
+
+
+def _memo_put(banks: Mapping[str, np.ndarray]) -> None:
+    for s, bank in banks.items():
+        _memo[s] = bank
+        _memo.move_to_end(s)
+    while len(_memo) > _MEMO_SIZE:
+        _memo.popitem(last=False)
+
+
 def _item_bytes(item: Any) -> bytes | None:
     """The encoded bytes of a panel item, when it has them (a PIL image or an embedding has none)."""
     from .benchmark import PoolImage, ReferenceImage
@@ -223,7 +249,12 @@ def hash_items(items: Sequence[Any], *, cache: HashCache | None = None, names: S
             data = _item_bytes(item)
             sha = hashlib.sha256(data).hexdigest() if data else None
         shas.append(sha)
-    cached = cache.get({s for s in shas if s}) if cache is not None else {}
+    wanted = {s for s in shas if s}
+    cached = cache.get(wanted) if cache is not None else {}
+    from_memo = _memo_get(wanted - cached.keys())  # hashed earlier in this process, for another cache folder
+    if cache is not None and from_memo:
+        cache.put(list(from_memo), list(from_memo.values()))
+    cached.update(from_memo)
     banks: list[np.ndarray | None] = [cached.get(s) if s else None for s in shas]
     todo, first_of = [], {}
     for i, item in enumerate(items):
@@ -265,6 +296,7 @@ def hash_items(items: Sequence[Any], *, cache: HashCache | None = None, names: S
             banks[i] = done[s]
     if cache is not None and new_shas:
         cache.put(new_shas, new_banks)
+    _memo_put({s: b for s, b in zip(shas, banks) if s and b is not None})
     return banks, shas
 
 
