@@ -189,6 +189,18 @@ class PoolImage(_StoredImageAccess):
         return load_image(self.image_bytes, name=f"world image {self.image_id}")
 
 
+def item_name(item: Any, fallback: str) -> str:
+    """How to call a panel or gallery item in messages and records: ``reference ID`` for a
+    reference photo, ``world image ID`` for a world-pool photo, the path for a file, else ``fallback``."""
+    if isinstance(item, ReferenceImage):
+        return f"reference {item.reference_id}"
+    if isinstance(item, PoolImage):
+        return f"world image {item.image_id}"
+    if isinstance(item, (str, os.PathLike)):
+        return str(item)
+    return fallback
+
+
 def split_seed(block_id: str) -> int:
     """Seed of a block's held-out shuffle: sha256(f"0|{block_id}"), first 8 bytes big-endian."""
     return int.from_bytes(hashlib.sha256(f"0|{block_id}".encode()).digest()[:8], "big")

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import metrics
-from .benchmark import NEGATIVE_FIELDS, Benchmark, Block, PoolImage, ReferenceImage, is_safe_id
+from .benchmark import NEGATIVE_FIELDS, Benchmark, Block, PoolImage, ReferenceImage, is_safe_id, item_name
 from .errors import GeoFidelityError
 from .generated_folder import (
     PANEL_FILE,
@@ -339,13 +339,10 @@ def _label_text(label: Any) -> str:
 
 def _item_source_and_name(item: Any, label: Any, i: int) -> tuple[Any, str]:
     """What to embed for one panel or gallery item, and how to call it in errors."""
-    if isinstance(item, ReferenceImage):
-        return item.image_source, f"reference {item.reference_id}"  # read (and hashed) only when needed
-    if isinstance(item, PoolImage):
-        return item.image_source, f"world image {item.image_id}"
-    if isinstance(item, (str, os.PathLike)):
-        return item, str(item)
-    return item, f"{_label_text(label)} image {i}"
+    name = item_name(item, f"{_label_text(label)} image {i}")
+    if isinstance(item, (ReferenceImage, PoolImage)):
+        return item.image_source, name  # read (and hashed) only when needed
+    return item, name
 
 
 def _flatten(items_by_label: Mapping[Any, Sequence[Any]]):

@@ -496,7 +496,7 @@ def audit_panels(
         Records ``{method, condition, block_id, file, reference_id, reference_block_id, hash_distance,
         cosine, exact, flagged}`` (docs/benchmark.md section 11, run.json ``copy_audit``).
     """
-    from .evaluation import _item_source_and_name
+    from .benchmark import item_name
 
     keys = list(panel_embeddings)
     flat_items, flat_names, flat_emb = [], [], []
@@ -508,7 +508,7 @@ def audit_panels(
             if names is not None and key in names:
                 name = names[key][i]
             else:
-                name = _item_source_and_name(item, "panel", i)[1] if item is not None else f"embedding {i}"
+                name = item_name(item, f"panel image {i}") if item is not None else f"embedding {i}"
             flat_items.append(item)
             flat_names.append(name)
         flat_emb.append(emb)
