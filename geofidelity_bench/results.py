@@ -213,7 +213,8 @@ CHANCE_TEXT_COLUMNS = [("chance_retrieval_acc", "Retr@chance"), ("chance_mrr", "
 
 
 def leaderboard_text(results) -> str:
-    """Mean scores per (method, condition), best CosSim first; ^ higher is better, v lower.
+    """Mean scores per (method, condition), best CosSim first (rows with copied panels last); ^ higher is
+    better, v lower.
 
     Beside retrieval and MRR, their chance level (mean over the blocks with a retrieval score);
     after the table, what the copied (``n_copied > 0``) and repeating-photos marks mean."""
@@ -230,6 +231,10 @@ def leaderboard_text(results) -> str:
     scored = frame[pd.to_numeric(frame["retrieval_acc"], errors="coerce").notna()]
     chance = scored.groupby(["method", "condition"])[["chance_retrieval_acc", "chance_mrr"]].mean()
     copied = frame.assign(_c=caveats.copied_mask(frame)).groupby(["method", "condition"])["_c"].sum()
+    # a panel that copies the benchmark's photos never heads the table: copied rows come last
+    summary = summary.assign(_copied=[bool(copied.get((m, c), 0)) for m, c in zip(summary["method"],
+                                                                                 summary["condition"])])
+    summary = summary.sort_values("_copied", kind="stable").drop(columns="_copied")
     repeats = frame.assign(_r=[caveats.repeats_photos(g, d) for g, d in zip(frame["n_generated"], frame["n_distinct"])]
                            ).groupby(["method", "condition"])["_r"].sum()
     headers = ["method", "condition", "blocks"]
@@ -260,7 +265,7 @@ def leaderboard_text(results) -> str:
     text += ("\n@chance: the retrieval accuracy / MRR of images that carry no information about the place "
              "(a random order of each block's candidates)")
     if marked["copied"]:
-        text += f"\n[{caveats.COPIED_MARK}]: panels that copy the benchmark's reference photos (never a model's result)"
+        text += f"\n[{caveats.COPIED_MARK}]: panels that copy the benchmark's reference photos (listed last: never a model's result)"
     if marked["repeats"]:
         text += (f"\n[{caveats.REPEATS_MARK} k/n]: k of n blocks' panels repeat photos (held-out anchors cycle their "
                  "photos to 4: MMD/DCSF penalize it)")
