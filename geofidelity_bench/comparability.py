@@ -37,7 +37,8 @@ def _text(value: Any) -> str:
     return str(value).strip()
 
 
-def _get(info: Mapping, path: Sequence[str]) -> Any:
+def run_field(info: Mapping, path: Sequence[str]) -> Any:
+    """The value at ``path`` (keys) inside a nested run.json mapping, None where any key is missing."""
     value: Any = info
     for key in path:
         if not isinstance(value, Mapping) or key not in value:
@@ -110,9 +111,9 @@ def segmenter_of_run(run_info: Mapping) -> str:
 def comparability_of_run(run_info: Mapping) -> Comparability:
     """The comparability key of a results folder, from its ``run.json``."""
     return Comparability(
-        _text(_get(run_info, ("benchmark", "fingerprint"))),
-        _text(_get(run_info, ("encoder", "config_hash"))),
-        _text(_get(run_info, ("protocol", "version"))),
+        _text(run_field(run_info, ("benchmark", "fingerprint"))),
+        _text(run_field(run_info, ("encoder", "config_hash"))),
+        _text(run_field(run_info, ("protocol", "version"))),
         segmenter_of_run(run_info),
     )
 
@@ -243,4 +244,4 @@ def check_anchors(group_rows, run_rows, metric_columns: Sequence[str], *, gaas_c
 
 __all__ = ["ANCHOR_ATOL", "ANCHOR_RTOL", "AnchorCheck", "Comparability", "FIELDS", "GAAS_FIELD", "ROW_COLUMNS",
            "check_anchors", "comparability_of_row", "comparability_of_run", "group_id", "not_comparable_reason",
-           "segmenter_of_run"]
+           "run_field", "segmenter_of_run"]

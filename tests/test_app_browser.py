@@ -1,14 +1,19 @@
 """End to end in a real headless Chromium (Debian's ``chromium``; CI installs it): open the app,
-go to the Score tab, pick a demo block, upload demo photos, click Score, see the scores."""
+go to the Score tab, pick a demo block, upload demo photos, click Score, see the scores; the chance
+sentence and the marks of the Explore and Leaderboard tabs; the Score tab's copy warning."""
 
 from __future__ import annotations
 
+import io
 import os
 import socket
+from pathlib import Path
 
 import pytest
+from PIL import ImageOps
 
 CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -229,3 +234,107 @@ def test_score_tab_chance_on_a_phone(app_url, browser, tmp_path):
             page.screenshot(path=str(shots / f"score_{viewport[0]}x{viewport[1]}.png"), full_page=True)
         finally:
             page.close()
+
+
+# -- the Score tab's copy warning (issue 28 part 1): copies of the demo's Berlin photos (the full-resolution
+# originals from ../shared/real-data when they are beside the checkout, else flipped, cropped and recompressed
+# copies of the stored photos) are named, with each upload and its photo side by side
+
+
+def _berlin_originals() -> list[Path] | None:
+    for root in (os.environ.get("GEOFIDELITY_REAL_DATA"), ROOT.parent / "shared" / "real-data"):
+        if root and all((Path(root) / "berlin" / f"0{i}.jpg").is_file() for i in (1, 2, 3)):
+            return [Path(root) / "berlin" / f"0{i}.jpg" for i in (1, 2, 3)]
+    return None
+
+
+def _open_score_tab(page) -> None:
+    """Clicks the Score tab; on a narrow screen Gradio moves tabs that do not fit into an overflow menu."""
+    _open_tab(page, "Score your images")
+    sync_api.expect(page.locator("#score-button")).to_be_visible()
+
+
+def _uploads(data, tmp_path) -> list[Path]:
+    originals = _berlin_originals()
+    if originals is not None:
+        return originals
+    out = []
+    for ref in data.benchmark.references_of("berlin_am_lustgarten"):
+        img = ImageOps.mirror(ref.image())
+        img = img.crop((8, 6, img.width - 12, img.height - 4))
+        path = tmp_path / f"{ref.image_id}.jpg"
+        buf = io.BytesIO()
+        img.save(buf, format="JPEG", quality=70)
+        path.write_bytes(buf.getvalue())
+        out.append(path)
+    return out
+
+
+def test_score_tab_warns_about_copied_photos_and_shows_them_side_by_side(app_url, browser, tmp_path):
+    url, data = app_url
+    files = _uploads(data, tmp_path)
+    refs = {r.reference_id for r in data.benchmark.references_of("berlin_am_lustgarten")}
+    for width, height in ((1280, 900), (390, 844)):
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.set_default_timeout(60_000)
+        sync_api.expect.set_options(timeout=60_000)
+        try:
+            page.goto(url, wait_until="domcontentloaded")
+            _open_score_tab(page)
+            block = page.locator("#score-block input")
+            block.click()
+            block.fill("berlin_am_lustgarten")
+            page.get_by_role("option", name="berlin_am_lustgarten — Am Lustgarten, Mitte, Berlin").click()
+            page.locator("#score-files input[type=file]").set_input_files([str(f) for f in files])
+            for f in files:
+                sync_api.expect(page.locator("#score-files")).to_contain_text(f.stem)
+            page.locator("#score-button").click()
+            warning = page.locator("#score-copy-warning")
+            sync_api.expect(warning).to_contain_text(f"{len(files)} of {len(files)} uploaded images are copies of this "
+                                                     "benchmark's own photos")
+            for ref_id in refs:
+                sync_api.expect(warning).to_contain_text(ref_id)
+            sync_api.expect(warning).to_be_visible()
+            pairs = page.locator("#score-copy-pairs img")
+            sync_api.expect(pairs).to_have_count(2 * len(files))
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('#score-copy-pairs img')].every(i => i.complete && i.naturalWidth > 0)")
+            for ref_id in refs:  # each matched photo is captioned under its picture
+                sync_api.expect(page.locator("#score-copy-pairs")).to_contain_text(f"benchmark photo: {ref_id}")
+            # the scores are still shown, below the warning
+            sync_api.expect(page.locator("#score-table")).to_contain_text("CosSim")
+            warning.scroll_into_view_if_needed()
+            shot = tmp_path / f"score_copy_{width}x{height}.png"
+            page.screenshot(path=str(shot), full_page=False)
+            page.locator("#score-copy-pairs").scroll_into_view_if_needed()
+            page.screenshot(path=str(tmp_path / f"score_copy_pairs_{width}x{height}.png"), full_page=False)
+            print(f"screenshot: {shot}")
+            assert shot.stat().st_size > 10_000
+        finally:
+            page.close()
+
+
+def test_score_tab_shows_no_copy_warning_for_new_images(app_url, browser, tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    url, data = app_url
+    files = []
+    rng = np.random.default_rng(7)
+    for i in range(3):  # smooth random colour fields: no photo of the benchmark
+        small = rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)
+        path = tmp_path / f"new_{i}.png"
+        Image.fromarray(small).resize((256, 192), Image.Resampling.BICUBIC).save(path)
+        files.append(str(path))
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url, wait_until="domcontentloaded")
+        _open_score_tab(page)
+        page.locator("#score-files input[type=file]").set_input_files(files)
+        page.locator("#score-button").click()
+        sync_api.expect(page.locator("#score-status")).to_contain_text("Scored 3 images", timeout=60_000)
+        sync_api.expect(page.locator("#score-copy-warning")).not_to_contain_text("copies")
+        sync_api.expect(page.locator("#score-copy-pairs")).to_be_hidden()
+    finally:
+        page.close()

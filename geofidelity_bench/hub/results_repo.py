@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..comparability import AnchorCheck, check_anchors, comparability_of_run
+from ..comparability import AnchorCheck, check_anchors, comparability_of_run, run_field
 from ..errors import GeoFidelityError
 from ..metrics.catalog import METRICS, RESULT_METRIC_COLUMNS
 from ..results import RESULTS_FILE, RUN_FILE, ResultsFolderError, read_results_csv
@@ -217,22 +217,13 @@ def _out_of_range(values, text: str):
     return np.isfinite(values) & (below | above)
 
 
-def _get(info: Mapping, path: Sequence[str]) -> Any:
-    value: Any = info
-    for key in path:
-        if not isinstance(value, Mapping) or key not in value:
-            return None
-        value = value[key]
-    return value
-
-
 def stable_run_info(run_info: Mapping) -> dict:
     """run.json without :data:`VOLATILE_KEYS` and :data:`VOLATILE_PATHS` (what run_id hashes)."""
     import copy
 
     stable = {k: copy.deepcopy(v) for k, v in run_info.items() if k not in VOLATILE_KEYS}
     for path in VOLATILE_PATHS:
-        parent = _get(stable, path[:-1])
+        parent = run_field(stable, path[:-1])
         if isinstance(parent, dict):
             parent.pop(path[-1], None)
     return stable
@@ -272,7 +263,7 @@ def validate_results_folder(folder: str | os.PathLike) -> Submission:
         raise SubmissionError(f"{folder / RUN_FILE} is not valid JSON: {err}") from None
     if not isinstance(info, dict):
         raise SubmissionError(f"{folder / RUN_FILE} must hold a JSON object")
-    absent = [f"{'.'.join(path)} ({what})" for path, what in REQUIRED_RUN_FIELDS if _get(info, path) in (None, "", {})]
+    absent = [f"{'.'.join(path)} ({what})" for path, what in REQUIRED_RUN_FIELDS if run_field(info, path) in (None, "", {})]
     if absent:
         raise SubmissionError(f"{folder / RUN_FILE} lacks {'; '.join(absent)}: re-run `geofidelity-bench evaluate` "
                               "with this version of the library, which records them")
@@ -364,13 +355,13 @@ def _key_columns(sub: Submission) -> dict[str, Any]:
     info = sub.run_info
     return {
         "run_id": sub.run_id,
-        "benchmark_name": _get(info, ("benchmark", "name")),
-        "benchmark_fingerprint": _get(info, ("benchmark", "fingerprint")),
-        "encoder_config_hash": _get(info, ("encoder", "config_hash")),
-        "protocol_version": str(_get(info, ("protocol", "version"))),
+        "benchmark_name": run_field(info, ("benchmark", "name")),
+        "benchmark_fingerprint": run_field(info, ("benchmark", "fingerprint")),
+        "encoder_config_hash": run_field(info, ("encoder", "config_hash")),
+        "protocol_version": str(run_field(info, ("protocol", "version"))),
         "segmenter": sub.segmenter,
         "group_id": sub.group_id,
-        "library_version": _get(info, ("versions", "geofidelity-bench")),
+        "library_version": run_field(info, ("versions", "geofidelity-bench")),
         "created_at": info.get("created_at"),
     }
 
