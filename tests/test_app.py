@@ -617,3 +617,21 @@ def test_results_csv_report_names_its_own_benchmark_never_the_apps(app_data, tmp
     (folder / "run.json").write_text("{not json")
     with pytest.raises(lb.ResultsError, match="run.json .*cannot be read"):
         load_app_data("demo", "efficientnet-lite0", cache_dir=str(cache), results_csv=str(folder / "results.csv"))
+
+
+def test_startup_leaderboard_marks_the_sanity_methods_as_copies_like_evaluate(app_data):
+    """The app scores its startup panels itself: the sanity methods go through the same copy audit as
+    in `evaluate` (both are made of the benchmark's own photos), the anchors are not audited."""
+    from geofidelity_bench import near_copies
+    from geofidelity_bench.caveats import COPIED_MARK
+    from geofidelity_bench.demo_app import results as lb
+
+    res = app_data.results
+    assert res.loc[res["condition"] == "anchor", "n_copied"].isna().all()
+    sanity = res[res["condition"] == "sanity"]
+    assert set(sanity["method"]) == set(near_copies.EXPECTED_COPIES) and (sanity["n_copied"] == 4).all()
+    table = lb.leaderboard_table(res).set_index("method")
+    n = res["block_id"].nunique()
+    for label in ("Sanity: augmented held-out", "Sanity: world photos"):
+        assert table.loc[label, "notes"] == f"{COPIED_MARK} ({n} of {n} blocks)"
+    assert COPIED_MARK not in table.loc["Held-out Real", "notes"]

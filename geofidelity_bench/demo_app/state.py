@@ -235,6 +235,14 @@ class AppData:
         anchor_results = score_embeddings(benchmark.blocks, galleries, panel_emb, encoder_name=encoder.name)
         hash_cache = near_copies.HashCache(cache.root) if cache is not None and hasattr(cache, "root") else None
         pool = near_copies.reference_pool(benchmark, embedded[("audit", "pool")], hash_cache=hash_cache)
+        # the sanity methods go through the copy audit like any submission (as in `evaluate`), so the
+        # leaderboard marks them copied; the anchors are the benchmark's own photos and are not audited
+        audited = [k for k in panels if k[1] != ANCHOR_CONDITION]
+        copied = near_copies.copied_counts(near_copies.audit_panels(
+            pool, {k: panels[k] for k in audited}, {k: panel_emb[k] for k in audited}, hash_cache=hash_cache))
+        anchor_results["n_copied"] = [float(copied[k]) if k in copied else float("nan") for k in
+                                      zip(anchor_results["method"], anchor_results["condition"],
+                                          anchor_results["block_id"])]
         log(f"geofidelity app: ready in {time.time() - started:.1f} s ({stats['from_cache']} embeddings from cache, "
             f"{stats['computed']} computed)")
         from ..comparability import comparability_of_run
