@@ -158,6 +158,7 @@ def test_plain_language_readings():
 
 
 def test_leaderboard_table_sorts_and_filters(app_data):
+    from geofidelity_bench.caveats import COPIED_MARK
     from geofidelity_bench.demo_app import results as lb
 
     res = app_data.results
@@ -168,7 +169,9 @@ def test_leaderboard_table_sorts_and_filters(app_data):
     worst_first = lb.leaderboard_table(res, condition="anchor", sort_by="DCSF ↓", best_first=False)
     assert worst_first["DCSF ↓"].tolist() == dcsf[::-1]
     per_block = lb.leaderboard_table(res, view=lb.VIEWS[1], sort_by="CosSim ↑")
-    assert len(per_block) == len(res) and per_block["CosSim ↑"].is_monotonic_decreasing
+    copied = per_block["notes"].str.contains(COPIED_MARK, regex=False)  # the sanity panels: listed after the rest
+    assert len(per_block) == len(res) and not copied.iloc[: int((~copied).sum())].any()
+    assert per_block[~copied]["CosSim ↑"].is_monotonic_decreasing and per_block[copied]["CosSim ↑"].is_monotonic_decreasing
     with pytest.raises(lb.ResultsError, match="unknown condition"):
         lb.leaderboard_table(res, condition="L9")
     with pytest.raises(lb.ResultsError, match="no column"):
@@ -635,3 +638,19 @@ def test_startup_leaderboard_marks_the_sanity_methods_as_copies_like_evaluate(ap
     for label in ("Sanity: augmented held-out", "Sanity: world photos"):
         assert table.loc[label, "notes"] == f"{COPIED_MARK} ({n} of {n} blocks)"
     assert COPIED_MARK not in table.loc["Held-out Real", "notes"]
+
+
+def test_copied_rows_never_head_the_app_leaderboard(app_data):
+    from geofidelity_bench.caveats import COPIED_MARK
+    from geofidelity_bench.demo_app import results as lb
+
+    res = app_data.results
+    for sort_by in ("CosSim ↑", "DCSF ↓"):
+        table = lb.leaderboard_table(res, sort_by=sort_by)
+        copied = table["notes"].str.contains(COPIED_MARK, regex=False).to_numpy()
+        assert copied.any() and not copied[0]
+        first_copied = int(np.argmax(copied))
+        assert copied[first_copied:].all()  # every copied row after every clean one
+        clean = table[~copied]
+        col = sort_by
+        assert list(clean[col]) == sorted(clean[col], reverse=sort_by.endswith("↑"))

@@ -248,8 +248,13 @@ def leaderboard_table(
         ascending = not HIGHER_IS_BETTER.get(sort_col, True)
         if not best_first:
             ascending = not ascending
-    table = table.sort_values([sort_col, "method", "condition"], ascending=[ascending, True, True],
-                              na_position="last", kind="mergesort")
+    # a panel that copies the benchmark's photos never heads the table: ranked by a score, copied rows come last
+    copied_last = (table[NOTES_HEADER].str.contains(caveats.COPIED_MARK, regex=False)
+                   if sort_col != "method" and NOTES_HEADER in table else pd.Series(False, index=table.index))
+    table = (table.assign(_copied=copied_last)
+             .sort_values(["_copied", sort_col, "method", "condition"], ascending=[True, ascending, True, True],
+                          na_position="last", kind="mergesort")
+             .drop(columns="_copied"))
     table = _round(table.reset_index(drop=True), metric_cols + [c for c, _ in CHANCE_COLUMNS.values()])
     table.insert(0, "#", np.arange(1, len(table) + 1))
     table["method"] = [METHOD_LABELS.get(m, m) if m in METHOD_LABELS else m for m in table["method"]]
