@@ -832,10 +832,17 @@ SUMMARY_GROUPS = {
 
 
 def summarize(results: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """Mean of every metric per group (NaN-skipping) with ``n_blocks`` (rows) per group."""
+    """Mean of every metric per group (NaN-skipping) with ``n_blocks`` (rows) per group, and, where
+    the rows carry them, the chance levels of retrieval accuracy and MRR averaged over the same rows
+    as the retrieval mean (those with a finite retrieval accuracy; docs/benchmark.md section 5)."""
     grouped = results.groupby(list(by), sort=True, dropna=False)
     out = grouped[METRIC_COLUMNS].mean(numeric_only=True)
     out.insert(0, "n_blocks", grouped.size())
+    chance = [c for c in CHANCE_COLUMNS[1:] if c in results.columns]
+    if chance:
+        finite = pd.to_numeric(results["retrieval_acc"], errors="coerce").notna()
+        values = results[chance].apply(pd.to_numeric, errors="coerce").where(finite)
+        out = out.join(values.groupby([results[c] for c in by], sort=True, dropna=False).mean())
     return out.reset_index()
 
 

@@ -88,3 +88,24 @@ def test_chance_refuses_unknown_roles_and_a_missing_target():
     with pytest.raises(ValueError, match="target"):
         retrieval_chance({"same_city": "b"})
     assert math.isclose(retrieval_chance({"target": "a", "same_city": None}).accuracy, 1.0)
+
+
+def test_summaries_carry_the_chance_of_the_rows_their_retrieval_mean_averages():
+    import pandas as pd
+
+    from geofidelity_bench.evaluation import METRIC_COLUMNS, summarize
+
+    rows = []
+    for block, acc, chance, chance_mrr in (("a", 1.0, 0.25, 0.52), ("b", 0.0, 0.5, 0.75), ("c", np.nan, 1 / 3, 0.61)):
+        row = {c: 0.5 for c in METRIC_COLUMNS}
+        row.update(method="m", condition="L0", block_id=block, retrieval_acc=acc,
+                   chance_retrieval_acc=chance, chance_mrr=chance_mrr)
+        rows.append(row)
+    out = summarize(pd.DataFrame(rows), ["method", "condition"]).iloc[0]
+    # block c has no retrieval score, so its chance is not part of the mean beside the retrieval mean
+    assert out["retrieval_acc"] == pytest.approx(0.5)
+    assert out["chance_retrieval_acc"] == pytest.approx((0.25 + 0.5) / 2)
+    assert out["chance_mrr"] == pytest.approx((0.52 + 0.75) / 2)
+    assert out["n_blocks"] == 3
+    legacy = summarize(pd.DataFrame(rows).drop(columns=["chance_retrieval_acc", "chance_mrr"]), ["method"])
+    assert "chance_mrr" not in legacy.columns  # results written before the chance columns: nothing invented
