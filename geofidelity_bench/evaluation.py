@@ -724,7 +724,7 @@ def evaluate_panels(
         if ("panel", key) in embedded:
             panel_emb[key] = embedded[("panel", key)]
     # the copy audit of every panel that is not an anchor (the anchors are the benchmark's own photos)
-    hash_cache = near_copies.HashCache(cache.root) if cache is not None and hasattr(cache, "root") else None
+    hash_cache = near_copies.HashCache.beside(cache)
     pool = near_copies.reference_pool(benchmark, embedded[AUDIT_POOL_LABEL], hash_cache=hash_cache, progress=progress)
     audited = [key for key in panels if key[1] != ANCHOR_CONDITION and key in panel_emb]
     records = near_copies.audit_panels(pool, {k: panels[k] for k in audited}, {k: panel_emb[k] for k in audited},

@@ -136,25 +136,48 @@ def _settings_key() -> str:
 class HashCache:
     """Hash banks on disk keyed by image sha256 (one folder per hashing setting), next to the embeddings.
 
-    Each :meth:`put` writes one ``.npz`` shard atomically; a damaged shard is ignored (recomputed).
+    Each :meth:`put` writes one checksummed ``.npz`` shard atomically, through the caches' shared
+    mechanism (:mod:`geofidelity_bench.cache_files`): a shard that fails its checksum or cannot be read
+    is set aside as ``*.corrupt`` with a warning and its images are hashed again; a folder that cannot
+    be written gives one warning and the run goes on without caching hashes.
     """
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    def __init__(self, root: str | os.PathLike, *, write_guard=None) -> None:
+        from .cache_files import WriteGuard
+
         self.dir = Path(root) / "perceptual-hashes" / _settings_key()
         self._mem: dict[str, np.ndarray] | None = None
+        self._guard = write_guard or WriteGuard("perceptual-hash cache",
+                                                "The copy audit hashes the photos again next run.")
+
+    @classmethod
+    def beside(cls, cache) -> "HashCache | None":
+        """The hash cache next to an embedding cache (None without one), sharing its write warning."""
+        if cache is None or not hasattr(cache, "root"):
+            return None
+        return cls(cache.root, write_guard=getattr(cache, "write_guard", None))
+
+    @staticmethod
+    def _checksum(keys: np.ndarray, banks: np.ndarray) -> str:
+        from .cache_files import payload_sha256
+
+        return payload_sha256("\n".join(map(str, keys)).encode(), np.ascontiguousarray(banks, dtype="<u8").tobytes())
 
     def _load(self) -> dict[str, np.ndarray]:
+        from .cache_files import CORRUPT_SUFFIX, set_aside
+
         if self._mem is None:
             self._mem = {}
             for shard in sorted(self.dir.glob("hashes-*.npz")) if self.dir.is_dir() else []:
                 try:
                     with np.load(shard) as z:
-                        keys, banks = z["keys"], z["banks"]
-                    if banks.shape[1:] != (2, CROP_BOXES + 1, _WORDS):
-                        continue
-                    self._mem.update(zip((str(k) for k in keys), banks))
-                except Exception:  # noqa: BLE001 - a damaged shard: its images are hashed again
+                        keys, banks, checksum = z["keys"], z["banks"], str(z["checksum"])
+                    if banks.shape != (len(keys), 2, CROP_BOXES + 1, _WORDS) or checksum != self._checksum(keys, banks):
+                        raise ValueError("it does not match its checksum")
+                except Exception as err:  # noqa: BLE001 - unreadable or damaged: its images are hashed again
+                    set_aside(shard, CORRUPT_SUFFIX, "damaged", str(err) or type(err).__name__, "perceptual-hash cache")
                     continue
+                self._mem.update(zip((str(k) for k in keys), banks))
         return self._mem
 
     def get(self, shas: Iterable[str]) -> dict[str, np.ndarray]:
@@ -162,22 +185,17 @@ class HashCache:
         return {s: mem[s] for s in shas if s in mem}
 
     def put(self, shas: Sequence[str], banks: Sequence[np.ndarray]) -> None:
-        from .atomic import atomic_write
+        import io
 
         if not shas:
             return
         keys = np.array(list(shas))
         arr = np.stack(list(banks)).astype(np.uint64)
+        buf = io.BytesIO()
+        np.savez(buf, keys=keys, banks=arr, checksum=np.array(self._checksum(keys, arr)))
         name = hashlib.sha256("".join(shas).encode()).hexdigest()[:20]
-
-        def write(tmp: Path) -> None:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, keys=keys, banks=arr)
-
-        try:
-            atomic_write(self.dir / f"hashes-{name}.npz", write)
-        except OSError:  # a read-only cache: the hashes are recomputed next time, nothing else changes
-            pass
+        self._guard.write(self.dir, f"hashes-{name}.npz", buf.getvalue(), config_file="settings.json", config=None,
+                          config_hash=_settings_key())
         self._load().update(zip(shas, arr))
 
 

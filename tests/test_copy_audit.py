@@ -378,3 +378,21 @@ def test_app_scoring_audits_uploads_against_every_photo(demo, cache_dir):
     assert result.row["n_copied"] == 1
     assert result.as_json()["copy_audit"] == result.copy_audit
     assert data.photo(src.reference_id) is not None
+
+
+def test_a_damaged_hash_shard_is_set_aside_and_the_hashes_recomputed(tmp_path):
+    from geofidelity_bench.benchmark import load_benchmark
+    from geofidelity_bench.near_copies import HashCache, hash_items
+
+    photos = [r.image_bytes for r in load_benchmark("demo").gallery("berlin_am_lustgarten")]
+    clean, shas = hash_items(photos, cache=HashCache(tmp_path))
+    shard = next(HashCache(tmp_path).dir.glob("hashes-*.npz"))
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte inside the stored banks
+    shard.write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match="ignoring damaged perceptual-hash cache shard"):
+        again, _ = hash_items(photos, cache=HashCache(tmp_path))
+    assert all((a == b).all() for a, b in zip(again, clean))
+    assert shard.with_name(shard.name + ".corrupt").exists()
+    # the recomputed hashes went to a new, checksummed shard that a later run reads without a warning
+    assert len(HashCache(tmp_path).get(shas)) == len(set(shas))

@@ -36,7 +36,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         from ..encoders import EmbeddingCache
 
         cache = EmbeddingCache(args.cache_dir)
-    hash_cache = HashCache(cache.root) if cache is not None else None
+    hash_cache = HashCache.beside(cache)
     audit = audit_benchmark(bench, embeddings, hash_cache=hash_cache, progress=not args.no_progress)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

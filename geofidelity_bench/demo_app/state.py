@@ -233,7 +233,7 @@ class AppData:
         galleries = {b: embedded[("gallery", b)] for b in benchmark.block_ids}
         panel_emb = {k: embedded[("panel", k)] for k in panels}
         anchor_results = score_embeddings(benchmark.blocks, galleries, panel_emb, encoder_name=encoder.name)
-        hash_cache = near_copies.HashCache(cache.root) if cache is not None and hasattr(cache, "root") else None
+        hash_cache = near_copies.HashCache.beside(cache)
         pool = near_copies.reference_pool(benchmark, embedded[("audit", "pool")], hash_cache=hash_cache)
         # the sanity methods go through the copy audit like any submission (as in `evaluate`), so the
         # leaderboard marks them copied; the anchors are the benchmark's own photos and are not audited

@@ -141,6 +141,12 @@ class EmbeddingCache:
     def __repr__(self) -> str:
         return f"EmbeddingCache({str(self.root)!r})"
 
+    @property
+    def write_guard(self) -> WriteGuard:
+        """The folder's one "cannot write" warning, shared with what is cached beside the embeddings
+        (the copy audit's perceptual hashes), so an unwritable folder is named once."""
+        return self._writes
+
     def dir_for(self, encoder_or_hash: Any) -> Path:
         return self.root / _config_hash_of(encoder_or_hash)
 
