@@ -46,17 +46,6 @@ def interval_caveat(n_blocks: int, n_cities: int | None = None) -> str | None:
             "and usually too narrow; read them as rough")
 
 
-def chance_levels(n_candidates: float) -> tuple[float, float]:
-    """(retrieval accuracy, MRR) of a random ranking of ``n_candidates`` distinct candidates.
-
-    Accuracy ``1/k``; MRR ``H_k / k`` (the mean of 1/rank over ranks 1..k). NaN for k < 1 or NaN.
-    """
-    if n_candidates is None or not math.isfinite(float(n_candidates)) or n_candidates < 1:
-        return float("nan"), float("nan")
-    k = int(round(float(n_candidates)))
-    return 1.0 / k, sum(1.0 / r for r in range(1, k + 1)) / k
-
-
 def chance_sentence(chance_acc: float, n_candidates: float | None = None) -> str:
     """``"1 in 4 by chance here"`` (or ``"0.27 by chance here"`` for a mean over blocks)."""
     if chance_acc is None or not math.isfinite(float(chance_acc)) or chance_acc <= 0:
@@ -133,7 +122,6 @@ def copied_note(n_rows: int, n_images: int) -> str | None:
 
 
 __all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "COPIED_MARK", "HELDOUT_METHOD", "MIN_INTERVAL_BLOCKS",
-           "MIN_INTERVAL_CITIES", "REPEATS_MARK", "bootstrap_text", "chance_counting_note", "chance_levels",
-           "chance_sentence",
+           "MIN_INTERVAL_CITIES", "REPEATS_MARK", "bootstrap_text", "chance_counting_note", "chance_sentence",
            "copied_mask", "copied_note", "interval_caveat", "repeats_photos", "thin_anchor_blocks",
            "thin_anchor_note"]
