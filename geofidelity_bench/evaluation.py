@@ -407,8 +407,9 @@ def segment_items(
 
 def n_distinct_rows(embeddings: np.ndarray) -> int:
     """Distinct rows of a panel's embeddings (identical images give identical rows)."""
-    emb = np.asarray(embeddings)
-    return int(np.unique(emb, axis=0).shape[0]) if emb.ndim == 2 and emb.shape[0] else 0
+    emb = np.ascontiguousarray(embeddings)
+    # the rows' bytes in a set: np.unique(axis=0) sorts a structured view, ~8 ms a panel on the hot path
+    return len({row.tobytes() for row in emb}) if emb.ndim == 2 and emb.shape[0] else 0
 
 
 def _item_sha256(item: Any) -> str | None:
