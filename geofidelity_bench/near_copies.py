@@ -138,7 +138,8 @@ class HashCache:
 
     Each :meth:`put` writes one checksummed ``.npz`` shard atomically, through the caches' shared
     mechanism (:mod:`geofidelity_bench.cache_files`): a shard that fails its checksum or cannot be read
-    is set aside as ``*.corrupt`` with a warning and its images are hashed again; a folder that cannot
+    is set aside as ``*.corrupt`` (one without a checksum as ``*.unverified``) with a warning and its
+    images are hashed again; a folder that cannot
     be written gives one warning and the run goes on without caching hashes.
     """
 
@@ -164,14 +165,18 @@ class HashCache:
         return payload_sha256("\n".join(map(str, keys)).encode(), np.ascontiguousarray(banks, dtype="<u8").tobytes())
 
     def _load(self) -> dict[str, np.ndarray]:
-        from .cache_files import CORRUPT_SUFFIX, set_aside
+        from .cache_files import CORRUPT_SUFFIX, UNVERIFIED_SUFFIX, set_aside
 
         if self._mem is None:
             self._mem = {}
             for shard in sorted(self.dir.glob("hashes-*.npz")) if self.dir.is_dir() else []:
                 try:
                     with np.load(shard) as z:
-                        keys, banks, checksum = z["keys"], z["banks"], str(z["checksum"])
+                        checksum = str(z["checksum"]) if "checksum" in z.files else None
+                        keys, banks = z["keys"], z["banks"]
+                    if checksum is None:  # written before hash shards had checksums
+                        set_aside(shard, UNVERIFIED_SUFFIX, "unverified", "it has no checksum", "perceptual-hash cache")
+                        continue
                     if banks.shape != (len(keys), 2, CROP_BOXES + 1, _WORDS) or checksum != self._checksum(keys, banks):
                         raise ValueError("it does not match its checksum")
                 except Exception as err:  # noqa: BLE001 - unreadable or damaged: its images are hashed again

@@ -396,3 +396,15 @@ def test_a_damaged_hash_shard_is_set_aside_and_the_hashes_recomputed(tmp_path):
     assert shard.with_name(shard.name + ".corrupt").exists()
     # the recomputed hashes went to a new, checksummed shard that a later run reads without a warning
     assert len(HashCache(tmp_path).get(shas)) == len(set(shas))
+
+
+def test_a_hash_shard_without_a_checksum_is_set_aside_as_unverified(tmp_path):
+    from geofidelity_bench.near_copies import CROP_BOXES, HashCache
+
+    cache = HashCache(tmp_path)
+    cache.dir.mkdir(parents=True)
+    old = cache.dir / "hashes-old.npz"
+    np.savez(old, keys=np.array(["a" * 64]), banks=np.zeros((1, 2, CROP_BOXES + 1, 4), dtype=np.uint64))
+    with pytest.warns(UserWarning, match="ignoring unverified perceptual-hash cache shard"):
+        assert HashCache(tmp_path).get(["a" * 64]) == {}  # never trusted: the image is hashed again
+    assert old.with_name(old.name + ".unverified").exists() and not old.exists()
