@@ -4,8 +4,14 @@ checksums, setting a damaged shard aside, and running on when the folder cannot 
 A shard carries the sha256 of its payload, written with it and checked on read. A shard that
 fails the check (or that cannot be parsed, or holds a non-finite row) is renamed
 ``<name>.corrupt`` and named in a warning; a shard written before checksums existed is renamed
-``<name>.unverified``. Neither name is read again, so their rows are recomputed once and
+``<name>.unverified``; a shard whose recorded config (encoder, VQA model or hashing settings)
+is not the one its folder is keyed by, e.g. copied from another config's folder, is renamed
+``<name>.foreign``. None of these names is read again, so their rows are recomputed once and
 written to a new, checksummed shard: the numbers of the run equal those of a clean run.
+
+A shard is opened without blocking and read only when it is a regular file
+(:func:`read_shard_bytes`): a FIFO, a folder or a device named like a shard is skipped with a
+warning (it is left where it is: it is no file of the cache's).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import warnings
 from pathlib import Path
 from typing import Any, Mapping
@@ -21,6 +28,7 @@ from .atomic import atomic_write_bytes
 
 CORRUPT_SUFFIX = ".corrupt"
 UNVERIFIED_SUFFIX = ".unverified"
+FOREIGN_SUFFIX = ".foreign"
 
 
 class CorruptShardError(ValueError):
@@ -34,6 +42,28 @@ def payload_sha256(*parts: bytes) -> str:
         h.update(len(part).to_bytes(8, "little"))
         h.update(part)
     return h.hexdigest()
+
+
+def read_shard_bytes(path: Path, what: str) -> bytes | None:
+    """The bytes of the shard file ``path``; None, with a warning naming it, when it is not a regular file.
+
+    The file is opened non-blocking and checked on the open descriptor (so a FIFO named like a shard
+    neither blocks the run nor can be swapped in between a check and the read). Raises
+    FileNotFoundError when it vanished (e.g. merged away by a concurrent compaction), and OSError when
+    it cannot be read.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+            warnings.warn(f"skipping {what} shard {path}: it is {kind}, not a file this cache wrote; "
+                          f"remove it from the cache folder", stacklevel=4)
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
 
 
 def set_aside(path: Path, suffix: str, kind: str, why: str, what: str) -> None:

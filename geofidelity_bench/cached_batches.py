@@ -23,9 +23,15 @@ from .image_store import StoredImage
 from .images import ImageDecodeError, ImageSource, content_sha256
 from .prefetch import ordered_map, prefetch_items, resolve_num_workers
 
-#: New rows are written to the cache at least this often (rows / seconds).
+#: New rows are written to the cache after a batch once this many rows wait, or once this many seconds
+#: passed since the last write (so a batch that takes longer is written as soon as it is done). A killed
+#: run loses the batch in progress and at most the last few seconds (or 512 rows) of finished batches.
 FLUSH_ROWS = 512
-FLUSH_SECONDS = 30.0
+FLUSH_SECONDS = 5.0
+#: At the end of a run the shards it wrote are merged into one; if the config's folder then still holds
+#: more than this many shards (e.g. left by killed runs), the whole folder is compacted.
+COMPACT_ABOVE = 64
+_clock = time.monotonic  # the writer's clock (a test may stand in a clock of its own)
 
 
 @dataclass(frozen=True)
@@ -58,26 +64,46 @@ def _readable(src: Any) -> ImageSource:
 
 
 class _Writer:
-    """Buffers new rows and writes them as cache shards."""
+    """Buffers new rows and writes them as cache shards; :meth:`close` merges the shards it wrote."""
 
     def __init__(self, owner: Any, cache) -> None:
         self.owner, self.cache = owner, cache
         self.keys: list[str] = []
         self.rows: list[np.ndarray] = []
-        self.last = time.monotonic()
+        self.written: list[Any] = []  # the shards this run wrote
+        self.last = _clock()
 
     def add(self, keys: Sequence[str], rows: np.ndarray) -> None:
         if self.cache is None:
             return
         self.keys.extend(keys)
         self.rows.append(rows)
-        if len(self.keys) >= FLUSH_ROWS or time.monotonic() - self.last >= FLUSH_SECONDS:
+        if len(self.keys) >= FLUSH_ROWS or _clock() - self.last >= FLUSH_SECONDS:
             self.flush()
 
     def flush(self) -> None:
         if self.cache is not None and self.keys:
-            self.cache.put(self.owner, self.keys, np.concatenate(self.rows, axis=0))
-        self.keys, self.rows, self.last = [], [], time.monotonic()
+            path = self.cache.put(self.owner, self.keys, np.concatenate(self.rows, axis=0))
+            if path is not None:
+                self.written.append(path)
+        self.keys, self.rows, self.last = [], [], _clock()
+
+    def close(self) -> None:
+        """Writes what waits, then keeps the shard count down: the run's shards are merged into one, and a
+        folder left with more than :data:`COMPACT_ABOVE` shards is compacted. A failure to merge costs
+        nothing but the merge (the rows are in the shards already written)."""
+        self.flush()
+        compact = getattr(self.cache, "compact", None)
+        if compact is None:
+            return
+        try:
+            if len(self.written) > 1:
+                compact(self.owner, self.written)
+            count = getattr(self.cache, "shard_count", None)
+            if count is not None and self.written and count(self.owner) > COMPACT_ABOVE:
+                compact(self.owner)
+        except OSError:
+            pass
 
 
 def run_cached(
@@ -154,7 +180,7 @@ def run_cached(
                 if error is not None:
                     raise error
     finally:
-        writer.flush()  # whatever happened, keep what was computed
+        writer.close()  # whatever happened, keep what was computed
     out = np.zeros((len(items), width), dtype=np.float32)
     for i, k in enumerate(keys):
         out[i] = found[k]

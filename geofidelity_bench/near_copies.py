@@ -138,9 +138,10 @@ class HashCache:
 
     Each :meth:`put` writes one checksummed ``.npz`` shard atomically, through the caches' shared
     mechanism (:mod:`geofidelity_bench.cache_files`): a shard that fails its checksum or cannot be read
-    is set aside as ``*.corrupt`` (one without a checksum as ``*.unverified``) with a warning and its
-    images are hashed again; a folder that cannot
-    be written gives one warning and the run goes on without caching hashes.
+    is set aside as ``*.corrupt`` (one without a checksum or settings key as ``*.unverified``, one whose
+    settings key is not its folder's as ``*.foreign``) with a warning and its images are hashed again;
+    anything named like a shard that is not a regular file is skipped with a warning; a folder that
+    cannot be written gives one warning and the run goes on without caching hashes.
     """
 
     def __init__(self, root: str | os.PathLike, *, write_guard=None) -> None:
@@ -165,22 +166,36 @@ class HashCache:
         return payload_sha256("\n".join(map(str, keys)).encode(), np.ascontiguousarray(banks, dtype="<u8").tobytes())
 
     def _load(self) -> dict[str, np.ndarray]:
-        from .cache_files import CORRUPT_SUFFIX, UNVERIFIED_SUFFIX, set_aside
+        import io
 
+        from .cache_files import CORRUPT_SUFFIX, FOREIGN_SUFFIX, UNVERIFIED_SUFFIX, read_shard_bytes, set_aside
+
+        what = "perceptual-hash cache"
         if self._mem is None:
             self._mem = {}
             for shard in sorted(self.dir.glob("hashes-*.npz")) if self.dir.is_dir() else []:
                 try:
-                    with np.load(shard) as z:
+                    data = read_shard_bytes(shard, what)
+                    if data is None:  # a FIFO or a folder named like a shard: skipped, with a warning
+                        continue
+                    with np.load(io.BytesIO(data)) as z:
                         checksum = str(z["checksum"]) if "checksum" in z.files else None
+                        settings = str(z["settings"]) if "settings" in z.files else None
                         keys, banks = z["keys"], z["banks"]
-                    if checksum is None:  # written before hash shards had checksums
-                        set_aside(shard, UNVERIFIED_SUFFIX, "unverified", "it has no checksum", "perceptual-hash cache")
+                    if checksum is None or settings is None:  # written before hash shards had checksums and settings
+                        set_aside(shard, UNVERIFIED_SUFFIX, "unverified",
+                                  "it has no " + ("checksum" if checksum is None else "settings key"), what)
                         continue
                     if banks.shape != (len(keys), 2, CROP_BOXES + 1, _WORDS) or checksum != self._checksum(keys, banks):
                         raise ValueError("it does not match its checksum")
+                    if settings != self.dir.name:
+                        set_aside(shard, FOREIGN_SUFFIX, "foreign", f"it was hashed with settings {settings[:16]}, "
+                                  f"not this folder's {self.dir.name}: copied from another folder?", what)
+                        continue
+                except FileNotFoundError:  # vanished meanwhile
+                    continue
                 except Exception as err:  # noqa: BLE001 - unreadable or damaged: its images are hashed again
-                    set_aside(shard, CORRUPT_SUFFIX, "damaged", str(err) or type(err).__name__, "perceptual-hash cache")
+                    set_aside(shard, CORRUPT_SUFFIX, "damaged", str(err) or type(err).__name__, what)
                     continue
                 self._mem.update(zip((str(k) for k in keys), banks))
         return self._mem
@@ -197,7 +212,7 @@ class HashCache:
         keys = np.array(list(shas))
         arr = np.stack(list(banks)).astype(np.uint64)
         buf = io.BytesIO()
-        np.savez(buf, keys=keys, banks=arr, checksum=np.array(self._checksum(keys, arr)))
+        np.savez(buf, keys=keys, banks=arr, checksum=np.array(self._checksum(keys, arr)), settings=np.array(self.dir.name))
         name = hashlib.sha256("".join(shas).encode()).hexdigest()[:20]
         self._guard.write(self.dir, f"hashes-{name}.npz", buf.getvalue(), config_file="settings.json", config=None,
                           config_hash=_settings_key())

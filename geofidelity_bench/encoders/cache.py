@@ -12,8 +12,10 @@ place, so a reader never sees half a shard and any number of processes may write
 shards are only ever added (``compact`` merges them, and readers tolerate shards vanishing).
 Every shard is checked on read (checksum, shapes, finite rows): a damaged one is renamed
 ``*.corrupt``, one without a checksum (written by version 1 of the format) ``*.unverified``, a
-warning names it, and its rows are recomputed. A folder that cannot be written gives one warning
-and the run continues without caching.
+warning names it, and its rows are recomputed. A shard whose metadata names another config hash
+than its folder (copied from another encoder's folder) is renamed ``*.foreign`` the same way, and
+anything named like a shard that is not a regular file (a FIFO, a folder) is skipped with a
+warning. A folder that cannot be written gives one warning and the run continues without caching.
 The default folder is ``$GEOFIDELITY_CACHE`` if set, else ``<HF_HOME>/geofidelity_bench/embeddings``.
 """
 
@@ -35,10 +37,12 @@ import numpy as np
 from geofidelity_bench.atomic import atomic_write_bytes
 from geofidelity_bench.cache_files import (
     CORRUPT_SUFFIX,
+    FOREIGN_SUFFIX,
     UNVERIFIED_SUFFIX,
     CorruptShardError,
     WriteGuard,
     payload_sha256,
+    read_shard_bytes,
     set_aside,
 )
 from geofidelity_bench.encoders.base import EncoderOptionError
@@ -158,12 +162,15 @@ class EmbeddingCache:
             return []
         return sorted(n for n in names if n.startswith(SHARD_PREFIX) and n.endswith(SHARD_SUFFIX))
 
-    def _read_shard(self, path: Path) -> tuple[list[str], np.ndarray] | None:
-        """The shard's keys and rows, or None (vanished; or damaged / unverified: set aside, with a warning)."""
+    def _read_shard(self, path: Path, config_hash: str) -> tuple[list[str], np.ndarray] | None:
+        """The shard's keys and rows, or None (vanished; not a file: skipped; or damaged / unverified / written
+        for another config than ``config_hash``: set aside; each with a warning)."""
         from safetensors.numpy import load
 
         try:
-            data = path.read_bytes()
+            data = read_shard_bytes(path, _WHAT)
+            if data is None:
+                return None
         except FileNotFoundError:  # merged away by a concurrent compact(); its rows live on elsewhere
             return None
         except OSError as err:
@@ -182,6 +189,11 @@ class EmbeddingCache:
                 return None
             if shard_checksum(keys, emb) != meta[CHECKSUM_KEY]:
                 raise CorruptShardError("it does not match its checksum: its bytes changed after it was written")
+            if meta.get("config_hash") != config_hash:
+                set_aside(path, FOREIGN_SUFFIX, "foreign",
+                          f"it was written for encoder config {str(meta.get('config_hash'))[:12]}..., not this folder's "
+                          f"{config_hash[:12]}...: copied from another config's folder?", _WHAT)
+                return None
             bad = int((~np.isfinite(emb).all(axis=1)).sum())
             if bad:
                 raise CorruptShardError(f"it holds {bad} non-finite row(s)")
@@ -200,7 +212,7 @@ class EmbeddingCache:
             if name in index.loaded:
                 continue
             index.loaded.add(name)
-            got = self._read_shard(folder / name)
+            got = self._read_shard(folder / name, config_hash)
             if got is None:
                 continue
             keys, emb = got
@@ -273,18 +285,26 @@ class EmbeddingCache:
                 index.rows.setdefault(key, row)
         return path
 
-    def compact(self, encoder_or_hash: Any) -> Path | None:
-        """Merges this config's shards into one (safe while other processes read or write)."""
+    def compact(self, encoder_or_hash: Any, shards: Iterable[str | os.PathLike] | None = None) -> Path | None:
+        """Merges this config's shards into one (safe while other processes read or write).
+
+        ``shards``: merge only these shards of the config's folder (e.g. the ones one run wrote; names or
+        paths), default all. Every shard merged is verified as on read; the merged shard is in place before
+        any of them is deleted. Returns the merged shard (None when there was nothing to merge).
+        """
         config_hash = _config_hash_of(encoder_or_hash)
         folder = self.root / config_hash
         names = self._shard_names(folder)
+        if shards is not None:
+            wanted = {Path(p).name for p in shards}
+            names = [n for n in names if n in wanted]
         if len(names) < 2:
             return folder / names[0] if names else None
         rows: dict[str, np.ndarray] = {}
         merged: list[str] = []
         dim = None
         for name in names:
-            got = self._read_shard(folder / name)
+            got = self._read_shard(folder / name, config_hash)
             if got is None:
                 continue
             keys, emb = got
@@ -304,8 +324,18 @@ class EmbeddingCache:
         for name in merged:  # only after the merged shard is in place
             with contextlib.suppress(OSError):
                 (folder / name).unlink()
-        self._indexes.pop(config_hash, None)
+        index = self._indexes.get(config_hash)
+        if index is not None and index.dim == dim:  # the rows are known: no need to read the folder again
+            index.loaded.add(path.name)
+            for key in keys:
+                index.rows.setdefault(key, rows[key])
+        else:
+            self._indexes.pop(config_hash, None)
         return path
+
+    def shard_count(self, encoder_or_hash: Any) -> int:
+        """How many shards this config's folder holds."""
+        return len(self._shard_names(self.dir_for(encoder_or_hash)))
 
     def clear(self, encoder_or_hash: Any | None = None) -> None:
         """Deletes one config's embeddings, or the whole cache folder."""

@@ -9,8 +9,10 @@ Layout (the embedding cache's, with JSON shards since the values are short strin
 
 ``payload_sha256`` is the checksum of the answers (:func:`answers_checksum`), checked on read
 like the embedding cache's: a damaged file is renamed ``*.corrupt``, a file of format /1 (no
-checksum) ``*.unverified``, a warning names it and its questions are asked again. A folder that
-cannot be written gives one warning and the run continues without caching.
+checksum) ``*.unverified``, one whose ``config_hash`` is not its folder's (copied from another
+model's folder) ``*.foreign``, a warning names it and its questions are asked again; anything named
+like an answer file that is not a regular file (a FIFO, a folder) is skipped with a warning. A
+folder that cannot be written gives one warning and the run continues without caching.
 
 The raw reply is stored, not the parsed option, so a change of the parser never needs the model
 again, while a change of a question's wording changes its fingerprint and misses the cache.
@@ -28,7 +30,16 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..cache_files import CORRUPT_SUFFIX, UNVERIFIED_SUFFIX, CorruptShardError, WriteGuard, payload_sha256, set_aside
+from ..cache_files import (
+    CORRUPT_SUFFIX,
+    FOREIGN_SUFFIX,
+    UNVERIFIED_SUFFIX,
+    CorruptShardError,
+    WriteGuard,
+    payload_sha256,
+    read_shard_bytes,
+    set_aside,
+)
 
 FORMAT = "geofidelity-vqa-answers/2"  # /1 had no payload checksum
 OLD_FORMATS = ("geofidelity-vqa-answers/1",)
@@ -116,16 +127,20 @@ class AnswerCache:
             if name in loaded:
                 continue
             loaded.add(name)
-            records = self._read_file(folder / name)
+            records = self._read_file(folder / name, config_hash)
             for key, reply in records or []:
                 rows.setdefault(key, reply)
         return rows
 
     @staticmethod
-    def _read_file(path: Path) -> list[tuple[tuple[str, str], str]] | None:
-        """The file's ((question, image), reply) records, or None (vanished, damaged or unverified: set aside)."""
+    def _read_file(path: Path, config_hash: str) -> list[tuple[tuple[str, str], str]] | None:
+        """The file's ((question, image), reply) records, or None (vanished; not a file: skipped; damaged,
+        unverified or written for another config than ``config_hash``: set aside)."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            raw = read_shard_bytes(path, _WHAT)
+            if raw is None:
+                return None
+            data = json.loads(raw.decode("utf-8"))
             if not isinstance(data, dict):
                 raise CorruptShardError("not a JSON object")
             if data.get("format") in OLD_FORMATS:
@@ -136,6 +151,11 @@ class AnswerCache:
             records = _check_records(data.get("answers"))
             if answers_checksum(data["answers"]) != data.get(CHECKSUM_KEY):
                 raise CorruptShardError("it does not match its checksum: its bytes changed after it was written")
+            if data.get("config_hash") != config_hash:
+                set_aside(path, FOREIGN_SUFFIX, "foreign",
+                          f"it holds the answers of VQA config {str(data.get('config_hash'))[:12]}..., not this folder's "
+                          f"{config_hash[:12]}...: copied from another config's folder?", _WHAT)
+                return None
         except FileNotFoundError:
             return None
         except CorruptShardError as err:
