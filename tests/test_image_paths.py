@@ -126,3 +126,26 @@ def test_a_relative_path_inside_the_folder_still_works(tiny_benchmark, tmp_path,
     (folder / "images" / "photo.jpg").unlink()
     assert main(["info", "--benchmark", str(folder), "--check-images"]) == 1
     assert "does not exist in the benchmark folder" in capsys.readouterr().out
+
+
+def test_a_manifest_path_cannot_make_build_dataset_read_another_file(tmp_path, secret):
+    """The ``generations`` rows are read from each panel's own file (the one the manifest's hash was checked
+    against), not from the manifest's ``path`` text."""
+    from PIL import Image
+
+    from geofidelity_bench.atomic import atomic_write_bytes
+    from geofidelity_bench.generation.manifest import encode_panel, panel_relpath, write_manifest
+
+    demo = load_benchmark("demo")
+    gen = tmp_path / "gen"
+    data = encode_panel(Image.new("RGB", (16, 16), (10, 200, 30)))
+    rel = panel_relpath("m", "L0", demo.block_ids[0], 0)
+    atomic_write_bytes(gen / rel, data)
+    write_manifest(gen, [dict(model="m", block_id=demo.block_ids[0], condition="L0", k=0, seed=1, prompt="p",
+                              path=str(secret), sha256=hashlib.sha256(data).hexdigest(), file_size=len(data),
+                              benchmark=demo.name, benchmark_fingerprint=demo.fingerprint)])
+    built = tmp_path / "built"
+    assert main(["build-dataset", "demo", "--out", str(built), "--generations", str(gen)]) == 0
+    assert not _leaked(built, secret.read_bytes())
+    rows = pq.read_table(next((built / "generations" / "m").glob("*.parquet"))).to_pylist()
+    assert [(r["image"]["bytes"], r["image"]["path"]) for r in rows] == [(data, rel)]
