@@ -28,15 +28,18 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from ..errors import redact_url
+
 _TOKEN_PARAMS = re.compile(r"(?i)((?:access_token|token|key|client_secret)=)[^&\s'\"<>]+")
 _AUTH_HEADER = re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?(?:oauth|bearer)\s+)[^\s'\",}]+")
 REDACTED = "***"
 
 
 def redact(text: Any, secrets: Iterable[str | None] = ()) -> str:
-    """``text`` with every secret, every ``access_token=...`` value and every OAuth/Bearer
-    authorization value replaced by ``***``."""
-    out = str(text)
+    """``text`` with every secret, every ``access_token=...`` value, every OAuth/Bearer
+    authorization value and the user-info of every URL (:func:`~geofidelity_bench.errors.redact_url`)
+    replaced by ``***``."""
+    out = redact_url(str(text))
     for secret in secrets:
         if secret and len(secret) >= 4:
             out = out.replace(secret, REDACTED)
