@@ -112,3 +112,10 @@ def test_overpass_error_message_carries_no_credentials():
     with pytest.raises(CurationError) as info:
         client.run("[out:json];node(1);out;")
     assert PASSWORD not in str(info.value) and "***@" in str(info.value)
+
+
+def test_mapillary_client_names_its_base_without_credentials():
+    from geofidelity_bench.curation.mapillary import MapillaryClient
+
+    client = MapillaryClient("MLY|token-for-repr", base_url=_with_credentials("http://127.0.0.1:9"))
+    assert PASSWORD not in repr(client) and "http://***@127.0.0.1:9" in repr(client)

@@ -231,7 +231,7 @@ class MapillaryClient:
                                user_agent="geofidelity-bench-curation", secrets=[self._token])
 
     def __repr__(self) -> str:
-        return f"MapillaryClient(base_url={self.base_url!r}, max_workers={self.max_workers}, token=***)"
+        return f"MapillaryClient(base_url={self.redact(self.base_url)!r}, max_workers={self.max_workers}, token=***)"
 
     def redact(self, text: Any) -> str:
         return redact(text, [self._token])
