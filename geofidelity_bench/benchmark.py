@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .atomic import atomic_write
-from .errors import GeoFidelityError
+from .errors import GeoFidelityError, redact_url
 from .image_store import IMAGE_COLUMN, SHA256_COLUMN, ParquetImages, StoredImage, cell_bytes, stored_hashes
 from .images import ImageDecodeError, load_image
 from .record_checks import block_problems, reference_problems
@@ -767,7 +767,7 @@ def resolve_benchmark_path(path_or_id: str | os.PathLike, *, revision: str | Non
             )
         except Exception as err:  # noqa: BLE001 - offline, missing repo, auth: one clear message
             raise BenchmarkError(
-                f"cannot get benchmark {text!r} from the Hugging Face Hub ({type(err).__name__}: {err}). "
+                f"cannot get benchmark {text!r} from the Hugging Face Hub ({type(err).__name__}: {redact_url(str(err))}). "
                 "Offline, pass a local benchmark folder or 'demo' (the embedded demo benchmark)."
             ) from err
         return Path(local)

@@ -9,9 +9,29 @@ class keeps its historical ``ValueError``/``RuntimeError`` base as well, so exis
 
 from __future__ import annotations
 
+import re
+
 
 class GeoFidelityError(Exception):
     """Base of every error a user can cause (bad input, missing weights, unreachable service)."""
+
+
+#: ``scheme://`` then the user-info of a URL: everything up to the last ``@`` before the host ends
+#: (``/``, ``?``, ``#``, white space or a quote), so a password holding ``@`` or ``:`` goes whole.
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s'\"<>`@]*(?:@[^/?#\s'\"<>`@]*)*@")
+REDACTED_USERINFO = "***@"
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the user-info (``user:password@``) of every URL in it replaced by ``***@``.
+
+    The one redaction of credentials given inside a URL (``--endpoint http://user:pw@host``), applied
+    wherever a URL reaches a message, a log line, a summary file or a card.
+
+    >>> redact_url("cannot reach http://alice:s3cret@hub.local:8080/api (and https://h.example/x)")
+    'cannot reach http://***@hub.local:8080/api (and https://h.example/x)'
+    """
+    return _URL_USERINFO.sub(lambda m: m.group(1) + REDACTED_USERINFO, str(text))
 
 
 class ModelUnavailableError(GeoFidelityError, RuntimeError):

@@ -75,6 +75,12 @@ class ParquetImages:
         self.__dict__.update(state)
         self._init_runtime()
 
+    @property
+    def root(self) -> Path:
+        """The benchmark folder (or Hub snapshot) the file belongs to (``{root}/{config}/file.parquet``):
+        where the relative ``path`` of an image cell without bytes is resolved (:func:`cell_bytes`)."""
+        return Path(self.path).parent.parent
+
     def _group_of(self, row: int) -> tuple[int, int]:
         group = bisect_right(self._starts, row) - 1
         return group, row - self._starts[group]
@@ -127,15 +133,57 @@ def _keep_only(reader: ParquetImages) -> None:
         previous._kept = None  # a plain store: no lock needed to drop a reference
 
 
-def cell_bytes(value: Any, name: str) -> bytes:
-    """The encoded bytes of an image cell: embedded bytes, or the file its ``path`` names."""
+class ImagePathError(ImageDecodeError):
+    """An image cell names a file outside its benchmark folder (an absolute path, a ``..`` or a link
+    out), or a path with nowhere to resolve it; the file is never read."""
+
+
+def confined_file(path: str, root: str | os.PathLike) -> tuple[Path | None, str | None]:
+    """The file that an image cell's relative ``path`` names inside ``root``, or why it is refused.
+
+    Absolute paths and ``..`` components are refused as written; the rest is resolved with every
+    symbolic link followed (:func:`os.path.realpath`) and must stay inside the real ``root``.
+    """
+    rel = Path(path)
+    if rel.is_absolute() or rel.drive or rel.root:
+        return None, "an absolute path"
+    if ".." in rel.parts:
+        return None, "a '..' component"
+    try:
+        real_root = Path(os.path.realpath(root))
+        target = Path(os.path.realpath(Path(root) / rel))
+    except (OSError, ValueError) as err:  # a NUL byte, a link loop
+        return None, f"a path that cannot be resolved ({err})"
+    if not target.is_relative_to(real_root):
+        return None, "a link that leads outside the folder"
+    return target, None
+
+
+def cell_bytes(value: Any, name: str, root: str | os.PathLike | None = None) -> bytes:
+    """The encoded bytes of an image cell: embedded bytes, or the file its ``path`` names.
+
+    A ``path`` (read only when the cell has no bytes) is relative to ``root``, the benchmark folder
+    (or Hub snapshot) the Parquet file belongs to, and must resolve inside it
+    (:func:`confined_file`): a benchmark can never make a command read (and ``build-dataset``
+    publish) another file of the machine. Without a ``root`` a path is not read at all.
+    """
     if isinstance(value, Mapping):
         data = value.get("bytes")
         if data is None and value.get("path"):
-            path = Path(value["path"])
-            if path.is_file():
+            text = str(value["path"])
+            if root is None:
+                raise ImagePathError(f"{name}: image is not embedded and its path {text!r} has no benchmark "
+                                     "folder to resolve it in")
+            path, refused = confined_file(text, root)
+            if refused is not None:
+                raise ImagePathError(
+                    f"{name}: image path {text!r} is {refused}, outside the benchmark folder {str(root)!r}; "
+                    "the file is not read. An image cell must embed its bytes or name a file inside the benchmark folder"
+                )
+            if path is not None and path.is_file():
                 return path.read_bytes()
-            raise ImageDecodeError(f"{name}: image is not embedded and its path {value['path']!r} does not exist")
+            raise ImageDecodeError(f"{name}: image is not embedded and its path {text!r} does not exist "
+                                   f"in the benchmark folder {str(root)!r}")
         value = data
     if isinstance(value, (bytes, bytearray)) and value:
         return bytes(value)
@@ -158,7 +206,8 @@ class StoredImage:
 
     def read(self) -> bytes:
         """The encoded image bytes (read from the file now; ImageDecodeError names a missing image)."""
-        return cell_bytes(self.reader.value(self.row), self.name)
+        return cell_bytes(self.reader.value(self.row), f"{self.name} ({self.reader.path}, row {self.row})",
+                          self.reader.root)
 
     @property
     def sha256(self) -> str:

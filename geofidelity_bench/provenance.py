@@ -47,5 +47,8 @@ def utc_timestamp(timespec: str = "seconds") -> str:
 
 
 def command_line(args: Any) -> str:
-    """The ``geofidelity-bench ...`` command a parsed CLI invocation came from."""
-    return "geofidelity-bench " + " ".join(getattr(args, "argv", []))
+    """The ``geofidelity-bench ...`` command a parsed CLI invocation came from (credentials inside a URL
+    argument, ``--endpoint http://user:pw@host``, redacted: the line is written into result files)."""
+    from .errors import redact_url
+
+    return redact_url("geofidelity-bench " + " ".join(getattr(args, "argv", [])))

@@ -18,7 +18,9 @@ faults: ``fail_next(path_regex, status, count)``, ``delay_next(path_regex, secon
 (a timeout for a client with a shorter timeout; the regex is searched in the path and query, so
 ``"/images[?].*after="`` hits only next pages), and for images ``truncate_next(image_id, count,
 mode)`` (``"short"``: the body ends before its Content-Length; ``"corrupt"``: a cut JPEG with a
-matching Content-Length).
+matching Content-Length). The Mapillary fake can also send its ``paging.next`` links to another
+origin (``next_base``), answer other thumbnail URLs (``thumb_urls``), redirect anywhere
+(``GET /redirect?to=URL``), and counts the requests that carried its token (``token_seen``).
 """
 
 from __future__ import annotations
@@ -293,6 +295,13 @@ class FakeMapillary(_FakeServer):
         self.token = token
         self.page_size = page_size
         self._truncations: dict[str, list[str]] = {}
+        #: the origin its ``paging.next`` links point to (default: this server), to play a page that
+        #: sends the client elsewhere
+        self.next_base: str | None = None
+        #: image id -> the ``thumb_1024_url`` to answer instead of this server's (``file:``, a redirect, ...)
+        self.thumb_urls: dict[str, str] = {}
+        #: requests that carried this server's token (in the Authorization header or the query)
+        self.token_seen = 0
 
     def truncate_next(self, image_id: str, count: int = 1, mode: str = "short") -> None:
         with self._lock:
@@ -303,6 +312,12 @@ class FakeMapillary(_FakeServer):
         return auth == f"OAuth {self.token}" or (query.get("access_token") or [None])[0] == self.token
 
     def handle(self, h, method, path, query, body) -> None:
+        if self.token in h.headers.get("Authorization", "") or self.token in (query.get("access_token") or [""])[0]:
+            with self._lock:
+                self.token_seen += 1
+        if method == "GET" and path == "/redirect":  # 302 to ?to=URL (any scheme)
+            self._send(h, method, path, 302, b"", "text/plain", headers={"Location": (query.get("to") or [""])[0]})
+            return
         if method == "GET" and path.endswith("/images"):
             if not self._authorized(h, query):
                 self._send(h, method, path, 401, json.dumps(
@@ -334,12 +349,13 @@ class FakeMapillary(_FakeServer):
         if after + limit < len(hits):
             nxt = {"bbox": query["bbox"][0], "fields": ",".join(fields), "limit": str(limit), "after": str(after + limit),
                    "access_token": self.token}
-            payload["paging"] = {"cursors": {"after": str(after + limit)}, "next": f"{self.url}{path}?{urlencode(nxt)}"}
+            payload["paging"] = {"cursors": {"after": str(after + limit)},
+                                 "next": f"{self.next_base or self.url}{path}?{urlencode(nxt)}"}
         self._send(h, method, path, 200, json.dumps(payload).encode())
 
     def _field(self, rec, key):
         if key == "thumb_1024_url":
-            return f"{self.url}/thumbs/{rec['id']}.jpg?stp=dst-jpg&_nc_sig=fake"
+            return self.thumb_urls.get(str(rec["id"])) or f"{self.url}/thumbs/{rec['id']}.jpg?stp=dst-jpg&_nc_sig=fake"
         return rec[key]
 
     def _thumb(self, h, method, path) -> None:

@@ -12,6 +12,7 @@ from geofidelity_bench.curation import CurationError
 from geofidelity_bench.curation.http import RetryPolicy, redact, strip_query_params
 from geofidelity_bench.curation.mapillary import (
     SEARCH_FIELDS,
+    MapillarySearchError,
     MapillaryClient,
     image_filename,
     normalize_image,
@@ -282,3 +283,45 @@ def test_a_redirect_to_another_host_does_not_carry_the_token(fake, blocks):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_next_page_link_to_another_origin_is_not_followed_and_never_gets_the_token(fake, blocks, jpegs):
+    """A search page whose ``paging.next`` points to another server: the other server sees no request (so
+    never the token), and the blocks whose search needed that page are recorded as not fully searched."""
+    with FakeMapillary(fake.images, fake.jpegs, TOKEN, page_size=5) as other:
+        fake.next_base = other.url  # same host, another port: another origin
+        client = _client(fake)
+        failures: dict[str, str] = {}
+        empty = _block("far_away", [(38.5, -121.5), (38.5, -121.497)])  # no image: one page, searched fully
+        rows = client.search_blocks([*blocks, empty], failures=failures)
+        assert other.count("") == 0 and other.token_seen == 0
+        assert set(failures) == {b.block_id for b in blocks}  # every block here has more than one page
+        assert all("another origin" in why and other.url in why and "not followed" in why for why in failures.values())
+        assert rows == []
+        with pytest.raises(MapillarySearchError) as info:
+            client.search_box(search_boxes(blocks[0].polyline)[0])
+        assert info.value.offsite_link and info.value.transient and TOKEN not in str(info.value)
+        fake.next_base = None  # the API's own origin: followed as before
+        assert len(client.search_box(search_boxes(blocks[0].polyline)[0])) > 5
+        assert other.count("") == 0 and fake.token_seen > 0
+
+
+def test_thumbnails_are_downloaded_only_over_https_or_the_api_scheme(fake, tmp_path):
+    """A ``file:`` thumbnail URL (or a redirect to ``file:``/``ftp:``) is refused and recorded as failed: no
+    local file becomes a reference photo."""
+    secret = tmp_path / "private.jpg"
+    secret.write_bytes(fake.jpegs[fake.images[0]["id"]])
+    ids = [r["id"] for r in fake.images][:4]
+    items = [(ids[0], secret.as_uri()),
+             (ids[1], f"{fake.url}/redirect?to={secret.as_uri()}"),
+             (ids[2], f"{fake.url}/redirect?to=ftp://127.0.0.1:9/x.jpg"),
+             (ids[3], f"{fake.url}/thumbs/{ids[3]}.jpg")]
+    dest = tmp_path / "images"
+    rows = {r["image_id"]: r for r in _client(fake).download(items, dest)}
+    for image_id in ids[:3]:
+        assert rows[image_id]["status"] == "failed" and "not allowed" in rows[image_id]["error"], rows[image_id]
+        assert not (dest / f"{image_id}.jpg").exists()
+    assert "file:" in rows[ids[0]]["error"] and "redirect" in rows[ids[1]]["error"]
+    assert rows[ids[3]]["status"] == "downloaded"
+    assert MapillaryClient(TOKEN).thumbnail_schemes == ("https",)
+    assert _client(fake).thumbnail_schemes == ("https", "http")

@@ -317,6 +317,38 @@ def test_a_block_whose_search_fails_is_recorded_and_searched_again_by_a_rerun(wo
     assert again.benchmark is not None and again.benchmark.fingerprint == clean.benchmark.fingerprint
 
 
+def test_thumbnails_that_failed_are_downloaded_again_by_a_rerun(world, servers, tmp_path):
+    """Thumbnails that fail beyond the retries are listed as missing; the next run tries them again and,
+    once the image server serves them, the benchmark is the one a clean run gives."""
+    overpass, mapillary = servers
+    clean = _curator(world, overpass, mapillary, tmp_path / "clean", skip_tier3=True, skip_tier4=True).run()
+    kept = sorted({r.image_id for r in clean.benchmark.references})[:3]  # photos the clean benchmark holds
+    for image_id in kept:
+        mapillary.fail_next(rf"/thumbs/{image_id}[.]jpg", 503, count=10_000)  # fails even after the retries
+    out = tmp_path / "bench"
+    first = _curator(world, overpass, mapillary, out, skip_tier3=True, skip_tier4=True).run()
+    summary = json.loads((out / "curation_summary.json").read_text(encoding="utf-8"))
+    assert sorted(m["image_id"] for m in summary["missing_thumbnails"]) == kept
+    assert all("HTTP 503" in m["error"] for m in summary["missing_thumbnails"])
+    assert not kept_in(first, kept) and first.benchmark.fingerprint != clean.benchmark.fingerprint
+
+    mapillary.clear_faults()  # the image server recovers
+    n_thumbs = mapillary.count("/thumbs/")
+    again = _curator(world, overpass, mapillary, out, skip_tier3=True, skip_tier4=True).run()
+    assert mapillary.count("/thumbs/") - n_thumbs == len(kept)  # only what failed is fetched again
+    assert "download" in again.computed and "tier5" in again.computed and "select" in again.computed
+    summary = json.loads((out / "curation_summary.json").read_text(encoding="utf-8"))
+    assert summary["missing_thumbnails"] == [] and all(row["download_failed"] == 0 for row in summary["summary"])
+    assert again.benchmark.fingerprint == clean.benchmark.fingerprint
+    # a third run has nothing to retry: every stage resumes
+    third = _curator(world, overpass, mapillary, out, skip_tier3=True, skip_tier4=True).run()
+    assert "download" in third.resumed and mapillary.count("/thumbs/") - n_thumbs == len(kept)
+
+
+def kept_in(result, image_ids) -> bool:
+    return bool({r.image_id for r in result.benchmark.references} & set(image_ids))
+
+
 @pytest.fixture(scope="module")
 def steered_siglip_dir(tiny_siglip_curation_dir, world, tmp_path_factory) -> Path:  # noqa: F811
     """The tiny random SigLIP with its text head solved (least squares) so that the target text

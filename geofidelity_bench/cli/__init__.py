@@ -10,16 +10,20 @@ imports happen inside the commands so that ``geofidelity-bench --help`` is insta
 Errors: every error a user can cause is a :class:`~geofidelity_bench.errors.GeoFidelityError`
 (library errors and :class:`~geofidelity_bench.cli._common.CLIError` alike); :func:`main` prints
 its message on one line and exits with status 2. Any other exception is a bug and keeps its
-traceback.
+traceback. While a command runs, every log record (the Hub client's retry lines name the URL it
+requests) and the final error line are passed through :func:`~geofidelity_bench.errors.redact_url`,
+so credentials inside an ``--endpoint`` URL are never printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
-from ..errors import GeoFidelityError
+from ..errors import GeoFidelityError, redact_url
 from . import app, audit, curate, dataset, embed, evaluate, generate, geodiv, info, leaderboard, mfp, report, segment
 
 # Each entry adds one or more subparsers, in the order of ``geofidelity-bench --help``.
@@ -55,15 +59,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def redacted_log_records() -> Iterator[None]:
+    """Log records made meanwhile, by any library and through any handler, carry no URL credentials.
+
+    A record factory (not a handler filter) because the Hub client's logger and its handler are
+    created when a command first imports it.
+    """
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args, **kwargs) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is logging's business, not ours
+            return record
+        redacted = redact_url(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return record
+
+    logging.setLogRecordFactory(factory)
+    try:
+        yield
+    finally:
+        logging.setLogRecordFactory(previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.argv = argv
     try:
-        return int(args.func(args) or 0)
+        with redacted_log_records():
+            return int(args.func(args) or 0)
     except GeoFidelityError as err:
-        print(f"geofidelity-bench {args.command}: error: {err}", file=sys.stderr)
+        print(redact_url(f"geofidelity-bench {args.command}: error: {err}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

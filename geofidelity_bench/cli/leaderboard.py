@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from ..errors import redact_url
+
 
 def _looks_like_repo_id(text: str) -> bool:
     return re.fullmatch(r"[\w.-]+/[\w.-]+", text) is not None
@@ -73,7 +75,7 @@ def _model_card(args: argparse.Namespace, report) -> None:
     done = update_model_card(args.model_card, scores, comparability=comp, encoder=encoder, dataset_type=dataset_type,
                              dataset_name=f"GeoFidelity-Bench ({bench.get('name')})", dataset_config="L1",
                              endpoint=args.endpoint,
-                             source_url=f"{args.endpoint or 'https://huggingface.co'}/datasets/{args.repo_id}")
+                             source_url=redact_url(f"{args.endpoint or 'https://huggingface.co'}/datasets/{args.repo_id}"))
     print(f"{args.model_card}: model card updated: {done.written} result(s) of {method} with encoder {encoder} "
           f"({comp.short()}), {done.removed} earlier result(s) of the same key replaced; {done.n_results} result(s) "
           "in its model-index")

@@ -28,15 +28,18 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from ..errors import redact_url
+
 _TOKEN_PARAMS = re.compile(r"(?i)((?:access_token|token|key|client_secret)=)[^&\s'\"<>]+")
 _AUTH_HEADER = re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?(?:oauth|bearer)\s+)[^\s'\",}]+")
 REDACTED = "***"
 
 
 def redact(text: Any, secrets: Iterable[str | None] = ()) -> str:
-    """``text`` with every secret, every ``access_token=...`` value and every OAuth/Bearer
-    authorization value replaced by ``***``."""
-    out = str(text)
+    """``text`` with every secret, every ``access_token=...`` value, every OAuth/Bearer
+    authorization value and the user-info of every URL (:func:`~geofidelity_bench.errors.redact_url`)
+    replaced by ``***``."""
+    out = redact_url(str(text))
     for secret in secrets:
         if secret and len(secret) >= 4:
             out = out.replace(secret, REDACTED)
@@ -54,10 +57,58 @@ def strip_query_params(url: str, names: Sequence[str] = ("access_token",)) -> st
     return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
 
 
+#: the schemes a request may use (and be redirected to) unless the caller narrows them: never
+#: ``file:``, ``ftp:`` or ``data:``, which urllib would otherwise open
+WEB_SCHEMES = ("http", "https")
+
+
+def origin(url: str) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of ``url``, the port made explicit for http and https; None when malformed."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if port is None:
+        port = {"http": 80, "https": 443}.get(scheme)
+    return scheme, (parts.hostname or "").lower(), port
+
+
+class _RefusedURL(Exception):
+    """A request (or a redirect) to a URL whose scheme the caller does not allow."""
+
+
+def _check_scheme(url: str, allowed: Sequence[str], what: str) -> None:
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme not in allowed:
+        raise _RefusedURL(f"{what} uses the scheme {scheme + ':' if scheme else '(none)'}, which is not allowed "
+                          f"(only {', '.join(s + ':' for s in allowed)}); not opened")
+
+
 class _NoCrossHostAuthRedirect(urllib.request.HTTPRedirectHandler):
-    """Follows redirects, but never carries the Authorization header to another host."""
+    """Follows redirects only to the allowed schemes, and never carries the Authorization header
+    to another host."""
+
+    def __init__(self, allowed_schemes: Sequence[str] = WEB_SCHEMES) -> None:
+        super().__init__()
+        self.allowed_schemes = tuple(allowed_schemes)
+
+    def http_error_302(self, req, fp, code, msg, headers):
+        location = headers.get("location") or headers.get("uri")
+        if location:  # checked here: urllib itself refuses some schemes only with an unclear HTTP error
+            newurl = urllib.parse.urljoin(req.full_url, location)
+            try:
+                _check_scheme(newurl, self.allowed_schemes, f"a redirect (HTTP {code}) to {newurl}")
+            except _RefusedURL:
+                fp.close()
+                raise
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
+        _check_scheme(newurl, self.allowed_schemes, f"a redirect (HTTP {code}) to {newurl}")
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
             for key in list(new.headers):
@@ -70,10 +121,10 @@ class _NoCrossHostAuthRedirect(urllib.request.HTTPRedirectHandler):
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def _opener(url: str):
+def _opener(url: str, allowed_schemes: Sequence[str] = WEB_SCHEMES):
     """urllib opener: environment proxies except for loopback hosts, safe redirects."""
     host = urllib.parse.urlsplit(url).hostname or ""
-    handlers = [_NoCrossHostAuthRedirect()]
+    handlers = [_NoCrossHostAuthRedirect(allowed_schemes)]
     if host in _LOOPBACK:
         handlers.append(urllib.request.ProxyHandler({}))
     return urllib.request.build_opener(*handlers)
@@ -157,12 +208,22 @@ class HTTPClient:
         retry_on: Sequence[int] = (429, 500, 502, 503, 504),
         validate: Callable[[bytes], str | None] | None = None,
         max_server_retries: int | None = None,
+        allowed_schemes: Sequence[str] = WEB_SCHEMES,
     ) -> bytes:
         """The response body of a successful request.
 
+        ``allowed_schemes``: the schemes ``url`` and every redirect may use (default http and
+        https); any other is refused at once, without a retry and without opening anything.
+
         Raises:
-            HTTPFailure: a non-retryable status, or retries exhausted; the message is redacted.
+            HTTPFailure: a non-retryable status, a refused scheme, or retries exhausted; the message
+                is redacted.
         """
+        allowed = tuple(s.lower() for s in allowed_schemes)
+        try:
+            _check_scheme(url, allowed, "the URL")
+        except _RefusedURL as err:
+            raise HTTPFailure(self.redact(f"{method.upper()} {url} refused: {err}"), None, 0) from None
         if params:
             sep = "&" if urllib.parse.urlsplit(url).query else "?"
             url = url + sep + urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
@@ -181,12 +242,14 @@ class HTTPClient:
             retry_after: float | None = None
             try:
                 req = urllib.request.Request(url, data=data, headers=hdrs, method=method.upper())
-                with _opener(url).open(req, timeout=self.timeout_s) as resp:
+                with _opener(url, allowed).open(req, timeout=self.timeout_s) as resp:
                     body = resp.read()
                 reason = validate(body) if validate is not None else None
                 if reason is None:
                     return body
                 problem = f"invalid answer: {reason}"
+            except _RefusedURL as err:
+                raise HTTPFailure(self.redact(f"{method.upper()} {url} refused: {err}"), None, attempts) from None
             except urllib.error.HTTPError as err:
                 status = err.code
                 retry_after = _retry_after(err.headers.get("Retry-After") if err.headers else None)

@@ -3,13 +3,18 @@
 Search (docs/benchmark.md section 8, Curation): points every ``step_m`` (200 m) of arc length along the block polyline,
 both ends included; around each a box of +-``half_deg`` (0.0045 degree) in latitude and longitude;
 ``GET {base_url}/images?bbox=minLon,minLat,maxLon,maxLat&fields=...&limit=100``, following
-``paging.next`` links. Requests of a run go through one ThreadPoolExecutor (``max_workers``).
+``paging.next`` links on the API's own origin (scheme, host and port of ``base_url``): a link to
+another origin is not followed at all (the token would go there, and without it the Graph API
+answers nothing), and the block is recorded as not fully searched, like a page that keeps failing.
+Requests of a run go through one ThreadPoolExecutor (``max_workers``).
 
 The access token comes from ``MAPILLARY_TOKEN`` (or the ``token`` argument). It is sent as an
 ``Authorization: OAuth ...`` header, never put in a URL we build; ``access_token`` parameters that
 the server echoes into ``paging.next`` or thumbnail links are stripped before use or storage; and
 every message the client produces is passed through :func:`~.http.redact`. Thumbnails are
-downloaded without the token (they are signed CDN links).
+downloaded without the token (they are signed CDN links), and only over https (or the scheme of
+``base_url``, for a loopback test server), redirects included: a ``file:`` or ``ftp:`` thumbnail URL
+is refused and the image recorded as failed, so no local file can become a reference photo.
 
 Retries: HTTP 429 with growing sleeps (2, 4, 8, ... s, up to 6 times), 5xx, timeouts and dropped
 connections briefly (1, 2, 3 s); tests scale the sleeps down with ``RetryPolicy(scale=...)``. Every
@@ -29,6 +34,7 @@ import hashlib
 import math
 import os
 import re
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -38,7 +44,7 @@ from ..geo import haversine_m
 from ..images import ImageDecodeError, load_image
 from .errors import CurationError
 from ..atomic import atomic_write_bytes
-from .http import HTTPClient, HTTPFailure, RetryPolicy, redact, strip_query_params
+from .http import HTTPClient, HTTPFailure, RetryPolicy, origin, redact, strip_query_params
 
 MAPILLARY_URL = "https://graph.mapillary.com"
 TOKEN_ENV = "MAPILLARY_TOKEN"
@@ -61,14 +67,21 @@ CANDIDATE_COLUMNS = (
 class MapillarySearchError(CurationError):
     """A search request failed for good (after its retries); ``status`` is None for network errors."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, *, offsite_link: bool = False):
         super().__init__(message)
         self.status = status
+        #: a ``paging.next`` link to another origin was not followed (recorded like a failed page)
+        self.offsite_link = offsite_link
 
     @property
     def transient(self) -> bool:
         """True for what a later run may not meet again (no connection, timeouts, HTTP 429/5xx)."""
         return self.status is None or self.status == 429 or self.status >= 500
+
+
+def _origin_text(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def sample_along(polyline: Sequence[Sequence[float]], step_m: float) -> list[tuple[float, float]]:
@@ -218,7 +231,7 @@ class MapillaryClient:
                                user_agent="geofidelity-bench-curation", secrets=[self._token])
 
     def __repr__(self) -> str:
-        return f"MapillaryClient(base_url={self.base_url!r}, max_workers={self.max_workers}, token=***)"
+        return f"MapillaryClient(base_url={self.redact(self.base_url)!r}, max_workers={self.max_workers}, token=***)"
 
     def redact(self, text: Any) -> str:
         return redact(text, [self._token])
@@ -226,6 +239,12 @@ class MapillaryClient:
     @property
     def secrets(self) -> list[str]:
         return [self._token]
+
+    @property
+    def thumbnail_schemes(self) -> tuple[str, ...]:
+        """The schemes a thumbnail URL (and its redirects) may use: https, and the API base's own scheme
+        (http for a loopback test server); never ``file:`` or ``ftp:``."""
+        return tuple(dict.fromkeys(("https", urllib.parse.urlsplit(self.base_url).scheme.lower())))
 
     def search_params(self) -> dict[str, Any]:
         """What determines search results (for checkpoint keys; no token)."""
@@ -260,6 +279,12 @@ class MapillaryClient:
             if not nxt or pages >= self.max_pages:
                 break
             url, params = strip_query_params(str(nxt)), None
+            if origin(url) != origin(self.base_url):  # the token goes to the API's own origin only
+                raise MapillarySearchError(
+                    f"Mapillary search for box {bbox}: the paging.next link of page {pages} leads to another origin "
+                    f"({self.redact(_origin_text(url))}, not {self.redact(_origin_text(self.base_url))}); not followed "
+                    "(the token is only sent to the API, and the search of this block is incomplete without it)",
+                    None, offsite_link=True)
         return rows
 
     def search_blocks(self, blocks: Sequence[Block], *, progress: bool = False, desc: str = "Mapillary search",
@@ -351,7 +376,8 @@ class MapillaryClient:
             return None
 
         try:
-            data = self.http.request("GET", url, validate=validate, max_server_retries=self.download_retries)
+            data = self.http.request("GET", url, validate=validate, max_server_retries=self.download_retries,
+                                     allowed_schemes=self.thumbnail_schemes)
         except HTTPFailure as err:
             return {**row, "attempts": err.attempts, "error": self.redact(err)}
         atomic_write_bytes(path, data)

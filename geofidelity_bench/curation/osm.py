@@ -41,7 +41,7 @@ from ..extras import require
 from ..geo import haversine_m, polyline_length_m
 from .errors import CurationError
 from ..atomic import atomic_write_bytes
-from .http import HTTPClient, HTTPFailure, RetryPolicy
+from .http import HTTPClient, HTTPFailure, RetryPolicy, redact
 
 #: ``place`` values used for neighborhood labels (docs/benchmark.md section 8, Curation).
 PLACE_KINDS = ("suburb", "neighbourhood", "quarter", "district", "town")
@@ -513,7 +513,7 @@ class OverpassClient:
                 body = self.http.request("POST", endpoint, form={"data": query}, retry_on=(429, 502, 503, 504),
                                          validate=_overpass_validate)
             except HTTPFailure as err:
-                errors.append(f"{endpoint}: {err}")
+                errors.append(f"{redact(endpoint)}: {err}")
                 continue
             payload = json.loads(body)
             if cached is not None:

@@ -10,7 +10,8 @@ it stopped and a changed threshold re-runs only the stages it affects:
  01     carve              ``blocks.parquet`` (per city, checkpointed city by city)
  02     metadata           ``candidates.parquet``: one row per (block, Mapillary image) (per city)
  03     spatial_tier1      ``spatial_tier1``: distance to the polyline, sun elevation, tier-1 flags
- 04     download           ``download``: file, status, bytes, sha256, error; images in ``_work/images``
+ 04     download           ``download``: file, status, bytes, sha256, error; images in ``_work/images``;
+                           failed downloads are tried again by the next run
  05     tier3              ``tier3``: 9 zero-shot probabilities, top text, pass (SigLIP)
  06     tier4              ``tier4``: 12 group shares, urbanness, pass, failed checks (segmenter)
  07     tier5              ``tier5``: size, aspect, Laplacian variance, mean gray, colorfulness, flags
@@ -187,6 +188,7 @@ class Curator:
         self.computed: list[str] = []
         self.skipped: dict[str, str] = {}
         self.copy_gate: dict[str, Any] | None = None  # what the copy-audit gate found and removed (build_benchmark)
+        self.missing_thumbnails: list[dict[str, str]] = []  # downloads that failed in this run (stage_download)
 
     # -- plumbing ---------------------------------------------------------------------------
     def log(self, msg: str) -> None:
@@ -368,11 +370,19 @@ class Curator:
                 self.log(f"[download] image {r.image_id} failed: {r.error}")
             return df
 
-        def files_present(df) -> bool:
+        def complete(df) -> bool:  # a download that failed is tried again by the next run
             ok = df[df["status"] != "failed"]
-            return all((self.images_dir / f).is_file() for f in ok["file"])
+            return len(ok) == len(df) and all((self.images_dir / f).is_file() for f in ok["file"])
 
-        return self._checkpoint("download", key, compute, csv_copy=True, still_valid=files_present), key
+        df = self._checkpoint("download", key, compute, csv_copy=True, still_valid=complete)
+        failed = df[df["status"] == "failed"]
+        self.missing_thumbnails = [{"image_id": str(r.image_id), "error": str(r.error)} for r in failed.itertuples()]
+        if self.missing_thumbnails:
+            self.log(f"[download] {len(failed)} thumbnail(s) still missing (listed in curation_summary.json "
+                     "under missing_thumbnails); re-run the same command to try them again")
+        # the later stages depend on which images arrived: a re-run that fetches a missing one redoes them
+        missing = sorted(m["image_id"] for m in self.missing_thumbnails)
+        return df, (_digest([key, missing]) if missing else key)
 
     def _downloaded(self, dl) -> dict[str, Path]:
         ok = dl[dl["status"] != "failed"]
@@ -598,6 +608,7 @@ class Curator:
             "config": _config_record(self.config),
             "retry": self.retry.as_dict(),
             "skipped": self.skipped,
+            "missing_thumbnails": self.missing_thumbnails,
             "summary": summary.to_dict("records"),
         }
         _atomic_text(self.out_dir / "curation_summary.json", json.dumps(info, indent=2, default=str))

@@ -27,7 +27,7 @@ class HubBoard:
 
     def refresh(self) -> "HubBoard":
         """Loads the repo again; on failure keeps the last loaded state and records the reason."""
-        from ..errors import GeoFidelityError
+        from ..errors import GeoFidelityError, redact_url
         from ..hub.results_repo import load_submissions
         from ..report.leaderboard import leaderboard_tables, leaderboard_view
 
@@ -37,7 +37,7 @@ class HubBoard:
             tables = leaderboard_tables(view, list(infos.values()), n_resamples=self.n_resamples, seed=self.seed)
         except (GeoFidelityError, OSError) as err:
             when = f"the state loaded at {self.loaded_at}" if self.loaded_at else "nothing (never loaded)"
-            self.status = f"Could not load {self.repo_id} ({err}); showing {when}."
+            self.status = redact_url(f"Could not load {self.repo_id} ({err}); showing {when}.")
             return self
         self.tables, self.loaded_at = tables, utc_timestamp()
         self.markdown = render_board(self.repo_id, view, tables, n_resamples=self.n_resamples, seed=self.seed)

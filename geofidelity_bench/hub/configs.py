@@ -21,7 +21,8 @@ from typing import Any, Iterator, Mapping
 from ..benchmark import CONFIGS as BENCHMARK_CONFIGS
 from ..benchmark import Benchmark, config_records, load_benchmark
 from ..errors import GeoFidelityError
-from ..generation.manifest import MANIFEST_COLUMNS, MANIFEST_FILE, load_manifest
+from ..generation.manifest import MANIFEST_COLUMNS, MANIFEST_FILE, load_manifest, panel_relpath
+from ..image_store import confined_file
 
 GENERATIONS_CONFIG = "generations"
 GENERATIONS_DIR = "generations"
@@ -68,8 +69,18 @@ def benchmark_rows(benchmark: Benchmark, config: str) -> Iterator[dict[str, Any]
 
 
 def generation_row(root: Path, record: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``generations`` row of one manifest record: the image file's bytes plus every manifest column."""
-    out: dict[str, Any] = {"image": {"bytes": (root / record["path"]).read_bytes(), "path": record["path"]}}
+    """The ``generations`` row of one manifest record: the image file's bytes plus every manifest column.
+
+    The file read is the panel's own ``{model}/{condition}/{block_id}/{k:02d}.jpg`` inside ``root`` (the one
+    whose hash :func:`~geofidelity_bench.generation.manifest.load_manifest` verified), never the record's
+    ``path`` text: a manifest cannot make the build read, and ``push-generations`` publish, another file.
+    """
+    rel = panel_relpath(record["model"], record["condition"], record["block_id"], record["k"])
+    path, refused = confined_file(rel, root)
+    if refused is not None or path is None:
+        raise DatasetBuildError(f"{root / MANIFEST_FILE}: the panel {rel!r} (model {record['model']!r}) is {refused}, "
+                                "outside the generations folder; fix the manifest row")
+    out: dict[str, Any] = {"image": {"bytes": path.read_bytes(), "path": rel}}
     for col in MANIFEST_COLUMNS:
         value = record.get(col)
         out[col] = None if is_missing(value) else value

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from ..benchmark import CONFIGS as BENCHMARK_CONFIGS
+from ..errors import redact_url
 from ..generation.manifest import load_manifest
 from .card import CARD_FILE, LICENSE_FILE, card_with_foreign_generations, fill_repo_id, update_readme
 from .configs import GENERATIONS_DIR
@@ -273,7 +274,7 @@ def push(repo: HubRepo, groups: Iterable[PushGroup], *, private: bool | None = N
 
 def _progress(repo: HubRepo, done: Sequence[GroupPush], *, resumable: bool) -> str:
     """What a failed push had already finished on the Hub, in one clause."""
-    where = f"{repo.repo_id} at {repo.api.endpoint}"
+    where = f"{repo.repo_id} at {redact_url(repo.api.endpoint)}"
     if done:
         parts = [f"{g.name} ({'up to date' if g.up_to_date else f'{len(g.uploaded)} file(s) uploaded'})" for g in done]
         text = f"already on {where}: {', '.join(parts)}"

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..errors import GeoFidelityError
+from ..errors import GeoFidelityError, redact_url
 
 TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
 CONFLICT_STATUS = (409, 412)
@@ -63,6 +63,9 @@ def auth_hint(err: BaseException) -> str:
 
 
 def redact(text: str, token: str | None) -> str:
+    """``text`` without the token and without the user-info of any URL in it (an endpoint given as
+    ``http://user:password@host``)."""
+    text = redact_url(text)
     return text.replace(token, "***") if token else text
 
 
