@@ -61,10 +61,11 @@ def mismatch_message(path: str, row: int, name: str, stored: str, actual: str) -
     """One mismatched row in words: config, file, row, reference/image id, both hashes, what to do."""
     return (f"{_config_of(path)} {name} ({path}, row {row}): its image bytes hash to sha256 {actual}, but the "
             f"stored {SHA256_COLUMN} is {stored} (the photo was replaced or damaged after the hash was written, or "
-            f"the hashes were edited); its embeddings would be cached under another image's key. Rebuild the "
-            f"folder from its source (save_benchmark / build-dataset write the hashes from the bytes), or pass "
-            f"{REKEY_OPTION} ({REKEY_ARG} in load_benchmark) to key each such row by the hash of its bytes "
-            f"(run.json records them)")
+            f"the hashes were edited); its embeddings would be cached under another image's key. Restore the "
+            f"original photo or hash (or rewrite the folder with the hashes of its bytes: "
+            f"save_benchmark(load_benchmark(FOLDER, {REKEY_ARG}), NEW_FOLDER)), or pass {REKEY_OPTION} "
+            f"({REKEY_ARG} in load_benchmark) to key each such row by the hash of its bytes (run.json records "
+            f"them)")
 
 
 def hash_cache_dir() -> Path:
