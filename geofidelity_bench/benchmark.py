@@ -39,7 +39,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .atomic import atomic_write
 from .errors import GeoFidelityError, redact_url
-from .image_store import IMAGE_COLUMN, SHA256_COLUMN, ParquetImages, StoredImage, cell_bytes, stored_hashes
+from .image_store import (IMAGE_COLUMN, SHA256_COLUMN, ParquetImages, StoredImage, cell_bytes, rekey_mismatched,
+                          stored_hashes)
 from .images import ImageDecodeError, load_image
 from .record_checks import block_problems, reference_problems
 from .values import opt_float as _opt_float
@@ -363,9 +364,14 @@ class Benchmark:
         except KeyError:
             raise BenchmarkError(f"{self.name}: unknown city {key!r}") from None
 
+    #: rows keyed by the hash of their bytes instead of their stored ``image_sha256`` (``load_benchmark(...,
+    #: rekey_mismatched_images=True)``; records of :func:`~geofidelity_bench.image_store.rekey_mismatched`)
+    rekeyed_images: tuple[dict[str, Any], ...] = ()
+
     @cached_property
     def fingerprint(self) -> str:
-        """sha256 over block records and reference ids with their image hashes."""
+        """sha256 over block records and reference ids with their image hashes (docs/benchmark.md section 1,
+        Benchmark fingerprint): a reference's stored ``image_sha256``, which every read of its bytes checks."""
         h = hashlib.sha256()
         for block in self.blocks:
             h.update(json.dumps(_fingerprint_record(block), sort_keys=True, default=str).encode())
@@ -375,10 +381,11 @@ class Benchmark:
         return h.hexdigest()
 
     def check_images(self, *, num_workers: int | None = None, progress: bool = True) -> list[str]:
-        """Decodes every reference and world image (in worker threads, with a progress bar).
+        """Decodes every reference and world image (in worker threads, with a progress bar) and checks
+        the bytes of each against its stored hash.
 
-        Returns one line per bad image, naming it (reference id and block, or world image id);
-        an empty list when every image decodes.
+        Returns one line per bad image, naming it (reference id and block, or world image id); an
+        empty list when every image decodes and hashes to its stored hash.
         """
         from .image_store import check_images
 
@@ -781,12 +788,19 @@ def load_benchmark(
     *,
     revision: str | None = None,
     validate_images: bool = False,
+    rekey_mismatched_images: bool = False,
 ) -> Benchmark:
     """Loads a benchmark: ``"demo"``, a canonical folder, or a Hub dataset repo id.
 
     Every field is read and checked; image bytes stay in the Parquet files and are read when
     used (``ReferenceImage.image_bytes``, ``image()``, embedding). ``validate_images=True``
     decodes every image now (:meth:`Benchmark.check_images`) and raises naming every bad one.
+
+    Every read of an image checks its bytes against the stored ``image_sha256`` and raises
+    :class:`~geofidelity_bench.image_store.ImageHashMismatchError` naming the row when they differ.
+    ``rekey_mismatched_images=True`` hashes every image now (streamed, one pass per file) and keys
+    each mismatched row by the hash of its bytes instead; ``Benchmark.rekeyed_images`` records them
+    (and ``run.json`` under ``benchmark.rekeyed_images``), and the fingerprint is that of the bytes.
 
     Example:
         >>> bench = load_benchmark("demo")
@@ -813,8 +827,17 @@ def load_benchmark(
         name=label,
         source=str(folder),
     )
+    if rekey_mismatched_images:  # before anything (the fingerprint, a cache lookup) uses the hashes
+        stored = [x.image_source for x in [*bench.references, *bench.world] if isinstance(x.image_source, StoredImage)]
+        bench.rekeyed_images = tuple(rekey_mismatched(stored))
     if validate_images:
         bad = bench.check_images()
         if bad:
-            raise BenchmarkError(f"{label}: {len(bad)} undecodable image(s):\n  " + "\n  ".join(bad))
+            raise BenchmarkError(f"{label}: {len(bad)} bad image(s) (undecodable, or not the bytes their stored "
+                                 f"{SHA256_COLUMN} names):\n  " + "\n  ".join(first_lines(bad)))
     return bench
+
+
+def first_lines(lines: Sequence[str], limit: int = 50) -> list[str]:
+    """The first ``limit`` lines, and one saying how many more there are."""
+    return list(lines[:limit]) + ([f"... and {len(lines) - limit} more"] if len(lines) > limit else [])

@@ -6,7 +6,15 @@ and row, and the sha256 of its bytes (the ``image_sha256`` column, or, for folde
 that column existed, hashes computed once and kept in a small sidecar file in the user cache, see
 :func:`stored_hashes`). Bytes are read on demand, one row group of the image column at a time;
 the last row group read of each file is kept while it is small (:data:`ROW_GROUP_CACHE_BYTES`), so
-walking a file in order reads it once, and nothing else is held.
+walking a file in order reads it once, and nothing else is held. Hashing a whole file streams it
+in batches of :data:`HASH_BATCH_ROWS` rows (:meth:`ParquetImages.iter_values`).
+
+A stored hash is a claim, not a fact: every read (:meth:`StoredImage.read`, which embedding,
+segmentation, the copy audit and ``info --check-images`` all go through) hashes the bytes and
+raises :class:`ImageHashMismatchError` naming the row when they do not match, so no embedding is
+ever computed, or cached, under a key that is not its image's hash. ``load_benchmark(...,
+rekey_mismatched_images=True)`` instead keys such rows by their real hash
+(:func:`verify_stored_hashes`) and the benchmark records them.
 
 Every read goes through :attr:`ParquetImages.image_reads` (a per-file counter), so that tests can
 check that a command read no image at all.
@@ -24,6 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .atomic import atomic_write
+from .errors import GeoFidelityError
 from .images import ImageDecodeError
 
 IMAGE_COLUMN = "image"
@@ -32,6 +41,31 @@ SHA256_COLUMN = "image_sha256"
 #: files this package writes have 100-row groups); a larger one is read again for each image
 ROW_GROUP_CACHE_BYTES = 512 << 20
 HASH_CACHE_FORMAT = "geofidelity-image-hashes/1"
+#: rows of the image column decoded at a time when a whole file is hashed (:meth:`ParquetImages.iter_values`)
+HASH_BATCH_ROWS = 16
+#: how the option that keys mismatched rows by their real hash is spelled (command line, Python)
+REKEY_OPTION = "--rekey-mismatched-images"
+REKEY_ARG = "rekey_mismatched_images=True"
+
+
+class ImageHashMismatchError(GeoFidelityError, ValueError):
+    """An image's bytes do not hash to the ``image_sha256`` stored with them; the message names the row."""
+
+
+def _config_of(path: str) -> str:
+    """The benchmark config of a Parquet file (``<folder>/<config>/<file>.parquet``)."""
+    return Path(path).parent.name
+
+
+def mismatch_message(path: str, row: int, name: str, stored: str, actual: str) -> str:
+    """One mismatched row in words: config, file, row, reference/image id, both hashes, what to do."""
+    return (f"{_config_of(path)} {name} ({path}, row {row}): its image bytes hash to sha256 {actual}, but the "
+            f"stored {SHA256_COLUMN} is {stored} (the photo was replaced or damaged after the hash was written, or "
+            f"the hashes were edited); its embeddings would be cached under another image's key. Restore the "
+            f"original photo or hash (or rewrite the folder with the hashes of its bytes: "
+            f"save_benchmark(load_benchmark(FOLDER, {REKEY_ARG}), NEW_FOLDER)), or pass {REKEY_OPTION} "
+            f"({REKEY_ARG} in load_benchmark) to key each such row by the hash of its bytes (run.json records "
+            f"them)")
 
 
 def hash_cache_dir() -> Path:
@@ -111,13 +145,24 @@ class ParquetImages:
         with self._lock:
             self._kept = None
 
-    def iter_values(self):
-        """Every cell in row order, one row group in memory at a time (not counted as uses)."""
-        for group in range(len(self._starts)):
-            column = self._read_group(group)
-            for i in range(len(column)):
-                yield column[i].as_py()
-            del column
+    def iter_values(self, batch_rows: int | None = None):
+        """Every cell in row order, streamed ``batch_rows`` rows at a time (not counted as uses).
+
+        Even a file of one huge row group is not read whole: pyarrow decodes the column page by page
+        into batches of ``batch_rows`` cells, so memory stays within about one row group's image column
+        (the largest page pyarrow must decode, which a writer may make as large as a row group) and
+        ``batch_rows`` Python copies, whatever the number of rows or files (default :data:`HASH_BATCH_ROWS`).
+        """
+        import pyarrow.parquet as pq
+
+        batch_rows = max(1, batch_rows or HASH_BATCH_ROWS)
+        self.row_group_reads += len(self._starts)
+        with pq.ParquetFile(self.path, pre_buffer=False) as file:
+            for batch in file.iter_batches(batch_size=batch_rows, columns=[self.column], use_threads=False):
+                column = batch.column(0)
+                for i in range(len(column)):
+                    yield column[i].as_py()
+                del column, batch
 
 
 _KEPT_LOCK = threading.Lock()
@@ -205,15 +250,26 @@ class StoredImage:
         self.reader, self.row, self.name, self._sha256 = state
 
     def read(self) -> bytes:
-        """The encoded image bytes (read from the file now; ImageDecodeError names a missing image)."""
-        return cell_bytes(self.reader.value(self.row), f"{self.name} ({self.reader.path}, row {self.row})",
+        """The encoded image bytes, read from the file now and checked against the stored hash.
+
+        Raises ImageDecodeError naming a missing image, and :class:`ImageHashMismatchError` naming
+        the row when the bytes do not hash to the stored ``image_sha256``.
+        """
+        data = cell_bytes(self.reader.value(self.row), f"{self.name} ({self.reader.path}, row {self.row})",
                           self.reader.root)
+        actual = hashlib.sha256(data).hexdigest()
+        if self._sha256 is None:
+            self._sha256 = actual
+        elif actual != self._sha256:
+            raise ImageHashMismatchError(mismatch_message(self.reader.path, self.row, self.name, self._sha256, actual))
+        return data
 
     @property
     def sha256(self) -> str:
-        """sha256 hex of the image bytes (read and hashed only when the file did not carry it)."""
+        """sha256 hex of the image bytes: the stored hash (checked against the bytes whenever they are
+        read), or, when the file did not carry it, the hash of the bytes read now."""
         if self._sha256 is None:
-            self._sha256 = hashlib.sha256(self.read()).hexdigest()
+            self.read()
         return self._sha256
 
     def __repr__(self) -> str:
@@ -228,9 +284,9 @@ def _sidecar_path(file: str) -> tuple[Path, dict[str, Any]]:
     return hash_cache_dir() / f"{key}.json", ident
 
 
-def _hash_cell(value: Any) -> str | None:
+def _hash_cell(value: Any, root: str | os.PathLike | None) -> str | None:
     try:
-        return hashlib.sha256(cell_bytes(value, "")).hexdigest()
+        return hashlib.sha256(cell_bytes(value, "", root)).hexdigest()
     except ImageDecodeError:
         return None  # no image: the reference is named when it is used
 
@@ -251,7 +307,7 @@ def stored_hashes(reader: ParquetImages, *, desc: str = "hashing images") -> lis
             return list(cached["sha256"])
     except (OSError, ValueError, AttributeError):
         pass
-    hashes = [_hash_cell(v) for v in tqdm(reader.iter_values(), total=reader.num_rows, desc=desc, unit="img",
+    hashes = [_hash_cell(v, reader.root) for v in tqdm(reader.iter_values(), total=reader.num_rows, desc=desc, unit="img",
                                           disable=reader.num_rows < 200)]
     try:
         text = json.dumps({**ident, "sha256": hashes})
@@ -261,12 +317,40 @@ def stored_hashes(reader: ParquetImages, *, desc: str = "hashing images") -> lis
     return hashes
 
 
+def rekey_mismatched(images: Sequence[StoredImage]) -> list[dict[str, Any]]:
+    """Keys every image whose bytes do not hash to its stored hash by the hash of its bytes.
+
+    Each file is hashed in one streamed pass (:func:`stored_hashes`, so the hashes of a file
+    already hashed are taken from the user cache). Returns one record per re-keyed row: ``config``,
+    ``file`` (``config/name.parquet``), ``row``, ``image`` (``reference ID`` or ``world image ID``),
+    ``stored_sha256`` and ``actual_sha256``.
+    """
+    by_reader: dict[int, tuple[ParquetImages, list[StoredImage]]] = {}
+    for img in images:
+        by_reader.setdefault(id(img.reader), (img.reader, []))[1].append(img)
+    records = []
+    for reader, imgs in by_reader.values():
+        if all(img._sha256 is None for img in imgs):
+            continue  # no stored hashes: they are computed from the bytes
+        actual = stored_hashes(reader, desc=f"verifying image hashes of {_config_of(reader.path)}/"
+                                            f"{Path(reader.path).name}")
+        for img in imgs:
+            real = actual[img.row]
+            if real is not None and img._sha256 is not None and real != img._sha256:
+                records.append({"config": _config_of(reader.path),
+                                "file": f"{_config_of(reader.path)}/{Path(reader.path).name}", "row": img.row,
+                                "image": img.name, "stored_sha256": img._sha256, "actual_sha256": real})
+                img._sha256 = real
+    return records
+
+
 def check_images(items: Sequence[tuple[str, Any]], *, num_workers: int | None = None,
                  progress: bool = True) -> list[str]:
     """Decodes every ``(name, source)`` in a thread pool; returns one line per bad image.
 
     ``source`` is bytes or a :class:`StoredImage`. Every image is decoded fully (not only its
-    header), so truncated files are found too.
+    header), so truncated files are found too, and a StoredImage's bytes are checked against its
+    stored hash (a mismatch is a bad image, :class:`ImageHashMismatchError`'s message).
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -280,7 +364,7 @@ def check_images(items: Sequence[tuple[str, Any]], *, num_workers: int | None = 
         try:
             data = source.read() if isinstance(source, StoredImage) else source
             load_image(data, name=name)
-        except ImageDecodeError as err:
+        except (ImageDecodeError, ImageHashMismatchError) as err:
             return str(err)
         return None
 

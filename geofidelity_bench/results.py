@@ -147,7 +147,9 @@ def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_
                 "segment_stats": results.attrs.get("segment_stats")}
     return {
         "benchmark": {"name": benchmark.name, "source": benchmark.source, "fingerprint": benchmark.fingerprint,
-                      "n_blocks": len(benchmark.blocks), "n_references": len(benchmark.references)},
+                      "n_blocks": len(benchmark.blocks), "n_references": len(benchmark.references),
+                      # rows keyed by the hash of their bytes, not their stored image_sha256 (--rekey-mismatched-images)
+                      "rekeyed_images": list(getattr(benchmark, "rekeyed_images", ()))},
         "encoder": {"name": encoder.name, "dim": encoder.dim, "config": encoder.config,
                     "config_hash": getattr(encoder, "config_hash", None)},
         "embedding_cache": str(cache.root) if cache is not None else None,

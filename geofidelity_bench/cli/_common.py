@@ -120,3 +120,24 @@ def segmenter_or_reason(args, *, local_only: bool = False):
         print(f"GAAS will be n/a: {err}", file=sys.stderr)
         return None, str(err)
 
+
+
+def add_rekey_arg(p: argparse.ArgumentParser) -> None:
+    """``--rekey-mismatched-images``: ``load_benchmark(..., rekey_mismatched_images=True)``."""
+    p.add_argument("--rekey-mismatched-images", action="store_true",
+                   help="hash every benchmark image first and key a row whose bytes do not hash to its stored "
+                        "image_sha256 by the hash of its bytes (each named on stderr and, for evaluate, in run.json) "
+                        "instead of stopping at the first such row")
+
+
+def warn_rekeyed(bench) -> None:
+    """One stderr line per row ``--rekey-mismatched-images`` keyed by the hash of its bytes (first 50 + a count)."""
+    import sys
+
+    from ..benchmark import first_lines
+
+    rows = [f"{r['file']} row {r['row']} ({r['image']}): stored {r['stored_sha256']}, bytes {r['actual_sha256']}"
+            for r in bench.rekeyed_images]
+    if rows:
+        print(f"warning: --rekey-mismatched-images: {len(rows)} image(s) keyed by the hash of their bytes, not by "
+              "their stored image_sha256:\n  " + "\n  ".join(first_lines(rows)), file=sys.stderr)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ._common import BENCHMARK_HELP, add_encoder_args, encoder_and_cache
+from ._common import BENCHMARK_HELP, add_encoder_args, add_rekey_arg, encoder_and_cache, warn_rekeyed
 
 
 def _cmd_embed(args: argparse.Namespace) -> int:
@@ -20,7 +20,8 @@ def _cmd_embed(args: argparse.Namespace) -> int:
     from ..encoders.export import check_parquet_path
 
     out = check_parquet_path(args.out) if args.out else None  # before the work, not after it
-    bench = load_benchmark(args.benchmark, revision=args.revision)
+    bench = load_benchmark(args.benchmark, revision=args.revision, rekey_mismatched_images=args.rekey_mismatched_images)
+    warn_rekeyed(bench)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size > 1:
         # Under `accelerate launch` / `torchrun`: the process group first (with a timeout that fits
@@ -75,5 +76,6 @@ def register(sub) -> None:
     p.add_argument("--include-world", action="store_true", help="also embed the benchmark's world pool")
     p.add_argument("--out", default=None, help="also write the embeddings to this .parquet file")
     p.add_argument("--list", action="store_true", help="list the available encoders and exit")
+    add_rekey_arg(p)
     add_encoder_args(p, "dinov2-base")
     p.set_defaults(func=_cmd_embed)

@@ -10,9 +10,11 @@ from pathlib import Path
 from ._common import (
     BENCHMARK_HELP,
     add_encoder_args,
+    add_rekey_arg,
     add_segmenter_args,
     encoder_and_cache,
     segmenter_or_reason,
+    warn_rekeyed,
 )
 from ..provenance import command_line, utc_timestamp
 from ..results import hierarchy_text, leaderboard_text, run_record, write_results
@@ -43,7 +45,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ..panel_images import check_panel_images
 
     started = time.time()
-    bench = load_benchmark(args.benchmark, revision=args.revision)
+    bench = load_benchmark(args.benchmark, revision=args.revision, rekey_mismatched_images=args.rekey_mismatched_images)
+    warn_rekeyed(bench)
     panels = read_generated_folder(args.generated, bench, methods=args.methods, conditions=args.conditions,
                                    extra_conditions=args.extra_conditions, ignore_manifest=args.ignore_manifest)
     manifest = _manifest_info(args, panels)
@@ -131,6 +134,7 @@ def _add_evaluate(sub) -> None:
     p.add_argument("--skip-bad-images", action="store_true",
                    help="score the panels without their undecodable images (each recorded in run.json; a panel left "
                         "with fewer than 2 images is NaN) instead of stopping with a list of them")
+    add_rekey_arg(p)
     add_encoder_args(p, "dinov2-base")
     add_segmenter_args(p)
     p.set_defaults(func=_cmd_evaluate)

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from ._common import BENCHMARK_HELP, add_num_workers_arg, resolve_num_workers_arg
+from ._common import BENCHMARK_HELP, add_num_workers_arg, add_rekey_arg, resolve_num_workers_arg, warn_rekeyed
 
 
 def _add_benchmark_arg(parser: argparse.ArgumentParser) -> None:
@@ -60,22 +60,26 @@ def format_summary(summary: dict) -> str:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from ..benchmark import load_benchmark
+    from ..benchmark import first_lines, load_benchmark
 
     resolve_num_workers_arg(args)
-    bench = load_benchmark(args.benchmark, revision=args.revision)
+    bench = load_benchmark(args.benchmark, revision=args.revision, rekey_mismatched_images=args.rekey_mismatched_images)
+    warn_rekeyed(bench)
     summary = bench.summary()
     bad = bench.check_images(num_workers=args.num_workers) if args.check_images else None
     if args.json:
         if bad is not None:
             summary["bad_images"] = bad
+        if args.rekey_mismatched_images:
+            summary["rekeyed_images"] = list(bench.rekeyed_images)
         print(json.dumps(summary, indent=2))
     else:
         print(format_summary(summary))
         if bad is not None:
             n = len(bench.references) + len(bench.world)
-            print(f"\nimages      {n - len(bad)}/{n} decode" + ("" if not bad else f"; {len(bad)} bad:"))
-            for line in bad:
+            print(f"\nimages      {n - len(bad)}/{n} decode and hash to their stored image_sha256"
+                  + ("" if not bad else f"; {len(bad)} bad:"))
+            for line in first_lines(bad):
                 print(f"  {line}")
     return 1 if bad else 0
 
@@ -85,8 +89,10 @@ def _add_info(sub) -> None:
     _add_benchmark_arg(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--check-images", action="store_true",
-                   help="also decode every reference and world image (in worker threads) and list every bad one; "
-                        "exit status 1 when there is one")
+                   help="also decode every reference and world image (in worker threads) and check its bytes against "
+                        "its stored image_sha256 (what the fingerprint is made of); list the bad ones (the first 50 "
+                        "and a count; all with --json); exit status 1 when there is one")
+    add_rekey_arg(p)
     add_num_workers_arg(p)
     p.set_defaults(func=_cmd_info)
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..provenance import command_line
-from ._common import BENCHMARK_HELP, CLIError, add_num_workers_arg, resolve_num_workers_arg
+from ._common import BENCHMARK_HELP, CLIError, add_num_workers_arg, add_rekey_arg, resolve_num_workers_arg, warn_rekeyed
 
 _TABLE_SUFFIXES = (".parquet", ".csv")
 
@@ -45,7 +45,8 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     from ..encoders import EmbeddingCache
     from ..cached_batches import content_keys
 
-    bench = load_benchmark(args.benchmark, revision=args.revision)
+    bench = load_benchmark(args.benchmark, revision=args.revision, rekey_mismatched_images=args.rekey_mismatched_images)
+    warn_rekeyed(bench)
     segmenter = get_segmenter(args.segmenter, weights=args.segmenter_weights, device=args.device)
     cache = None if args.no_cache else EmbeddingCache(args.cache_dir)
     items = [(f"reference {r.reference_id}", r.image_source) for r in bench.references]  # read when segmented
@@ -88,6 +89,7 @@ def _add_segment(sub) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_num_workers_arg(p)
+    add_rekey_arg(p)
     p.add_argument("--out", default=None, metavar="FILE",
                    help="write the shares table (.parquet or .csv) and its config beside it (.json)")
     p.add_argument("--list", action="store_true", help="list the segmenters and their default weights, then exit")
