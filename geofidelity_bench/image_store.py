@@ -307,8 +307,8 @@ def stored_hashes(reader: ParquetImages, *, desc: str = "hashing images") -> lis
             return list(cached["sha256"])
     except (OSError, ValueError, AttributeError):
         pass
-    hashes = [_hash_cell(v, reader.root) for v in tqdm(reader.iter_values(), total=reader.num_rows, desc=desc, unit="img",
-                                          disable=reader.num_rows < 200)]
+    values = tqdm(reader.iter_values(), total=reader.num_rows, desc=desc, unit="img", disable=reader.num_rows < 200)
+    hashes = [_hash_cell(v, reader.root) for v in values]
     try:
         text = json.dumps({**ident, "sha256": hashes})
         atomic_write(sidecar, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
