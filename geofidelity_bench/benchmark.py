@@ -590,6 +590,15 @@ def reference_from_record(rec: Mapping[str, Any], where: str = "references") -> 
 
 def _pool_from_record(rec: Mapping[str, Any]) -> PoolImage:
     label = f"world: image {rec.get('image_id')!r}"
+    try:
+        return _pool_image(rec, label)
+    except KeyError as err:
+        raise BenchmarkError(f"{label} is missing field {err.args[0]!r}") from None
+    except (TypeError, ValueError) as err:
+        raise BenchmarkError(f"{label} has a malformed field: {err}") from None
+
+
+def _pool_image(rec: Mapping[str, Any], label: str) -> PoolImage:
     return PoolImage(
         image_id=str(rec["image_id"]),
         lat=_opt_float(rec.get("lat")),
@@ -605,6 +614,15 @@ def _pool_from_record(rec: Mapping[str, Any]) -> PoolImage:
 
 
 def _city_from_record(rec: Mapping[str, Any]) -> City:
+    try:
+        return _city(rec)
+    except KeyError as err:
+        raise BenchmarkError(f"cities: city {rec.get('key')!r} is missing field {err.args[0]!r}") from None
+    except (TypeError, ValueError) as err:
+        raise BenchmarkError(f"cities: city {rec.get('key')!r} has a malformed field: {err}") from None
+
+
+def _city(rec: Mapping[str, Any]) -> City:
     lat, lon = _opt_float(rec.get("center_lat")), _opt_float(rec.get("center_lon"))
     return City(
         key=str(rec["key"]),
@@ -935,17 +953,17 @@ def load_benchmark(
     bad: list[str] = []
     blocks = _records(block_rows, lambda r: block_from_record(r, f"{label}/blocks"), bad)
     refs = _records(ref_rows, lambda r: reference_from_record(r, f"{label}/references"), bad)
+    cities = _records(_read_config(folder, "cities") or [], _city_from_record, bad)
+    world = _records(_read_config(folder, "world") or [], _pool_from_record, bad)
     if len(bad) == 1:
         raise BenchmarkError(bad[0])
     if bad:
         raise problems_error(f"benchmark {label!r}", bad)
-    city_rows = _read_config(folder, "cities") or []
-    world_rows = _read_config(folder, "world") or []
     bench = Benchmark(
         blocks,
         refs,
-        cities=[_city_from_record(r) for r in city_rows],
-        world=[_pool_from_record(r) for r in world_rows],
+        cities=cities,
+        world=world,
         name=label,
         source=str(folder),
     )

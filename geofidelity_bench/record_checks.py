@@ -17,7 +17,7 @@ would be averaged with (or listed under the same label as) the anchors
 (:func:`reserved_method_problem`).
 
 Each function returns the problems as ``"field: why"`` strings (empty when the row is fine);
-:class:`geofidelity_bench.benchmark.Benchmark` turns the first one into a ``BenchmarkError``
+:class:`geofidelity_bench.benchmark.Benchmark` lists every one in a single ``BenchmarkError``
 naming the block or reference. Rows are taken as plain objects with the dataclass fields, so
 this module imports nothing from the package but :mod:`geofidelity_bench.geo`.
 """
