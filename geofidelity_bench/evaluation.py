@@ -344,10 +344,9 @@ def load_generated_panels(
                                                      ignore_manifest=ignore_manifest)
     unpromptable = unpromptable_panels(benchmark, panels)
     if unpromptable and not allow_unpromptable:
-        for r in unpromptable:
-            keys = ", ".join(f"{m}/{r['condition']}/{r['block_id']}" for m in r["methods"])
-            problems.append(f"panel {keys}: no prompt of the benchmark could have produced it: {r['reason']}")
-        hints.append(unpromptable_message(unpromptable).splitlines()[-1])
+        lines = unpromptable_message(unpromptable).splitlines()  # a head, one line per panel, what to do
+        problems += [f"no prompt could have produced panel {line.strip()}" for line in lines[1:-1]]
+        hints.append(lines[-1])
     check = check_panel_images(panels, skip_bad_images=True, progress=progress)
     if check.skipped and not skip_bad_images:
         if not problems:

@@ -281,7 +281,7 @@ def test_every_problem_of_a_generated_folder_is_reported_at_once(demo, tmp_path,
     msg = str(err.value)
     assert "4 problem(s)" in msg
     assert "unknown condition 'l1'" in msg and "method name 'heldout_real' is reserved" in msg
-    assert str(bad / "01.jpg") in msg and "panel m/L1/lund_seg1: no prompt of the benchmark" in msg
+    assert str(bad / "01.jpg") in msg and "no prompt could have produced panel L1/lund_seg1 (method m)" in msg
     assert "--skip-bad-images" in msg and "--allow-unpromptable" in msg
     out = tmp_path / "out"
     assert main(["evaluate", "--benchmark", "demo", "--generated", str(root), "--out", str(out), "--encoder",
