@@ -448,7 +448,7 @@ def _decode_problem(data: bytes, label: str) -> str | None:
     return None
 
 
-#: How many problems a BenchmarkError lists before it counts the rest.
+#: How many problems an error lists before it counts the rest (a benchmark's, a generated folder's).
 MAX_PROBLEMS_LISTED = 50
 
 

@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from . import metrics
-from .benchmark import NEGATIVE_FIELDS, Benchmark, Block, PoolImage, ReferenceImage, is_safe_id, item_name
+from .benchmark import (MAX_PROBLEMS_LISTED, NEGATIVE_FIELDS, Benchmark, Block, PoolImage, ReferenceImage, is_safe_id,
+                        item_name)
 from .errors import GeoFidelityError
 from .generated_folder import (
     PANEL_FILE,
@@ -154,10 +155,6 @@ def anchor_panels(benchmark: Benchmark, n: int = ANCHOR_PANEL_SIZE) -> dict[Pane
 
 
 # -- generated folders -----------------------------------------------------------------------------
-
-
-#: How many problems an error lists before it counts the rest.
-MAX_PROBLEMS_LISTED = 50
 
 
 def problems_text(head: str, problems: Sequence[str], hints: Sequence[str] = ()) -> str:
@@ -387,8 +384,8 @@ def check_panel_keys(benchmark: Benchmark, keys: Iterable[Any]) -> None:
             problems.append(f"panel {key}: {reserved}")
     if problems:
         raise EvaluationError(
-            f"{len(problems)} bad panel key(s):\n  " + "\n  ".join(problems[:30])
-            + (f"\n  ... and {len(problems) - 30} more" if len(problems) > 30 else "")
+            f"{len(problems)} bad panel key(s):\n  " + "\n  ".join(problems[:MAX_PROBLEMS_LISTED])
+            + (f"\n  ... and {len(problems) - MAX_PROBLEMS_LISTED} more" if len(problems) > MAX_PROBLEMS_LISTED else "")
             + f"\nmethod, condition and block_id must be safe ids: {SAFE_ID_RULE}"
         )
 
