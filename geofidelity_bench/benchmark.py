@@ -250,15 +250,8 @@ class Benchmark:
         self.references: list[ReferenceImage] = sorted(references, key=lambda r: r.reference_id)
         self.world: list[PoolImage] = list(world or [])
         self._by_id: dict[str, Block] = {}
-        for block in self.blocks:
-            if not is_safe_id(block.block_id):
-                raise BenchmarkError(
-                    f"{name}: unsafe block_id {block.block_id!r}: block ids must be a single path "
-                    "component of letters, digits, '.', '_' or '-' (no separators, no '..', not empty)"
-                )
-            if block.block_id in self._by_id:
-                raise BenchmarkError(f"{name}: duplicate block_id {block.block_id!r}")
-            self._by_id[block.block_id] = block
+        for block in self.blocks:  # the first of duplicates (refused by _validate)
+            self._by_id.setdefault(block.block_id, block)
         city_map = {c.key: c for c in (cities or [])}
         for block in self.blocks:
             if block.city not in city_map:
@@ -268,62 +261,80 @@ class Benchmark:
 
     # -- validation ---------------------------------------------------------------------
     def _validate(self, validate_images: bool) -> None:
-        name = self.name
+        """Every cheap check of the blocks and references; all problems in one BenchmarkError
+        (:func:`problems_error`: the first 50 and a count)."""
+        problems = self._problems(validate_images)
+        if problems:
+            raise problems_error(self.name, problems)
+
+    def _problems(self, validate_images: bool) -> list[str]:
+        """Every problem of the blocks and references, in the order: block ids, field values,
+        strata, driving sides, negatives, reference ids, unknown blocks, missing image data,
+        undecodable in-memory images, galleries under 2 images. Splits the references as it goes."""
+        problems: list[str] = []
         if not self.blocks:
-            raise BenchmarkError(f"{name}: no blocks")
-        bad = [f"block {b.block_id!r} field {why}" for b in self.blocks for why in block_problems(b)]
-        bad += [f"reference {r.reference_id!r} (block {r.block_id!r}) field {why}"
-                for r in self.references for why in reference_problems(r)]
-        if bad:
-            more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
-            raise BenchmarkError(f"{name}: {len(bad)} bad value(s); fix the rows:\n  " + "\n  ".join(bad[:20]) + more)
+            problems.append("no blocks")
+        seen_blocks: set[str] = set()
+        for block in self.blocks:
+            if not is_safe_id(block.block_id):
+                problems.append(
+                    f"unsafe block_id {block.block_id!r}: block ids must be a single path component of letters, "
+                    "digits, '.', '_' or '-' (no separators, no '..', not empty)")
+            elif block.block_id in seen_blocks:
+                problems.append(f"duplicate block_id {block.block_id!r}")
+            seen_blocks.add(block.block_id)
+        problems += [f"block {b.block_id!r} field {why}" for b in self.blocks for why in block_problems(b)]
+        problems += [f"reference {r.reference_id!r} (block {r.block_id!r}) field {why}"
+                     for r in self.references for why in reference_problems(r)]
         for block in self.blocks:
             if block.stratum not in (None, "", *STRATA):
-                raise BenchmarkError(
-                    f"{name}: block {block.block_id!r} has stratum {block.stratum!r}; expected one of {STRATA} or empty"
-                )
+                problems.append(f"block {block.block_id!r} has stratum {block.stratum!r}; expected one of {STRATA} "
+                                "or empty")
+        for block in self.blocks:
             if block.driving_side not in ("L", "R"):
-                raise BenchmarkError(
-                    f"{name}: block {block.block_id!r} has driving_side {block.driving_side!r}; expected 'L' or 'R'"
-                )
-            for role, fld in NEGATIVE_FIELDS.items():
+                problems.append(f"block {block.block_id!r} has driving_side {block.driving_side!r}; expected 'L' or "
+                                "'R'")
+        for block in self.blocks:
+            for fld in NEGATIVE_FIELDS.values():
                 neg = getattr(block, fld)
                 if neg is None:
                     continue
                 if neg not in self._by_id:
-                    raise BenchmarkError(f"{name}: block {block.block_id!r} field {fld} points to unknown block {neg!r}")
-                if neg == block.block_id:
-                    raise BenchmarkError(f"{name}: block {block.block_id!r} field {fld} points to the block itself")
+                    problems.append(f"block {block.block_id!r} field {fld} points to unknown block {neg!r}")
+                elif neg == block.block_id:
+                    problems.append(f"block {block.block_id!r} field {fld} points to the block itself")
         seen: set[str] = set()
         per_block: dict[str, list[ReferenceImage]] = {b.block_id: [] for b in self.blocks}
+        unknown, no_data = [], []
         for ref in self.references:
             if ref.reference_id in seen:
-                raise BenchmarkError(f"{name}: duplicate reference_id {ref.reference_id!r}")
+                problems.append(f"duplicate reference_id {ref.reference_id!r}")
+                continue
             seen.add(ref.reference_id)
             if ref.block_id not in per_block:
-                raise BenchmarkError(f"{name}: reference {ref.reference_id!r} belongs to unknown block {ref.block_id!r}")
+                unknown.append(f"reference {ref.reference_id!r} belongs to unknown block {ref.block_id!r}")
+                continue
             in_memory = not isinstance(ref.image_source, StoredImage)
             if in_memory and not ref.image_source:
-                raise BenchmarkError(f"{name}: reference {ref.reference_id!r} has no image data")
+                no_data.append(f"reference {ref.reference_id!r} has no image data")
             per_block[ref.block_id].append(ref)
+        problems += unknown + no_data
         if validate_images:  # images stored in a file are checked where they are used (or by check_images)
-            for ref in self.references:
-                if not isinstance(ref.image_source, StoredImage):
-                    _check_decodable(ref.image_bytes, f"reference {ref.reference_id!r} (block {ref.block_id!r})", name)
-            for img in self.world:
-                if not isinstance(img.image_source, StoredImage):
-                    _check_decodable(img.image_bytes, f"world image {img.image_id!r}", name)
+            items = [(f"reference {r.reference_id!r} (block {r.block_id!r})", r.image_source) for r in self.references]
+            items += [(f"world image {w.image_id!r}", w.image_source) for w in self.world]
+            problems += [why for label, data in items if not isinstance(data, StoredImage) and data
+                         and (why := _decode_problem(data, label))]
         self._heldout: dict[str, list[ReferenceImage]] = {}
         self._gallery: dict[str, list[ReferenceImage]] = {}
         for block_id, refs in per_block.items():
             heldout, gallery = split_references(block_id, refs)
             if len(gallery) < 2:
-                raise BenchmarkError(
-                    f"{name}: block {block_id!r} has {len(refs)} reference image(s), leaving {len(gallery)} in its "
-                    "gallery after the held-out split; every block needs at least 2 gallery images (3 references)"
-                )
+                problems.append(
+                    f"block {block_id!r} has {len(refs)} reference image(s), leaving {len(gallery)} in its gallery "
+                    "after the held-out split; every block needs at least 2 gallery images (3 references)")
             self._heldout[block_id] = heldout
             self._gallery[block_id] = gallery
+        return problems
 
     # -- access ---------------------------------------------------------------------------
     @property
@@ -432,14 +443,29 @@ class Benchmark:
         return f"Benchmark({self.name!r}, {len(self.cities)} cities, {len(self.blocks)} blocks, {len(self.references)} references)"
 
 
-def _check_decodable(data: bytes, label: str, name: str) -> None:
+def _decode_problem(data: bytes, label: str) -> str | None:
+    """``"{label} is not a decodable image: why"``, or None when ``data`` decodes."""
     from PIL import Image
 
     try:
         with Image.open(io.BytesIO(data)) as img:
             img.verify()
     except Exception as err:  # noqa: BLE001 - any decoder failure is a bad image
-        raise BenchmarkError(f"{name}: {label} is not a decodable image: {err}") from err
+        return f"{label} is not a decodable image: {err}"
+    return None
+
+
+#: How many problems an error lists before it counts the rest (a benchmark's, a generated folder's).
+MAX_PROBLEMS_LISTED = 50
+
+
+def problems_error(name: str, problems: Sequence[str]) -> BenchmarkError:
+    """One BenchmarkError for every problem of benchmark ``name`` (the first 50, then a count)."""
+    if len(problems) == 1:
+        return BenchmarkError(f"{name}: {problems[0]}")
+    shown = "\n  ".join(problems[:MAX_PROBLEMS_LISTED])
+    more = f"\n  ... and {len(problems) - MAX_PROBLEMS_LISTED} more" if len(problems) > MAX_PROBLEMS_LISTED else ""
+    return BenchmarkError(f"{name}: {len(problems)} problem(s); fix them all, then load it again:\n  {shown}{more}")
 
 
 # -- canonical format: records -------------------------------------------------------------
@@ -479,7 +505,26 @@ def _way_ids(value: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in value)
 
 
+def _real(value: Any, name: str) -> float:
+    """A number field as a float (NaN and infinity kept, for the field checks to name); text, a
+    boolean or a missing value raise TypeError naming the field."""
+    if value is None or isinstance(value, (str, bytes, bool)):
+        raise TypeError(f"{name} {value!r} is not a number" + (" (stored as text)" if isinstance(value, str) else ""))
+    return float(value)
+
+
+def _opt_real(value: Any, name: str) -> float | None:
+    """An optional number field: None when missing (null), else as :func:`_real` (a NaN is kept:
+    it is a value, and the field checks refuse it like infinity)."""
+    return None if value is None else _real(value, name)
+
+
 def block_from_record(rec: Mapping[str, Any], where: str = "blocks") -> Block:
+    """A Block from one row of the canonical ``blocks`` config (numbers must be numbers, not text).
+
+    Raises:
+        BenchmarkError: a missing or malformed field, naming the block and the field.
+    """
     try:
         return Block(
             block_id=str(rec["block_id"]),
@@ -491,10 +536,10 @@ def block_from_record(rec: Mapping[str, Any], where: str = "blocks") -> Block:
             street_name=_opt_str(rec.get("street_name")),
             neighborhood=_opt_str(rec.get("neighborhood")),
             highway_tag=_opt_str(rec.get("highway_tag")),
-            length_m=float(rec["length_m"]),
-            polyline=tuple((float(p[0]), float(p[1])) for p in rec["polyline"]),
-            centroid=(float(rec["centroid"][0]), float(rec["centroid"][1])),
-            bbox=tuple(float(v) for v in rec["bbox"]),  # type: ignore[arg-type]
+            length_m=_real(rec["length_m"], "length_m"),
+            polyline=tuple((_real(p[0], "polyline"), _real(p[1], "polyline")) for p in rec["polyline"]),
+            centroid=(_real(rec["centroid"][0], "centroid"), _real(rec["centroid"][1], "centroid")),
+            bbox=tuple(_real(v, "bbox") for v in rec["bbox"]),  # type: ignore[arg-type]
             neg_same_neighborhood=_opt_str(rec.get("neg_same_neighborhood")),
             neg_same_city=_opt_str(rec.get("neg_same_city")),
             neg_same_driving_side=_opt_str(rec.get("neg_same_driving_side")),
@@ -519,6 +564,12 @@ def _image_bytes(value: Any, label: str) -> bytes | StoredImage:
 
 
 def reference_from_record(rec: Mapping[str, Any], where: str = "references") -> ReferenceImage:
+    """A ReferenceImage from one row of the canonical ``references`` config. ``lat``/``lon`` are
+    None only when null; a NaN stays NaN, so the field checks refuse it like infinity.
+
+    Raises:
+        BenchmarkError: a missing or malformed field, naming the reference and the field.
+    """
     rid = rec.get("reference_id")
     label = f"{where}: reference {rid!r}"
     try:
@@ -526,8 +577,8 @@ def reference_from_record(rec: Mapping[str, Any], where: str = "references") -> 
             reference_id=str(rec["reference_id"]),
             image_id=str(rec["image_id"]),
             block_id=str(rec["block_id"]),
-            lat=_opt_float(rec.get("lat")),
-            lon=_opt_float(rec.get("lon")),
+            lat=_opt_real(rec.get("lat"), "lat"),
+            lon=_opt_real(rec.get("lon"), "lon"),
             captured_at=_opt_int(rec.get("captured_at")),
             compass_angle=_opt_float(rec.get("compass_angle")),
             sun_elevation_deg=_opt_float(rec.get("sun_elevation_deg")),
@@ -546,6 +597,15 @@ def reference_from_record(rec: Mapping[str, Any], where: str = "references") -> 
 
 def _pool_from_record(rec: Mapping[str, Any]) -> PoolImage:
     label = f"world: image {rec.get('image_id')!r}"
+    try:
+        return _pool_image(rec, label)
+    except KeyError as err:
+        raise BenchmarkError(f"{label} is missing field {err.args[0]!r}") from None
+    except (TypeError, ValueError) as err:
+        raise BenchmarkError(f"{label} has a malformed field: {err}") from None
+
+
+def _pool_image(rec: Mapping[str, Any], label: str) -> PoolImage:
     return PoolImage(
         image_id=str(rec["image_id"]),
         lat=_opt_float(rec.get("lat")),
@@ -561,6 +621,15 @@ def _pool_from_record(rec: Mapping[str, Any]) -> PoolImage:
 
 
 def _city_from_record(rec: Mapping[str, Any]) -> City:
+    try:
+        return _city(rec)
+    except KeyError as err:
+        raise BenchmarkError(f"cities: city {rec.get('key')!r} is missing field {err.args[0]!r}") from None
+    except (TypeError, ValueError) as err:
+        raise BenchmarkError(f"cities: city {rec.get('key')!r} has a malformed field: {err}") from None
+
+
+def _city(rec: Mapping[str, Any]) -> City:
     lat, lon = _opt_float(rec.get("center_lat")), _opt_float(rec.get("center_lon"))
     return City(
         key=str(rec["key"]),
@@ -715,6 +784,84 @@ def save_benchmark(benchmark: Benchmark, folder: str | os.PathLike, *, card_body
     return folder
 
 
+def _records(rows: Sequence[Mapping[str, Any]], convert, bad: list[str]) -> list:
+    """``convert`` of every row; the message of every row it refuses is added to ``bad``."""
+    out = []
+    for row in rows:
+        try:
+            out.append(convert(row))
+        except BenchmarkError as err:
+            bad.append(str(err))
+    return out
+
+
+#: Columns a canonical file may lack: added to the format later, read as missing.
+_OPTIONAL_COLUMNS = {"blocks": frozenset(_LATER_BLOCK_FIELDS), "references": frozenset({SHA256_COLUMN}),
+                     "cities": frozenset(), "world": frozenset({SHA256_COLUMN})}
+
+
+def _type_problem(feature: Any, arrow_type: Any) -> str | None:
+    """Why a Parquet column of ``arrow_type`` cannot hold ``feature`` (a ``datasets`` feature of the
+    canonical format), or None. Any integer or float width reads as a number and any string type as
+    text; an all-null column fits every feature; a number stored as text, or text stored as a
+    number, does not."""
+    import pyarrow as pa
+    from datasets import Image, List, Value
+
+    t = pa.types
+    if t.is_null(arrow_type):
+        return None
+    if isinstance(feature, Value):
+        fits = {"string": lambda a: t.is_string(a) or t.is_large_string(a) or t.is_string_view(a),
+                "int64": t.is_integer,
+                "float64": lambda a: t.is_integer(a) or t.is_floating(a)}[feature.dtype]
+        ok = fits(arrow_type)
+    elif isinstance(feature, List):
+        ok = (t.is_list(arrow_type) or t.is_large_list(arrow_type) or t.is_fixed_size_list(arrow_type)) and (
+            _type_problem(feature.feature, arrow_type.value_type) is None)
+    elif isinstance(feature, Image):
+        names = {arrow_type.field(i).name: arrow_type.field(i).type for i in range(arrow_type.num_fields)} \
+            if t.is_struct(arrow_type) else {}
+        ok = "bytes" in names and (t.is_binary(names["bytes"]) or t.is_large_binary(names["bytes"])
+                                   or t.is_null(names["bytes"]))
+    else:  # pragma: no cover - every feature of the format is one of the above
+        return None
+    if ok:
+        return None
+    if isinstance(feature, Value):
+        expected = {"string": "text", "int64": "an integer", "float64": "a number"}[feature.dtype]
+    else:
+        expected = "a list of numbers" if isinstance(feature, List) else "an image struct {bytes, path}"
+    return f"has type {arrow_type}, but the format stores {expected} there"
+
+
+def _config_schema_problems(folder: Path, config: str) -> list[str]:
+    """Every required column missing from, or of the wrong type in, a Parquet file of ``config``
+    (read from the file's footer only), naming the file and the column."""
+    import pyarrow.parquet as pq
+
+    expected = features(config)
+    problems = []
+    for file in sorted(glob.glob(str(folder / config / "*.parquet"))):
+        try:
+            schema = pq.ParquetFile(file).schema_arrow
+        except Exception as err:  # noqa: BLE001 - name the file whatever pyarrow raised
+            problems.append(f"cannot read {file}: {err}")
+            continue
+        extra = [n for n in schema.names if n not in expected]
+        for name, feature in expected.items():
+            if name not in schema.names:
+                if name not in _OPTIONAL_COLUMNS[config]:
+                    others = f"; it has other columns: {', '.join(map(repr, extra))}" if extra else ""
+                    problems.append(f"{file}: missing field {name!r}, a required column of config {config!r} "
+                                    f"(docs/benchmark.md section 11){others}")
+                continue
+            why = _type_problem(feature, schema.field(name).type)
+            if why:
+                problems.append(f"{file}: column {name!r} {why}")
+    return problems
+
+
 def _read_config(folder: Path, config: str) -> list[dict[str, Any]] | None:
     import pyarrow.parquet as pq
 
@@ -809,21 +956,28 @@ def load_benchmark(
     """
     folder = resolve_benchmark_path(path_or_id, revision=revision)
     label = DEMO_NAME if str(path_or_id) == DEMO_NAME else str(path_or_id)
+    schema = [why for config in CONFIGS for why in _config_schema_problems(folder, config)]
+    if schema:
+        raise problems_error(f"benchmark {label!r}", schema)
     block_rows = _read_config(folder, "blocks")
     ref_rows = _read_config(folder, "references")
     if block_rows is None or ref_rows is None:
         missing = [c for c, rows in (("blocks", block_rows), ("references", ref_rows)) if rows is None]
         raise BenchmarkError(f"benchmark {label!r} ({folder}) has no Parquet files for config(s) {missing}")
-    where = f"{label}/blocks"
-    blocks = [block_from_record(r, where) for r in block_rows]
-    refs = [reference_from_record(r, f"{label}/references") for r in ref_rows]
-    city_rows = _read_config(folder, "cities") or []
-    world_rows = _read_config(folder, "world") or []
+    bad: list[str] = []
+    blocks = _records(block_rows, lambda r: block_from_record(r, f"{label}/blocks"), bad)
+    refs = _records(ref_rows, lambda r: reference_from_record(r, f"{label}/references"), bad)
+    cities = _records(_read_config(folder, "cities") or [], _city_from_record, bad)
+    world = _records(_read_config(folder, "world") or [], _pool_from_record, bad)
+    if len(bad) == 1:
+        raise BenchmarkError(bad[0])
+    if bad:
+        raise problems_error(f"benchmark {label!r}", bad)
     bench = Benchmark(
         blocks,
         refs,
-        cities=[_city_from_record(r) for r in city_rows],
-        world=[_pool_from_record(r) for r in world_rows],
+        cities=cities,
+        world=world,
         name=label,
         source=str(folder),
     )

@@ -16,6 +16,7 @@ import collections.abc
 import io
 import os
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -23,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from . import metrics
-from .benchmark import NEGATIVE_FIELDS, Benchmark, Block, PoolImage, ReferenceImage, is_safe_id, item_name
+from .benchmark import (MAX_PROBLEMS_LISTED, NEGATIVE_FIELDS, Benchmark, Block, PoolImage, ReferenceImage, is_safe_id,
+                        item_name)
 from .errors import GeoFidelityError
 from .generated_folder import (
     PANEL_FILE,
@@ -36,6 +38,7 @@ from .generated_folder import (
 )
 from .images import load_image
 from .metrics.catalog import RESULT_METRIC_COLUMNS
+from .record_checks import ANCHOR_CONDITION, ANCHOR_METHODS, reserved_method_problem
 
 #: The retrieval candidates of a row and the chance level of its retrieval accuracy and MRR
 #: (:func:`geofidelity_bench.metrics.retrieval_chance`; docs/benchmark.md section 5, Metrics).
@@ -60,8 +63,6 @@ RESULT_COLUMNS = [
     "encoder",
 ]
 METRIC_COLUMNS = list(RESULT_METRIC_COLUMNS)
-ANCHOR_CONDITION = "anchor"
-ANCHOR_METHODS = ("heldout_real", "random_same_country", "random_global")
 ANCHOR_PANEL_SIZE = 4
 GAAS_UNAVAILABLE = (
     "GAAS needs a semantic segmenter (Mask2Former Swin-L Mapillary Vistas, "
@@ -156,29 +157,31 @@ def anchor_panels(benchmark: Benchmark, n: int = ANCHOR_PANEL_SIZE) -> dict[Pane
 # -- generated folders -----------------------------------------------------------------------------
 
 
-def read_generated_folder(
-    root: str | os.PathLike,
+def problems_text(head: str, problems: Sequence[str], hints: Sequence[str] = ()) -> str:
+    """``head`` with the number of problems, the first :data:`MAX_PROBLEMS_LISTED` of them, how many
+    more there are, and the hints (what to do) after them."""
+    shown = "\n  ".join(problems[:MAX_PROBLEMS_LISTED])
+    more = (f"\n  ... and {len(problems) - MAX_PROBLEMS_LISTED} more" if len(problems) > MAX_PROBLEMS_LISTED
+            else "")
+    tail = "".join(f"\n{h}" for h in dict.fromkeys(hints))
+    return f"{head} has {len(problems)} problem(s):\n  {shown}{more}{tail}"
+
+
+_MANIFEST_HINT = ("(to score these panels anyway, pass --ignore-manifest, ignore_manifest=True in Python; run.json "
+                  "records it)")
+
+
+def _scan_generated_folder(
+    root: Path,
     benchmark: Benchmark,
     *,
-    methods: Iterable[str] | None = None,
-    conditions: Iterable[str] | None = None,
-    min_images: int = 2,
-    extra_conditions: Iterable[str] | None = None,
-    ignore_manifest: bool = False,
-) -> dict[PanelKey, list[Path]]:
-    """Reads ``{method}/{condition}/{block_id}/{k:02d}.jpg`` panels under ``root``.
-
-    Every problem (unknown block ids and conditions, with a did-you-mean; unsafe names; empty
-    panels; files that are not panel images; two files with one index; panels with fewer than
-    ``min_images``; with a generation ``manifest.parquet``, images it does not list or made with
-    other settings, see :func:`geofidelity_bench.generated_folder.check_generation_manifest`) is
-    collected and reported in one EvaluationError; nothing is skipped silently.
-    ``methods``/``conditions`` restrict what is read (a requested one that is missing is an error
-    too). Condition folders must be prompt conditions of the benchmark or declared in
-    ``extra_conditions`` (the report shows those in a section of their own).
-    ``ignore_manifest=True`` skips the manifest check (the caller records that).
-    """
-    root = Path(root)
+    methods: Iterable[str] | None,
+    conditions: Iterable[str] | None,
+    min_images: int,
+    extra_conditions: Iterable[str] | None,
+    ignore_manifest: bool,
+) -> tuple[dict[PanelKey, list[Path]], list[str], list[str]]:
+    """The panels of ``root`` that passed every layout check, every layout and manifest problem, and hints."""
     if not root.is_dir():
         raise EvaluationError(f"generated folder {str(root)!r} does not exist or is not a folder")
     try:
@@ -188,6 +191,7 @@ def read_generated_folder(
     want_m = list(methods) if methods else None
     want_c = list(conditions) if conditions else None
     problems: list[str] = []
+    hints: list[str] = []
     panels: dict[PanelKey, list[Path]] = {}
     method_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     found_m = {p.name for p in method_dirs}
@@ -200,6 +204,10 @@ def read_generated_folder(
             continue
         if not is_safe_id(mdir.name):
             problems.append(f"{mdir}: unsafe method folder name {mdir.name!r}")
+            continue
+        reserved = reserved_method_problem(mdir.name)
+        if reserved:
+            problems.append(f"{mdir}: {reserved}")
             continue
         for cdir in sorted(p for p in mdir.iterdir() if not p.name.startswith(".")):
             if not cdir.is_dir():
@@ -242,26 +250,120 @@ def read_generated_folder(
     for c in want_c or []:
         if c not in found_c:
             problems.append(f"requested condition {c!r} has no folder under any method in {root}")
-    if not problems and not ignore_manifest:
-        manifest = check_generation_manifest(root, panels)
+    if not ignore_manifest:  # the panels that passed the layout checks, whatever else is wrong
+        manifest = check_generation_manifest(root, panels, benchmark_fingerprint=lambda: benchmark.fingerprint)
         problems += manifest.problems
         if manifest.problems:
-            problems.append("(to score these panels anyway, pass --ignore-manifest, ignore_manifest=True in Python; "
-                            "run.json records it)")
+            hints.append(_MANIFEST_HINT)
+    return panels, problems, hints
+
+
+def read_generated_folder(
+    root: str | os.PathLike,
+    benchmark: Benchmark,
+    *,
+    methods: Iterable[str] | None = None,
+    conditions: Iterable[str] | None = None,
+    min_images: int = 2,
+    extra_conditions: Iterable[str] | None = None,
+    ignore_manifest: bool = False,
+) -> dict[PanelKey, list[Path]]:
+    """Reads ``{method}/{condition}/{block_id}/{k:02d}.jpg`` panels under ``root``.
+
+    Every problem (unknown block ids and conditions, with a did-you-mean; unsafe or reserved
+    method names (:data:`~geofidelity_bench.record_checks.RESERVED_METHODS`: the anchors' and
+    sanity methods' names); empty panels; files that are not panel images; two files with one
+    index; panels with fewer than ``min_images``; with a generation ``manifest.parquet``, images it
+    does not list, made with other settings or for another benchmark, see
+    :func:`geofidelity_bench.generated_folder.check_generation_manifest`) is collected and
+    reported in one EvaluationError (the first 50 and a count); nothing is skipped silently.
+    ``methods``/``conditions`` restrict what is read (a requested one that is missing is an error
+    too). Condition folders must be prompt conditions of the benchmark or declared in
+    ``extra_conditions`` (the report shows those in a section of their own).
+    ``ignore_manifest=True`` skips the manifest check (the caller records that).
+    :func:`load_generated_panels` also decodes the images and checks the prompts, in the same error.
+    """
+    root = Path(root)
+    panels, problems, hints = _scan_generated_folder(root, benchmark, methods=methods, conditions=conditions,
+                                                     min_images=min_images, extra_conditions=extra_conditions,
+                                                     ignore_manifest=ignore_manifest)
     if problems:
-        shown = "\n  ".join(problems[:30])
-        more = f"\n  ... and {len(problems) - 30} more" if len(problems) > 30 else ""
-        raise EvaluationError(f"generated folder {root} has {len(problems)} problem(s):\n  {shown}{more}")
+        raise EvaluationError(problems_text(f"generated folder {root}", problems, hints))
     if not panels:
         raise EvaluationError(f"generated folder {root} contains no panels ({{method}}/{{condition}}/{{block_id}}/NN.jpg)")
     return panels
+
+
+@dataclass
+class GeneratedPanels:
+    """A generated folder that passed every cheap check (:func:`load_generated_panels`).
+
+    ``panels``: the panels as read (paths); ``image_check``: their decoding check (with
+    ``skip_bad_images``, the panels to score without their bad images);
+    ``unpromptable``: the :func:`unpromptable_panels` records (only when they were allowed).
+    """
+
+    panels: dict
+    image_check: Any
+    unpromptable: list
+
+
+def load_generated_panels(
+    root: str | os.PathLike,
+    benchmark: Benchmark,
+    *,
+    methods: Iterable[str] | None = None,
+    conditions: Iterable[str] | None = None,
+    extra_conditions: Iterable[str] | None = None,
+    ignore_manifest: bool = False,
+    skip_bad_images: bool = False,
+    allow_unpromptable: bool = False,
+    progress: bool = False,
+) -> GeneratedPanels:
+    """Every cheap check of a generated folder before any model is loaded, all problems in one error.
+
+    What :func:`read_generated_folder` checks (layout, names, manifest), plus: every image file
+    decodes (:func:`~geofidelity_bench.panel_images.check_panel_images`; with
+    ``skip_bad_images``, bad ones are left out and recorded instead) and every panel of a prompt
+    condition has a prompt (:func:`unpromptable_panels`, unless ``allow_unpromptable``). The images
+    and prompts of the panels that passed the layout checks are checked even when other panels
+    did not, so one run names every problem of every kind (the first 50 and a count).
+
+    Raises:
+        EvaluationError: any problem of the folder (listing them all).
+        BadImagesError: undecodable images and no other problem (as :func:`check_panel_images`).
+    """
+    from .panel_images import SKIP_HINT, BadImagesError, bad_images_message, check_panel_images
+
+    root = Path(root)
+    panels, problems, hints = _scan_generated_folder(root, benchmark, methods=methods, conditions=conditions,
+                                                     min_images=2, extra_conditions=extra_conditions,
+                                                     ignore_manifest=ignore_manifest)
+    unpromptable = unpromptable_panels(benchmark, panels)
+    if unpromptable and not allow_unpromptable:
+        lines = unpromptable_message(unpromptable).splitlines()  # a head, one line per panel, what to do
+        problems += [f"no prompt could have produced panel {line.strip()}" for line in lines[1:-1]]
+        hints.append(lines[-1])
+    check = check_panel_images(panels, skip_bad_images=True, progress=progress)
+    if check.skipped and not skip_bad_images:
+        if not problems:
+            raise BadImagesError(bad_images_message(check.skipped))
+        problems += [r["reason"] for r in check.skipped]
+        hints.append(f"Fix or remove the undecodable images, or {SKIP_HINT}.")
+    if problems:
+        raise EvaluationError(problems_text(f"generated folder {root}", problems, hints))
+    if not panels:
+        raise EvaluationError(f"generated folder {root} contains no panels ({{method}}/{{condition}}/{{block_id}}/NN.jpg)")
+    return GeneratedPanels(panels, check, unpromptable)
 
 
 # -- panel keys -----------------------------------------------------------------------------------
 
 
 def check_panel_keys(benchmark: Benchmark, keys: Iterable[Any]) -> None:
-    """Refuses panel keys that are not ``(method, condition, block_id)`` tuples of safe ids.
+    """Refuses panel keys that are not ``(method, condition, block_id)`` tuples of safe ids, and
+    reserved method names under another condition than their own
+    (:func:`~geofidelity_bench.record_checks.reserved_method_problem`).
 
     Names are single path components (letters, digits, ``.``, ``_``, ``-``; first a letter or
     digit; at most 128 characters), as in a generated folder, so no two keys can name the same
@@ -277,10 +379,13 @@ def check_panel_keys(benchmark: Benchmark, keys: Iterable[Any]) -> None:
                 problems.append(f"panel {key!r}: {part} {value!r} is not a safe id")
         if is_safe_id(key[2]) and key[2] not in benchmark:
             problems.append(f"panel {key}: unknown block id {key[2]!r} (not in benchmark {benchmark.name!r})")
+        reserved = reserved_method_problem(key[0], key[1]) if is_safe_id(key[0]) else None
+        if reserved:
+            problems.append(f"panel {key}: {reserved}")
     if problems:
         raise EvaluationError(
-            f"{len(problems)} bad panel key(s):\n  " + "\n  ".join(problems[:30])
-            + (f"\n  ... and {len(problems) - 30} more" if len(problems) > 30 else "")
+            f"{len(problems)} bad panel key(s):\n  " + "\n  ".join(problems[:MAX_PROBLEMS_LISTED])
+            + (f"\n  ... and {len(problems) - MAX_PROBLEMS_LISTED} more" if len(problems) > MAX_PROBLEMS_LISTED else "")
             + f"\nmethod, condition and block_id must be safe ids: {SAFE_ID_RULE}"
         )
 

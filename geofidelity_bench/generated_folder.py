@@ -13,7 +13,8 @@ every problem of a folder is reported at once:
 * two files with the same index in one panel (``00.jpg`` + ``00.png``, ``00.jpg`` + ``000.jpg``)
   are refused, naming both;
 * when the folder holds a generation ``manifest.parquet``, every panel image must be listed in it
-  (same path, same sha256), the images of a method must share one set of generation settings
+  (same path, same sha256) and made for the benchmark being scored (its fingerprint), the
+  images of a method must share one set of generation settings
   (:data:`SETTINGS_COLUMNS`), and images made by ``generate`` must carry the seed of their unit
   (docs/benchmark.md section 3, Generation).
 """
@@ -26,7 +27,7 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .benchmark import is_safe_id
 from .prompts import CONDITIONS
@@ -147,11 +148,15 @@ def _show(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def check_generation_manifest(root: str | os.PathLike, panels: Mapping[tuple, Sequence[Path]]) -> ManifestCheck:
+def check_generation_manifest(root: str | os.PathLike, panels: Mapping[tuple, Sequence[Path]], *,
+                              benchmark_fingerprint: str | Callable[[], str] | None = None) -> ManifestCheck:
     """Checks the panels read from ``root`` against ``root/manifest.parquet`` (and any journals).
 
     A panel is refused (one problem naming it) when one of its files is not listed in the
-    manifest with its path and sha256 (added or changed after generation), when its images were
+    manifest with its path and sha256 (added or changed after generation), when its rows name
+    another benchmark fingerprint than ``benchmark_fingerprint`` (the benchmark it is scored
+    against; a callable is called only when there is a manifest; rows without a fingerprint are
+    not checked), when its images were
     made with settings that differ from each other or from the other panels of the same method
     (:data:`SETTINGS_COLUMNS`: weights, revision, pipeline, call arguments, steps, guidance, dtype,
     size, negative prompt), or when an image made by ``generate`` does not carry the seed of its
@@ -171,10 +176,11 @@ def check_generation_manifest(root: str | os.PathLike, panels: Mapping[tuple, Se
     except Exception as err:  # noqa: BLE001 - a damaged manifest is named, whatever pyarrow raised
         check.problems.append(f"{path}: cannot be read ({type(err).__name__}: {err})")
         return check
+    expected = benchmark_fingerprint() if callable(benchmark_fingerprint) else benchmark_fingerprint
     panel_settings: dict[tuple, tuple] = {}
     for key in sorted(panels):
         method, condition, block_id = key
-        unlisted, bad_seed, settings = [], [], set()
+        unlisted, bad_seed, settings, other_bench = [], [], set(), {}
         for f in panels[key]:
             k = panel_index(f)
             check.images_checked += 1
@@ -186,8 +192,16 @@ def check_generation_manifest(root: str | os.PathLike, panels: Mapping[tuple, Se
                 continue
             if row.get("created_at") and _norm(row.get("seed")) != float(image_seed(method, block_id, condition, k)):
                 bad_seed.append(f"{f.name} (seed {row.get('seed')})")
+            made_for = _norm(row.get("benchmark_fingerprint"))
+            if expected and made_for is not None and str(made_for) != expected:
+                other_bench.setdefault(str(made_for), []).append(f.name)
             settings.add(tuple(_norm(row.get(col)) for col in SETTINGS_COLUMNS))
         where = f"panel {method}/{condition}/{block_id}"
+        for fingerprint, names in sorted(other_bench.items()):
+            check.problems.append(
+                f"{where}: {', '.join(names)} made for another benchmark (fingerprint {fingerprint} in {MANIFEST_FILE}; "
+                f"the benchmark scored has fingerprint {expected}): generate the panels for this benchmark, or "
+                "evaluate against the benchmark they were made for")
         if unlisted:
             check.problems.append(f"{where}: {', '.join(unlisted)} not listed in {MANIFEST_FILE} (added or changed "
                                   "after generation)")

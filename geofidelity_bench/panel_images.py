@@ -83,10 +83,7 @@ def check_panel_images(panels: Mapping[tuple, Any], *, skip_bad_images: bool = F
         elif res.frames > 1:
             check.animated.append({**where, "frames": res.frames, "used": "first frame"})
     if check.skipped and not skip_bad_images:
-        shown = "\n  ".join(r["reason"] for r in check.skipped[:MAX_LISTED])
-        more = f"\n  ... and {len(check.skipped) - MAX_LISTED} more" if len(check.skipped) > MAX_LISTED else ""
-        raise BadImagesError(f"{len(check.skipped)} generated image(s) cannot be decoded (nothing was scored):\n  "
-                             f"{shown}{more}\nFix or remove them, or {SKIP_HINT}.")
+        raise BadImagesError(bad_images_message(check.skipped))
     for key, value in panels.items():
         if key not in bad:
             check.panels[key] = value
@@ -97,6 +94,15 @@ def check_panel_images(panels: Mapping[tuple, Any], *, skip_bad_images: bool = F
         else:
             check.panels[key] = kept
     return check
+
+
+def bad_images_message(skipped: list[dict]) -> str:
+    """The error naming the undecodable images of ``skipped`` (the first 50, then how many more);
+    its last line says what to do."""
+    shown = "\n  ".join(r["reason"] for r in skipped[:MAX_LISTED])
+    more = f"\n  ... and {len(skipped) - MAX_LISTED} more" if len(skipped) > MAX_LISTED else ""
+    return (f"{len(skipped)} generated image(s) cannot be decoded (nothing was scored):\n  {shown}{more}\n"
+            f"Fix or remove them, or {SKIP_HINT}.")
 
 
 def too_small_reason(n_left: int) -> str:

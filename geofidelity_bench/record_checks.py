@@ -10,8 +10,14 @@ computed from an impossible value:
 * ids and keys (``reference_id``, ``image_id``, ``city``, ``country``, the negatives) non-empty
   and free of control characters (line breaks, tabs, NUL, ...).
 
+It also holds the method names that the evaluation gives to its own rows (docs/benchmark.md
+section 6, Real-image anchors; the demo's sanity methods): :data:`RESERVED_METHODS`. A generator,
+a generated folder, an imported release or a submitted row may not use them, or its scores
+would be averaged with (or listed under the same label as) the anchors
+(:func:`reserved_method_problem`).
+
 Each function returns the problems as ``"field: why"`` strings (empty when the row is fine);
-:class:`geofidelity_bench.benchmark.Benchmark` turns the first one into a ``BenchmarkError``
+:class:`geofidelity_bench.benchmark.Benchmark` lists every one in a single ``BenchmarkError``
 naming the block or reference. Rows are taken as plain objects with the dataclass fields, so
 this module imports nothing from the package but :mod:`geofidelity_bench.geo`.
 """
@@ -21,7 +27,7 @@ from __future__ import annotations
 import math
 import numbers
 import unicodedata
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from .geo import coordinate_problem
 
@@ -95,4 +101,60 @@ def reference_problems(ref: Any) -> list[str]:
     return problems
 
 
-__all__ = ["block_problems", "id_problem", "reference_problems"]
+# -- reserved method names ---------------------------------------------------------------------------
+
+#: The condition of the real-image anchors' rows, and of the demo's sanity methods' rows.
+ANCHOR_CONDITION = "anchor"
+SANITY_CONDITION = "sanity"
+#: The three real-image anchors (docs/benchmark.md section 6), scored under :data:`ANCHOR_CONDITION`.
+ANCHOR_METHODS = ("heldout_real", "random_same_country", "random_global")
+#: The demo's two sanity methods, scored under :data:`SANITY_CONDITION`.
+SANITY_METHODS = ("sanity_augmented_heldout", "sanity_world")
+#: Method names only the evaluation itself may give, each with its own condition.
+RESERVED_METHODS = ANCHOR_METHODS + SANITY_METHODS
+_OWN_CONDITION = {**{m: ANCHOR_CONDITION for m in ANCHOR_METHODS}, **{m: SANITY_CONDITION for m in SANITY_METHODS}}
+
+
+def reserved_method_problem(name: Any, condition: str | None = None) -> str | None:
+    """Why ``name`` cannot be the name of a generated method (a generator, a method folder, a
+    submitted row), or None when it can.
+
+    The names of :data:`RESERVED_METHODS` are refused in any letter case (``Heldout_Real`` would
+    be listed beside ``heldout_real`` under the same label). With ``condition``, a row the
+    evaluation itself wrote (an anchor method under ``anchor``, a sanity method under
+    ``sanity``) is fine; a reserved method under any other condition, or any other method under
+    ``anchor`` or ``sanity``, is not.
+
+    >>> reserved_method_problem("sdxl") is None, reserved_method_problem("heldout_real", "anchor") is None
+    (True, True)
+    >>> reserved_method_problem("random_global", "L1").split(";")[0]
+    "method name 'random_global' is reserved for the evaluation's own rows"
+    """
+    text = str(name)
+    own = next((m for m in RESERVED_METHODS if m == text.casefold()), None)
+    if own is None:
+        if condition in (ANCHOR_CONDITION, SANITY_CONDITION):
+            allowed = [m for m in RESERVED_METHODS if _OWN_CONDITION[m] == condition]
+            return (f"condition {condition!r} is reserved for the evaluation's own rows ({', '.join(allowed)}); "
+                    f"method {text!r} cannot use it")
+        return None
+    if condition is not None and text == own and condition == _OWN_CONDITION[own]:
+        return None
+    return (f"method name {text!r} is reserved for the evaluation's own rows; the real-image anchors and sanity "
+            f"methods are named {', '.join(RESERVED_METHODS)}, so a generator with one of these names would be "
+            "averaged with them. Rename the method (its folder, its generator key or its rows)")
+
+
+def reserved_rows_problem(methods: Iterable[Any], conditions: Iterable[Any], where: str) -> str | None:
+    """One message naming every (method, condition) pair of a table's rows that
+    :func:`reserved_method_problem` refuses, or None when there is none."""
+    bad = sorted({(str(m), str(c)) for m, c in zip(methods, conditions) if reserved_method_problem(m, str(c))})
+    if not bad:
+        return None
+    first = reserved_method_problem(*bad[0])
+    pairs = ", ".join(f"{m}/{c}" for m, c in bad[:20]) + (f" and {len(bad) - 20} more" if len(bad) > 20 else "")
+    return f"{where}: {len(bad)} (method, condition) pair(s) use a reserved name ({pairs}): {first}"
+
+
+__all__ = ["ANCHOR_CONDITION", "ANCHOR_METHODS", "RESERVED_METHODS", "SANITY_CONDITION", "SANITY_METHODS",
+           "block_problems", "id_problem", "reference_problems", "reserved_method_problem", "reserved_rows_problem"]

@@ -237,7 +237,7 @@ def test_missing_reference_coordinates_are_allowed():
 
 def test_every_bad_row_is_listed_and_a_trailing_newline_is_not_a_safe_id():
     blocks = [dataclasses.replace(make_block("x1"), length_m=-1.0), dataclasses.replace(make_block("x2"), centroid=(0, 999))]
-    with pytest.raises(BenchmarkError, match=r"2 bad value\(s\)") as err:
+    with pytest.raises(BenchmarkError, match=r"2 problem\(s\)") as err:
         _bench(blocks, make_refs("x1", 4) + make_refs("x2", 4))
     assert "'x1' field length_m" in str(err.value) and "'x2' field centroid" in str(err.value)
     with pytest.raises(BenchmarkError, match=re.escape("unsafe block_id 'x1\\n'")):
@@ -304,3 +304,126 @@ def test_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     # Heavy libraries load only when a command needs them (the import-time budget is 2 s).
     assert out.strip() == "[]", out
+
+
+# -- issue 29: types and presence of every column, NaN like infinity, every problem at once --------
+
+
+def _rewrite(path, change):
+    table = pq.read_table(path)
+    pq.write_table(change(table), path)
+
+
+def test_a_nan_latitude_is_refused_like_infinity(tiny_benchmark, tmp_path):
+    folder = save_benchmark(tiny_benchmark, tmp_path / "bench")
+    path = config_file(folder, "references")
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    rows[2]["lat"] = float("nan")
+    rows[4]["lon"] = float("inf")
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+    with pytest.raises(BenchmarkError) as err:
+        load_benchmark(folder)
+    text = str(err.value)
+    assert f"reference {rows[2]['reference_id']!r} (block {rows[2]['block_id']!r}) field lat/lon: lat nan is not finite" in text
+    assert f"reference {rows[4]['reference_id']!r}" in text and "lon inf is not finite" in text
+    rows[2]["lat"], rows[4]["lon"] = None, None  # missing (null) stays allowed
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+    assert load_benchmark(folder).references[2].lat is None
+
+
+def test_a_renamed_or_missing_column_is_named_with_its_file(tiny_benchmark, tmp_path):
+    folder = save_benchmark(tiny_benchmark, tmp_path / "bench")
+    refs, blocks = config_file(folder, "references"), config_file(folder, "blocks")
+    _rewrite(refs, lambda t: t.rename_columns(["latitude" if n == "lat" else n for n in t.column_names]))
+    _rewrite(blocks, lambda t: t.drop(["stratum"]))
+    with pytest.raises(BenchmarkError) as err:
+        load_benchmark(folder)
+    text = str(err.value)
+    assert f"{refs}: missing field 'lat', a required column of config 'references'" in text
+    assert "it has other columns: 'latitude'" in text
+    assert f"{blocks}: missing field 'stratum'" in text and "2 problem(s)" in text
+
+
+def test_columns_added_to_the_format_later_may_be_absent(tiny_benchmark, tmp_path):
+    folder = save_benchmark(tiny_benchmark, tmp_path / "bench")
+    _rewrite(config_file(folder, "blocks"), lambda t: t.drop(["way_ids", "neighborhood_source"]))
+    _rewrite(config_file(folder, "references"), lambda t: t.drop(["image_sha256"]))
+    assert load_benchmark(folder).fingerprint == tiny_benchmark.fingerprint
+
+
+def test_a_number_stored_as_text_is_refused(tiny_benchmark, tmp_path):
+    folder = save_benchmark(tiny_benchmark, tmp_path / "bench")
+    blocks = config_file(folder, "blocks")
+
+    def as_text(table):
+        i = table.column_names.index("length_m")
+        return table.set_column(i, "length_m", pa.array([str(v) for v in table["length_m"].to_pylist()]))
+
+    _rewrite(blocks, as_text)
+    with pytest.raises(BenchmarkError, match=re.escape(f"{blocks}: column 'length_m' has type string, but the "
+                                                       "format stores a number there")):
+        load_benchmark(folder)
+    # and a block record read elsewhere (a carving table) with text where a number belongs
+    from geofidelity_bench.benchmark import _block_record, block_from_record
+
+    rec = _block_record(tiny_benchmark.blocks[0])
+    rec["length_m"] = "100.0"
+    with pytest.raises(BenchmarkError, match=r"length_m '100\.0' is not a number \(stored as text\)"):
+        block_from_record(rec)
+
+
+def test_integer_and_float_widths_still_load(tiny_benchmark, tmp_path):
+    folder = save_benchmark(tiny_benchmark, tmp_path / "bench")
+
+    def narrow(table):
+        i = table.column_names.index("length_m")
+        return table.set_column(i, "length_m", table["length_m"].cast(pa.float32()))
+
+    _rewrite(config_file(folder, "blocks"), narrow)
+    assert len(load_benchmark(folder).blocks) == len(tiny_benchmark.blocks)
+
+
+def test_every_problem_of_a_benchmark_is_reported_at_once():
+    """Today only the first class surfaced: an unknown-block reference hid the control character
+    and the bad driving side."""
+    blocks = [make_block("x1"), dataclasses.replace(make_block("x2"), driving_side="X"),
+              dataclasses.replace(make_block("x3"), stratum="highway", neg_same_city="ghost"), make_block("x1"),
+              make_block("x4")]
+    refs = make_refs("x1", 4) + make_refs("x2", 4) + make_refs("x3", 4) + make_refs("x4", 2)
+    refs[1] = dataclasses.replace(refs[1], image_id="img\x07")
+    refs += [dataclasses.replace(refs[0], reference_id="orphan", block_id="nowhere"),
+             dataclasses.replace(refs[0], image_bytes=b"")]  # a duplicate reference_id with no data
+    with pytest.raises(BenchmarkError) as err:
+        _bench(blocks, refs)
+    text = str(err.value)
+    for expected in ("duplicate block_id 'x1'", "field image_id: 'img\\x07' contains control character",
+                     "block 'x2' has driving_side 'X'", "block 'x3' has stratum 'highway'",
+                     "block 'x3' field neg_same_city points to unknown block 'ghost'",
+                     "duplicate reference_id 'x1__000'", "reference 'orphan' belongs to unknown block 'nowhere'",
+                     "block 'x4' has 2 reference image(s), leaving 1 in its gallery"):
+        assert expected in text, expected
+    assert text.startswith("t: 8 problem(s)")
+
+
+def test_a_long_list_of_problems_is_cut_at_50_with_a_count():
+    blocks = [dataclasses.replace(make_block(f"b{i:02d}"), driving_side="?") for i in range(60)]
+    refs = [r for i in range(60) for r in make_refs(f"b{i:02d}", 3)]
+    with pytest.raises(BenchmarkError) as err:
+        _bench(blocks, refs)
+    text = str(err.value)
+    assert "60 problem(s)" in text and "... and 10 more" in text
+    assert "block 'b49'" in text and "block 'b50'" not in text
+
+
+def test_every_bad_record_of_a_folder_is_reported_at_once(tiny_benchmark, tmp_path):
+    folder = save_benchmark(tiny_benchmark, tmp_path / "bench")
+    path = config_file(folder, "blocks")
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    rows[0]["centroid"], rows[2]["bbox"] = [1.0], None
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+    with pytest.raises(BenchmarkError) as err:
+        load_benchmark(folder)
+    text = str(err.value)
+    assert "2 problem(s)" in text and repr(rows[0]["block_id"]) in text and repr(rows[2]["block_id"]) in text

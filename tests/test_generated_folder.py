@@ -244,3 +244,68 @@ def test_generate_cli_refuses_other_settings(tmp_path, capsys):
     assert "coords/L0/lund_seg1/00.jpg (differs in steps)" in err and "--overwrite" in err and "Traceback" not in err
     assert main([*args, "--steps", "2", "--overwrite"]) == 0
     assert set(load_manifest(tmp_path).steps) == {2}
+
+
+# -- issue 29: panels made for another benchmark; every problem of every kind at once ---------------
+
+
+def test_panels_made_for_another_benchmark_are_refused_naming_both_fingerprints(demo, tmp_path):
+    from geofidelity_bench.generated_folder import check_generation_manifest
+
+    _generate(demo, tmp_path)
+    other = "f" * 64
+    _set_manifest(tmp_path, lambda r: r["block_id"] == "lund_seg1", benchmark_fingerprint=other)
+    msg = _problems(tmp_path, demo)
+    assert ("panel painter/L0/lund_seg1: 00.jpg, 01.jpg made for another benchmark (fingerprint " + other) in msg
+    assert f"the benchmark scored has fingerprint {demo.fingerprint}" in msg
+    assert "berlin_am_lustgarten" not in msg and "--ignore-manifest" in msg
+    # --ignore-manifest lets them through; what it ignored is what run.json records (ignored_problems)
+    panels = read_generated_folder(tmp_path, demo, ignore_manifest=True)
+    ignored = check_generation_manifest(tmp_path, panels, benchmark_fingerprint=demo.fingerprint).problems
+    assert len(ignored) == 1 and other in ignored[0] and demo.fingerprint in ignored[0]
+
+
+def test_every_problem_of_a_generated_folder_is_reported_at_once(demo, tmp_path, capsys):
+    """Today the layout problem came first, the undecodable image and the unpromptable panel only after a fix."""
+    from geofidelity_bench.evaluation import load_generated_panels
+
+    good = demo.world[0].image_bytes
+    root = tmp_path / "gen"
+    _write_panel(root, "m", "l1", "lund_seg1", good)  # a layout problem: an unknown condition
+    bad = _write_panel(root, "m", "L0", "lund_seg1", good)
+    (bad / "01.jpg").write_bytes(b"\xff\xd8 not really a jpeg")  # an undecodable image
+    _write_panel(root, "m", "L1", "lund_seg1", good)  # a block without a street name: no L1 prompt
+    _write_panel(root, "heldout_real", "L0", "lund_seg2", good)  # a reserved method name
+    with pytest.raises(EvaluationError) as err:
+        load_generated_panels(root, demo)
+    msg = str(err.value)
+    assert "4 problem(s)" in msg
+    assert "unknown condition 'l1'" in msg and "method name 'heldout_real' is reserved" in msg
+    assert str(bad / "01.jpg") in msg and "no prompt could have produced panel L1/lund_seg1 (method m)" in msg
+    assert "--skip-bad-images" in msg and "--allow-unpromptable" in msg
+    out = tmp_path / "out"
+    assert main(["evaluate", "--benchmark", "demo", "--generated", str(root), "--out", str(out), "--encoder",
+                 "efficientnet-lite0", "--no-progress"]) == 2
+    printed = capsys.readouterr().err
+    assert "unknown condition 'l1'" in printed and str(bad / "01.jpg") in printed and "Traceback" not in printed
+    assert not out.exists()
+
+
+def test_only_undecodable_images_keep_their_own_error(demo, tmp_path):
+    from geofidelity_bench.evaluation import load_generated_panels
+    from geofidelity_bench.panel_images import BadImagesError
+
+    bad = _write_panel(tmp_path, "m", "L0", "lund_seg1", demo.world[0].image_bytes)
+    (bad / "00.jpg").write_bytes(b"garbage")
+    with pytest.raises(BadImagesError, match=r"1 generated image\(s\) cannot be decoded"):
+        load_generated_panels(tmp_path, demo)
+    loaded = load_generated_panels(tmp_path, demo, skip_bad_images=True)
+    assert loaded.image_check.too_small == {("m", "L0", "lund_seg1"): 1}
+    assert [r["file"] for r in loaded.image_check.skipped] == [str(bad / "00.jpg")]
+
+
+def test_a_long_list_of_folder_problems_is_cut_at_50_with_a_count(demo, tmp_path):
+    for i in range(55):
+        _write_panel(tmp_path, "m", "L0", f"nowhere_{i:02d}", demo.world[0].image_bytes)
+    msg = _problems(tmp_path, demo)
+    assert "55 problem(s)" in msg and "... and 5 more" in msg and "nowhere_49" in msg and "nowhere_50" not in msg

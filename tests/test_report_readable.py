@@ -347,3 +347,27 @@ def test_printed_leaderboard_lists_copied_rows_last_even_with_the_best_cos_sim()
     assert rows[-1][0] == "sdxl" and rows[0][0] != "sdxl"
     clean = df[~copied].groupby(["method", "condition"])["cos_sim"].mean().sort_values(ascending=False)
     assert rows[0][0] == clean.index[0][0]  # the best clean row heads the table
+
+
+def test_folders_of_two_benchmarks_are_refused_or_split_naming_both_fingerprints(tmp_path, capsys):
+    """Two benchmark fingerprints that share their first 12 characters: the short form alone cannot
+    tell them apart, so the message and the index name both in full (issue 29)."""
+    fp_a, fp_b = "ab" * 32, "ab" * 6 + "cd" * 26
+    a = write_folder(tmp_path / "a", synthetic_results(methods=("sdxl", "flux_dev")), _info("1" * 64, fp_a))
+    b = write_folder(tmp_path / "b", synthetic_results(methods=("flux_dev",), seed=1), _info("1" * 64, fp_b))
+    with pytest.raises(rp.ReportError, match="not comparable") as err:
+        rp.report_from_dirs([a, b], tmp_path / "r0", **FAST)
+    assert f"benchmark fingerprint: {fp_a} ({a}), {fp_b} ({b})" in str(err.value)
+    assert main(["report", "--results", str(a), str(b), "--out", str(tmp_path / "r1"), "--n-resamples", "50",
+                 "--no-plots"]) == 2
+    assert fp_b in capsys.readouterr().err and not (tmp_path / "r1").exists()
+    rep = rp.report_from_dirs([a, b], tmp_path / "r", allow_mixed_encoders=True, plots=False, **FAST)
+    subs = sorted(rep["sub_reports"].values(), key=lambda s: s["runs"])
+    assert [(s["runs"], s["benchmark_fingerprint"]) for s in subs] == [(["a"], fp_a), (["b"], fp_b)]
+    index = (tmp_path / "r" / "report.md").read_text()
+    assert f"{fp_a} ({a})" in index and f"{fp_b} ({b})" in index
+    for sub, fp, other in ((subs[0], fp_a, fp_b), (subs[1], fp_b, fp_a)):
+        md = (tmp_path / "r" / sub["report_md"]).read_text()
+        assert f"- benchmark fingerprint: {fp}\n" in md and other not in md
+    sub_b = json.loads((tmp_path / "r" / subs[1]["folder"] / "report.json").read_text())
+    assert "sdxl" not in {r["method"] for r in sub_b["tables"]["leaderboard"]["rows"]}

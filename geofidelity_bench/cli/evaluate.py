@@ -39,26 +39,23 @@ def _run_info(args, bench, encoder, cache, results, started: float, segmenter, g
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ..benchmark import load_benchmark
-    from ..evaluation import (EvaluationError, evaluate_panels, read_generated_folder, unpromptable_message,
-                              unpromptable_panels)
+    from ..evaluation import evaluate_panels, load_generated_panels, unpromptable_message
     from ..near_copies import near_copies_warning
-    from ..panel_images import check_panel_images
 
     started = time.time()
     bench = load_benchmark(args.benchmark, revision=args.revision, rekey_mismatched_images=args.rekey_mismatched_images)
     warn_rekeyed(bench)
-    panels = read_generated_folder(args.generated, bench, methods=args.methods, conditions=args.conditions,
-                                   extra_conditions=args.extra_conditions, ignore_manifest=args.ignore_manifest)
-    manifest = _manifest_info(args, panels)
-    # Before any image is decoded or model loaded: panels that no prompt of the benchmark could have produced.
-    unpromptable = unpromptable_panels(bench, panels)
-    if unpromptable and not args.allow_unpromptable:
-        raise EvaluationError(unpromptable_message(unpromptable))
+    # Before any model is loaded, every cheap check (layout, names, manifest, prompts; every file decoded
+    # once): all problems of every kind in one error.
+    loaded = load_generated_panels(args.generated, bench, methods=args.methods, conditions=args.conditions,
+                                   extra_conditions=args.extra_conditions, ignore_manifest=args.ignore_manifest,
+                                   skip_bad_images=args.skip_bad_images, allow_unpromptable=args.allow_unpromptable,
+                                   progress=not args.no_progress)
+    panels, checked, unpromptable = loaded.panels, loaded.image_check, loaded.unpromptable
+    manifest = _manifest_info(args, panels, bench)
     if unpromptable:
         print(f"warning: --allow-unpromptable: {unpromptable_message(unpromptable).splitlines()[0]} scored anyway "
               "(recorded in run.json)", file=sys.stderr)
-    # Every file is decoded once before any model is loaded: all bad files are reported together.
-    checked = check_panel_images(panels, skip_bad_images=args.skip_bad_images, progress=not args.no_progress)
     for rec in checked.skipped:
         print(f"skipping {rec['reason']}", file=sys.stderr)
     encoder, cache = encoder_and_cache(args)
@@ -85,15 +82,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _manifest_info(args: argparse.Namespace, panels) -> dict:
+def _manifest_info(args: argparse.Namespace, panels, bench) -> dict:
     """What run.json records about the generation manifest: checked, absent, or ignored (with what was ignored)."""
     from ..generated_folder import check_generation_manifest
     from ..generation.manifest import MANIFEST_FILE
 
-    if not args.ignore_manifest:  # read_generated_folder checked the panels against it
+    if not args.ignore_manifest:  # load_generated_panels checked the panels against it
         path = Path(args.generated) / MANIFEST_FILE
         return {"file": str(path) if path.is_file() else None, "checked": path.is_file(), "ignored": False}
-    check = check_generation_manifest(args.generated, panels)
+    check = check_generation_manifest(args.generated, panels, benchmark_fingerprint=lambda: bench.fingerprint)
     for problem in check.problems:
         print(f"warning: --ignore-manifest: {problem}", file=sys.stderr)
     return {"file": check.manifest, "checked": False, "ignored": True, "ignored_problems": check.problems}

@@ -55,6 +55,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from ..benchmark import load_benchmark
     from ..generation.registry import GeneratorError, load_plugin, resolve_generator
     from ..generation.runner import run_generation
+    from ..record_checks import reserved_method_problem
 
     CLIError = _cli_error()
     if args.list_models:
@@ -81,6 +82,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             specs = [s.replace(**changes) for s in specs]
     except GeneratorError as err:
         raise CLIError(str(err)) from None
+    for spec in specs:  # a generator named like an anchor would be averaged with it
+        if reserved := reserved_method_problem(spec.key):
+            raise CLIError(f"--model {spec.key}: {reserved}")
     if args.images_per_block < 1:
         raise CLIError("--images-per-block must be >= 1")
     if args.batch_size < 1:

@@ -58,6 +58,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..comparability import AnchorCheck, check_anchors, comparability_of_run, run_field
 from ..errors import GeoFidelityError
 from ..metrics.catalog import METRICS, RESULT_METRIC_COLUMNS
+from ..record_checks import reserved_rows_problem
 from ..results import RESULTS_FILE, RUN_FILE, ResultsFolderError, read_results_csv
 from .card import CARD_FILE
 from .requests import HubPushError, describe_error, file_digests, same_remote, with_retries
@@ -285,6 +286,8 @@ def validate_results_folder(folder: str | os.PathLike) -> Submission:
     if bad_method:
         raise SubmissionError(f"{csv}: method name(s) {bad_method} cannot name a repo folder "
                               "(use letters, digits, '.', '_' and '-')")
+    if reserved := reserved_rows_problem(rows["method"], rows["condition"], str(csv)):  # rows named like an anchor
+        raise SubmissionError(reserved)
     for col in RESULT_METRIC_COLUMNS:
         values = rows[col].to_numpy(dtype=float)
         infinite = np.isinf(values)

@@ -40,6 +40,7 @@ from .layout import (
     RELEASE_INDEX_FILE,
     RELEASE_VERSION,
 )
+from ..record_checks import reserved_method_problem
 from .names import _DRIVING_SIDES, canonical_block_id, map_level, map_model, map_negative_column, release_seed
 from .parsers import _BadValue, _f, _i, _json_value, _pairs, _s
 from .report import ImportIssue, ReleaseImportError
@@ -399,6 +400,9 @@ class _Importer:
             if not is_safe_id(model):
                 self.issue("unsafe_model", GENERATED_CSV, line, "skipped",
                            f"model name {model_raw!r} is not usable as a folder name", **vals)
+                continue
+            if reserved_method_problem(model):
+                self.issue("reserved_model", GENERATED_CSV, line, "skipped", reserved_method_problem(model), **vals)
                 continue
             cond = map_level(level_raw)
             if cond is None:

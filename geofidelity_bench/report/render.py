@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import caveats, stats
-from ..comparability import comparability_of_run, not_comparable_reason
+from ..comparability import FIELDS, comparability_of_run, not_comparable_reason
 from ..metrics.catalog import RESULT_METRICS
 from ..provenance import library_versions
 from ..results import (
@@ -265,7 +265,7 @@ def _markdown(title: str, report: Mapping, tables: Sequence[Table]) -> str:
                                 for r in inp["runs"]) or "no run.json"),
     ]
     if inp["benchmark_fingerprints"]:
-        lines.append(f"- benchmark fingerprint: {', '.join(f[:16] for f in inp['benchmark_fingerprints'])}")
+        lines.append(f"- benchmark fingerprint: {', '.join(inp['benchmark_fingerprints'])}")
     lines += [
         f"- statistics: {p['interval']} {confidence_label(p['confidence'])} intervals, "
         f"{caveats.bootstrap_text(p['n_resamples'], p['seed'])} ({p['rng']}); rank stability "
@@ -349,6 +349,25 @@ def comparable_groups(results_df: pd.DataFrame, infos: Sequence[Mapping]) -> lis
     return out
 
 
+#: How a message calls each field of the comparability key when it gives its full value.
+_FULL_NAMES = {"benchmark_fingerprint": "benchmark fingerprint", "encoder_config_hash": "encoder config hash",
+               "protocol_version": "protocol version"}
+
+
+def _differing_values(groups: Sequence[dict]) -> str:
+    """The full values of every key field in which the groups differ, with the folders of each, e.g.
+    ``benchmark fingerprint: abab... (a), cdcd... (b)`` (two 12-character prefixes can be equal)."""
+    parts = []
+    for attr, _ in FIELDS:
+        by_value: dict[str, list[str]] = {}
+        for g in groups:
+            by_value.setdefault(getattr(g["key"], attr), []).extend(g["dirs"] or ["rows given directly"])
+        if len(by_value) > 1:
+            parts.append(f"{_FULL_NAMES[attr]}: " + ", ".join(f"{value or 'not recorded'} ({', '.join(dirs)})"
+                                                            for value, dirs in by_value.items()))
+    return "; ".join(parts)
+
+
 def _not_comparable_message(groups: Sequence[dict]) -> str:
     first = groups[0]
     parts = []
@@ -357,6 +376,9 @@ def _not_comparable_message(groups: Sequence[dict]) -> str:
         where = ", ".join(g["dirs"]) or "rows given directly"
         parts.append(f"[{where}: {g['key'].short()}, encoder {g['encoder'] or '?'}"
                      + (f"; {why}" if why else "") + "]")
+    differing = _differing_values(groups)
+    if differing:
+        parts.append(f"({differing})")
     return (f"the results fall into {len(groups)} groups whose scores are not comparable (they need the same benchmark "
             "fingerprint, encoder config hash and protocol version, docs/benchmark.md section 7): " + " ".join(parts)
             + ". Report one group at a time, or pass --allow-mixed-encoders (allow_mixed_encoders=True) to write one "
@@ -381,6 +403,7 @@ def _build_mixed(results_df, out: Path, infos, groups, params, clip_scores, titl
                            title=f"{title}: encoder {g['encoder']} ({g['key'].short()})")
         subs[folder] = {"folder": folder, "report_md": f"{folder}/report.md", "encoder": g["encoder"],
                         "comparability": g["key"].short(), "runs": g["runs"],
+                        **{attr: getattr(g["key"], attr) for attr, _ in FIELDS},
                         "tables": {k: v["status"] for k, v in rep["tables"].items()}}
     report = _json_clean({"title": title, "versions": library_versions(REPORT_DISTRIBUTIONS), "parameters": params,
                           "notes": [f"the results fall into {len(groups)} groups that are not comparable (another "
@@ -392,6 +415,9 @@ def _build_mixed(results_df, out: Path, infos, groups, params, clip_scores, titl
              "section 7); one report per group, never ranked together:", ""]
     lines += [f"- `{s['encoder']}` ({s['comparability']}; runs {', '.join(s['runs'] or ['given directly'])}): "
               f"[{s['report_md']}]({s['report_md']})" for s in subs.values()]
+    differing = _differing_values(groups)
+    if differing:
+        lines += ["", f"The groups differ in: {differing}."]
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     report["out_dir"] = str(out)
     return report
