@@ -11,6 +11,7 @@ from ._common import (
     BENCHMARK_HELP,
     add_encoder_args,
     add_segmenter_args,
+    check_out_folder,
     encoder_and_cache,
     segmenter_or_reason,
 )
@@ -43,6 +44,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ..panel_images import check_panel_images
 
     started = time.time()
+    check_out_folder(args.out)
     bench = load_benchmark(args.benchmark, revision=args.revision)
     panels = read_generated_folder(args.generated, bench, methods=args.methods, conditions=args.conditions,
                                    extra_conditions=args.extra_conditions, ignore_manifest=args.ignore_manifest)
@@ -144,6 +146,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from ..evaluation import anchor_panels, evaluate_panels, sanity_panels
 
     started = time.time()
+    check_out_folder(args.out)
     bench = load_benchmark("demo")
     encoder, cache = encoder_and_cache(args)
     segmenter, gaas_reason = segmenter_or_reason(args, local_only=True)

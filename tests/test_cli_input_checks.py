@@ -1,0 +1,148 @@
+"""User mistakes on the command line end in one line naming the problem, exit status 2, and nothing
+half-written (issue 29, section 4): bad option values, an output path that is a file, a full disk
+under --out, invalid repo ids, broken inputs of push-results, results.csv not in UTF-8."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from geofidelity_bench.cli import main
+
+BATCH_SIZE_COMMANDS = ["evaluate", "demo", "audit", "embed", "segment", "generate", "mfp", "geodiv", "clip-alignment", "app"]
+
+
+def _cli(*args, fsize: int | None = None, cwd=None) -> subprocess.CompletedProcess:
+    """The command in a subprocess (this worktree's code: PYTHONPATH is inherited). With ``fsize``,
+    files may not grow beyond that many bytes (RLIMIT_FSIZE, SIGXFSZ ignored): a write past it fails with
+    EFBIG, as one on a full disk fails with ENOSPC."""
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+    env = dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run([sys.executable, "-m", "geofidelity_bench.cli", *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=cwd, preexec_fn=limit if fsize else None, timeout=600)
+
+
+def _error_line(stderr: str) -> str:
+    """The one error line of a run that printed progress before it (the last line of stderr)."""
+    assert "Traceback" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and stderr.rstrip("\n").splitlines()[-1] == errors[0], stderr
+    return errors[0]
+
+
+def _one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_batch_size_zero_or_negative_is_one_line_for_every_command(tmp_path, value):
+    for command in BATCH_SIZE_COMMANDS:
+        res = _cli(command, "--batch-size", value, cwd=tmp_path)
+        assert res.returncode == 2, (command, res.stderr)
+        line = _one_line(res.stderr)
+        assert f"{command}: error: argument --batch-size: must be >= 1, got {value}" in line, line
+    assert list(tmp_path.iterdir()) == []  # nothing was written
+
+
+def test_every_command_with_a_batch_size_refuses_zero():
+    """No command keeps a plain ``type=int`` --batch-size (a new command must use add_batch_size_arg)."""
+    from geofidelity_bench.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    having = sorted(name for name, p in sub.choices.items()
+                    if any("--batch-size" in a.option_strings for a in p._actions))
+    assert having == sorted(BATCH_SIZE_COMMANDS)
+    for name in having:
+        with pytest.raises(SystemExit) as exit_:
+            sub.choices[name].parse_args(["--batch-size", "0"])
+        assert exit_.value.code == 2
+
+
+def test_evaluate_out_an_existing_file_is_refused_before_any_work(tmp_path, capsys):
+    out = tmp_path / "results"
+    out.write_text("my notes\n")
+    # the generated folder does not even exist: the --out check comes first, before anything is read
+    assert main(["evaluate", "--generated", str(tmp_path / "nope"), "--out", str(out), "--encoder",
+                 "efficientnet-lite0", "--no-gaas", "--no-cache", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert _one_line(err) == (f"geofidelity-bench evaluate: error: --out {out} is a file, not a folder: give a "
+                              "folder path (nothing was done)")
+    assert out.read_text() == "my notes\n"
+    under = out / "sub"
+    assert main(["demo", "--out", str(under), "--no-gaas", "--no-cache", "--no-progress"]) == 2
+    assert f"--out {under}: {out} is a file, not a folder" in _one_line(capsys.readouterr().err)
+
+
+# -- a full disk under --out ---------------------------------------------------------------------------
+
+
+def _panel(gen: Path, demo, method="world_photos", block="lund_seg1") -> None:
+    folder = gen / method / "L0" / block
+    folder.mkdir(parents=True)
+    for k, img in enumerate(demo.world[:3]):
+        (folder / f"{k:02d}.jpg").write_bytes(img.image_bytes)
+
+
+@pytest.mark.slow
+def test_evaluate_on_a_full_disk_is_one_line_and_writes_nothing(tmp_path):
+    from geofidelity_bench.benchmark import load_benchmark
+
+    demo = load_benchmark("demo")
+    gen = tmp_path / "gen"
+    _panel(gen, demo)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.csv").write_text("an earlier run\n")
+    args = ["evaluate", "--generated", gen, "--out", out, "--encoder", "efficientnet-lite0", "--no-anchors",
+            "--no-gaas", "--no-cache", "--no-progress"]
+    # results.csv and the summaries fit under 4 KB, run.json does not: the old writer left a new
+    # results.csv without its run.json
+    res = _cli(*args, fsize=4096)
+    assert res.returncode == 2, res.stderr
+    line = _error_line(res.stderr)
+    assert line.startswith(f"geofidelity-bench evaluate: error: cannot write the results to {out}: no space left")
+    assert "nothing was written there" in line
+    assert sorted(p.name for p in out.iterdir()) == ["results.csv"]  # no temporary file, no partial output
+    assert (out / "results.csv").read_text() == "an earlier run\n"
+    fresh = tmp_path / "fresh"
+    code = ("import sys, pandas as pd; from geofidelity_bench.results import write_results, ResultsFolderError\n"
+            "from geofidelity_bench.evaluation import RESULT_COLUMNS\n"
+            "rows = pd.DataFrame([{'method': 'm', 'condition': 'L0', 'block_id': 'b', 'n_generated': 4, "
+            "'cos_sim': 0.5}]).reindex(columns=RESULT_COLUMNS)\n"
+            "try:\n    write_results(sys.argv[1], rows, {'note': 'x' * 10000})\n"
+            "except ResultsFolderError as err:\n    print(err)\n")
+    res = subprocess.run([sys.executable, "-c", code, str(fresh)], capture_output=True, text=True,
+                         preexec_fn=lambda: (signal.signal(signal.SIGXFSZ, signal.SIG_IGN),
+                                             resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))))
+    assert res.stdout.startswith(f"cannot write the results to {fresh}: no space left"), res.stdout + res.stderr
+    assert not fresh.exists()  # the folder it would have created is not left behind, empty
+
+
+@pytest.mark.slow
+def test_generate_on_a_full_disk_is_one_line_and_leaves_no_partial_image(tmp_path):
+    out = tmp_path / "gen"
+    args = ["generate", "--model", "tiny", "--conditions", "L0", "--blocks", "lund_seg1", "--images-per-block", "2",
+            "--out", out, "--no-progress"]
+    res = _cli(*args, fsize=1024)  # a 512x512 JPEG does not fit
+    assert res.returncode == 2, res.stderr
+    line = _error_line(res.stderr)
+    assert f"generate: error: cannot write to {out}: no space left" in line
+    assert "run the same command again to resume" in line
+    left = [p for p in out.rglob("*") if p.is_file() and p.suffix in (".jpg", ".tmp")]
+    assert left == []  # no partial image, no temporary file
+    assert _cli(*args).returncode == 0  # the same command, with space, resumes and finishes
+    assert sorted(p.name for p in (out / "tiny" / "L0" / "lund_seg1").iterdir()) == ["00.jpg", "01.jpg"]
