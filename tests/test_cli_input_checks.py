@@ -146,3 +146,51 @@ def test_generate_on_a_full_disk_is_one_line_and_leaves_no_partial_image(tmp_pat
     assert left == []  # no partial image, no temporary file
     assert _cli(*args).returncode == 0  # the same command, with space, resumes and finishes
     assert sorted(p.name for p in (out / "tiny" / "L0" / "lund_seg1").iterdir()) == ["00.jpg", "01.jpg"]
+
+
+# -- invalid Hub repo ids ---------------------------------------------------------------------------
+
+try:  # the fake Hub fixtures: `online` (requests allowed, HF_TOKEN set) and `hub` (the loopback server)
+    from test_generation_hub import hub, online  # noqa: F401
+except ImportError:  # tests/ imported as a package
+    from tests.test_generation_hub import hub, online  # noqa: F401
+
+BAD_REPO_IDS = ["../../etc", "tester/" + "x" * 100, "tester/my repo"]
+
+
+@pytest.mark.parametrize("bad", BAD_REPO_IDS)
+def test_an_invalid_repo_id_is_refused_before_any_work(hub, online, tmp_path, capsys, bad):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    out = tmp_path / "gen"
+    commands = [
+        ["push-dataset", folder, "--repo-id", bad],
+        ["push-generations", folder, "--repo-id", bad],
+        ["push-results", folder, "--repo-id", bad],
+        ["push-results", folder, "--repo-id", "tester/results", "--model-card", bad],
+        ["generate", "--model", "tiny", "--conditions", "L0", "--blocks", "lund_seg1", "--out", out,
+         "--push-to-hub", bad],
+        ["app", "--results-repo", bad],
+    ]
+    for args in commands:
+        with pytest.raises(SystemExit) as exit_:
+            main([*map(str, args), "--endpoint", hub.url])
+        assert exit_.value.code == 2, args
+        line = _one_line(capsys.readouterr().err)
+        assert f"{args[0]}: error: argument" in line and "is not a valid Hub repo id" in line, line
+        assert repr(bad[:60]) in line
+    assert hub.requests == [] and not out.exists()  # nothing generated, no request made
+
+
+def test_the_library_refuses_an_invalid_repo_id_before_any_request(hub, online, tmp_path):
+    from geofidelity_bench.hub import push_dataset, push_generations
+    from geofidelity_bench.hub.requests import RepoIdError
+    from geofidelity_bench.hub.results_repo import load_submissions, push_results
+
+    for call in (lambda: push_dataset(tmp_path, "../../etc", endpoint=hub.url),
+                 lambda: push_generations(tmp_path, "../../etc", endpoint=hub.url),
+                 lambda: push_results(tmp_path, "../../etc", endpoint=hub.url),
+                 lambda: load_submissions("a/b/c", endpoint=hub.url)):
+        with pytest.raises(RepoIdError, match=r"'(\.\./\.\./etc|a/b/c)' is not a valid Hub repo id"):
+            call()
+    assert hub.requests == []

@@ -48,6 +48,17 @@ def add_batch_size_arg(p: argparse.ArgumentParser, default: int, what: str) -> N
                    help=f"{what} (default: {default})")
 
 
+def hub_repo_id(text: str) -> str:
+    """argparse ``type`` of a Hub repo id (``--repo-id``, ``--model-card``, ``--push-to-hub``...): huggingface_hub's
+    validator refuses ``../../etc`` or an id over 96 characters at parse time, before any work."""
+    from ..hub.requests import RepoIdError, check_repo_id
+
+    try:
+        return check_repo_id(text, "")
+    except RepoIdError as err:
+        raise argparse.ArgumentTypeError(str(err).strip()) from None
+
+
 def _non_negative(kind):
     def parse(text: str):
         value = kind(text)

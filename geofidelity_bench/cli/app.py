@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._common import BENCHMARK_HELP, CLIError, add_encoder_args, resolve_num_workers_arg
+from ._common import BENCHMARK_HELP, CLIError, add_encoder_args, hub_repo_id, resolve_num_workers_arg
 
 
 def _cmd_app(args: argparse.Namespace) -> int:
@@ -62,7 +62,7 @@ def register(sub) -> None:
                    help="results.csv for the leaderboard (default: the anchors and sanity methods scored at startup); "
                    "the run.json next to it says which benchmark, encoder and protocol produced it (without one, "
                    "the app says they are unknown)")
-    p.add_argument("--results-repo", default=None, metavar="ORG/NAME",
+    p.add_argument("--results-repo", default=None, type=hub_repo_id, metavar="ORG/NAME",
                    help="results repo on the Hub (see push-results) for the Hub leaderboard tab, loaded at start and "
                    "on refresh (default: $GEOFIDELITY_RESULTS_REPO)")
     p.add_argument("--endpoint", default=None, metavar="URL", help="Hub URL of --results-repo (default: huggingface.co)")

@@ -15,6 +15,7 @@ import argparse
 import os
 
 from ..prompts import CONDITIONS, CONTROL_CONDITIONS
+from ._common import hub_repo_id
 
 #: The six conditions of the paper's main grid (GPS_ONLY is opt-in).
 PAPER_CONDITIONS = ("L0", "L1", "L2", *CONTROL_CONDITIONS)
@@ -214,7 +215,7 @@ def register(sub) -> None:
                         "(default: 14400 = 4 h; recorded in generation_summary.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list-models", action="store_true", help="print the registered generators and exit")
-    p.add_argument("--push-to-hub", metavar="REPO", default=None,
+    p.add_argument("--push-to-hub", metavar="REPO", default=None, type=hub_repo_id,
                    help="after generating, push this run's models to the dataset repo REPO (generations config)")
     _add_hub_args(p)
     p.set_defaults(func=_cmd_generate)
@@ -224,7 +225,7 @@ def register(sub) -> None:
         help="upload a generation folder to a Hub dataset repo as its 'generations' config",
     )
     q.add_argument("dir", help="a folder written by `generate`")
-    q.add_argument("--repo-id", required=True, help="dataset repo id (user/name), created if missing")
+    q.add_argument("--repo-id", required=True, type=hub_repo_id, help="dataset repo id (user/name), created if missing")
     q.add_argument("--models", nargs="+", default=None, help="models to push (default: all in the folder)")
     _add_hub_args(q)
     q.set_defaults(func=_cmd_push)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from ._common import hub_repo_id
+
 
 def _looks_like_repo_id(text: str) -> bool:
     return re.fullmatch(r"[\w.-]+/[\w.-]+", text) is not None
@@ -95,13 +97,13 @@ def register(sub) -> None:
         "`hf auth login`.",
     )
     p.add_argument("results_dir", metavar="RESULTS_DIR", help="folder written by `geofidelity-bench evaluate`")
-    p.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="results dataset repo (created if missing)")
+    p.add_argument("--repo-id", required=True, type=hub_repo_id, metavar="ORG/NAME", help="results dataset repo (created if missing)")
     p.add_argument("--endpoint", default=None, metavar="URL", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)")
     p.add_argument("--private", action="store_true", help="create the repo private (ignored when it exists)")
     p.add_argument("--allow-copies", action="store_true",
                    help="submit even though generated images are flagged by the copy audit (results.csv n_copied, "
                         "run.json near_copies); the leaderboard then marks the submission as copied and never ranks it")
-    p.add_argument("--model-card", default=None, metavar="MODEL_REPO",
+    p.add_argument("--model-card", default=None, type=hub_repo_id, metavar="MODEL_REPO",
                    help="also write the method's L1 scores into this model repo's model-index, keyed by the "
                         "comparability key (benchmark fingerprint, encoder config hash, protocol) and naming the "
                         "encoder; a newer run of the same key replaces all of that key's results, other keys are kept")

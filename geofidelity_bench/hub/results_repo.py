@@ -60,7 +60,7 @@ from ..errors import GeoFidelityError
 from ..metrics.catalog import METRICS, RESULT_METRIC_COLUMNS
 from ..results import RESULTS_FILE, RUN_FILE, ResultsFolderError, read_results_csv
 from .card import CARD_FILE
-from .requests import HubPushError, describe_error, file_digests, same_remote, with_retries
+from .requests import HubPushError, check_repo_id, describe_error, file_digests, same_remote, with_retries
 
 SUBMISSIONS_DIR = "submissions"
 SUBMISSION_GLOB = f"{SUBMISSIONS_DIR}/*/*/{RESULTS_FILE}"
@@ -553,6 +553,7 @@ def push_results(
     """
     from .push import HubRepo, PushGroup
 
+    check_repo_id(repo_id, "results repo id")
     sub = validate_results_folder(results_dir)
     copied = copied_panels(sub)
     if copied and not allow_copies:
@@ -638,6 +639,7 @@ def load_submissions(repo_id: str, *, endpoint: str | None = None, revision: str
     """
     import pandas as pd
 
+    check_repo_id(repo_id, "results repo id")
     api = _api(endpoint)
     retry = dict(attempts=4, base_delay=0.5, log=log or (lambda _m: None))
     try:
@@ -737,6 +739,7 @@ def update_model_card(
 
     from .requests import resolve_token
 
+    check_repo_id(model_repo, "model repo id")
     if not comparability.complete:
         raise SubmissionError(f"the run records no complete comparability key ({comparability.short()}): "
                               "its scores cannot be written to a model card")
