@@ -296,6 +296,24 @@ def hierarchy_text(results) -> str:
 # -- reading --------------------------------------------------------------------------------
 
 
+def read_utf8_text(path: str | os.PathLike, what: str = "file") -> str:
+    """The text of a file that must be UTF-8 (a byte-order mark is allowed and dropped).
+
+    Raises:
+        ResultsFolderError: it is not UTF-8; the message names the file, the line and byte, and how to convert it.
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ResultsFolderError(
+            f"{path} is not UTF-8 text (byte 0x{data[err.start]:02x} at line {line}, byte {err.start}): save the "
+            f"{what} as UTF-8 (e.g. `iconv -f latin1 -t utf-8 {path.name} > utf8_{path.name}`)"
+        ) from None
+
+
 def read_results_csv(path: str | os.PathLike):
     """Reads a ``results.csv`` keeping ids as strings (a country ``NA`` stays ``NA``).
 
@@ -303,16 +321,22 @@ def read_results_csv(path: str | os.PathLike):
     ``n_copied``, the chance columns) reads them as NaN: not recorded.
 
     Raises:
-        ResultsFolderError: a numeric column holds text.
+        ResultsFolderError: the file is not UTF-8 text or not a CSV table, or a numeric column holds text.
     """
+    import io
+
     import pandas as pd
 
     path = Path(path)
-    header = pd.read_csv(path, nrows=0).columns
+    text = read_utf8_text(path, "results table")
+    try:
+        header = pd.read_csv(io.StringIO(text), nrows=0).columns
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise ResultsFolderError(f"{path} is not a CSV table ({str(err).strip().splitlines()[0]})") from None
     na = {c: ["", "nan", "NaN", "NA", "N/A", "null", "None"] for c in header if c in NUMERIC_COLUMNS}
     na.update({c: [""] for c in header if c not in NUMERIC_COLUMNS})
     df = pd.read_csv(
-        path,
+        io.StringIO(text),
         dtype={c: str for c in header if c in STRING_COLUMNS},
         keep_default_na=False,
         na_values=na,
@@ -373,7 +397,7 @@ def load_results(
         run_json = folder / RUN_FILE
         if run_json.is_file():
             try:
-                info = json.loads(run_json.read_text(encoding="utf-8"))
+                info = json.loads(read_utf8_text(run_json, "run.json"))
             except json.JSONDecodeError as err:
                 raise ResultsFolderError(f"{run_json} is not valid JSON: {err}") from None
             if not isinstance(info, dict):
@@ -468,6 +492,7 @@ __all__ = [
     "load_results",
     "nan_reasons_from_run_info",
     "read_results_csv",
+    "read_utf8_text",
     "run_record",
     "write_results",
 ]

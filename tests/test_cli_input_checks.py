@@ -194,3 +194,50 @@ def test_the_library_refuses_an_invalid_repo_id_before_any_request(hub, online, 
         with pytest.raises(RepoIdError, match=r"'(\.\./\.\./etc|a/b/c)' is not a valid Hub repo id"):
             call()
     assert hub.requests == []
+
+
+# -- results.csv not in UTF-8 ---------------------------------------------------------------------
+
+
+def _results_folder(path):
+    try:
+        from test_leaderboard_hub import make_results
+    except ImportError:
+        from tests.test_leaderboard_hub import make_results
+    return make_results(path, seed=1)
+
+
+def _latin1(folder) -> Path:
+    csv = folder / "results.csv"
+    text = csv.read_text(encoding="utf-8").replace("rome", "Zürich", 1)
+    csv.write_bytes(text.encode("latin-1"))
+    return csv
+
+
+def test_results_csv_not_in_utf8_is_one_line_everywhere(hub, online, tmp_path, capsys):
+    folder = _results_folder(tmp_path / "r")
+    csv = _latin1(folder)
+    expected = f"{csv} is not UTF-8 text (byte 0xfc at line 2"
+    for args in (["report", "--results", folder, "--out", tmp_path / "rep", "--no-plots"],
+                 ["push-results", folder, "--repo-id", "tester/results", "--endpoint", hub.url],
+                 ["app", "--results", csv, "--no-cache", "--no-progress"]):
+        assert main(list(map(str, args))) == 2, args
+        line = _one_line(capsys.readouterr().err)
+        assert expected in line and "save the results table as UTF-8" in line, line
+    assert hub.requests == [] and not (tmp_path / "rep").exists()
+
+    from geofidelity_bench.demo_app.uploads import UploadError, read_uploaded_results
+
+    with pytest.raises(UploadError, match="not UTF-8 text"):
+        read_uploaded_results(str(csv), upload_root=tmp_path)
+
+
+def test_results_csv_with_a_byte_order_mark_reads_as_without(tmp_path):
+    from geofidelity_bench.results import read_results_csv
+
+    folder = _results_folder(tmp_path / "r")
+    plain = read_results_csv(folder / "results.csv")
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + (folder / "results.csv").read_bytes())
+    with_bom = read_results_csv(bom)
+    assert list(with_bom.columns) == list(plain.columns) and with_bom.equals(plain)
