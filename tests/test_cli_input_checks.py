@@ -241,3 +241,42 @@ def test_results_csv_with_a_byte_order_mark_reads_as_without(tmp_path):
     bom.write_bytes(b"\xef\xbb\xbf" + (folder / "results.csv").read_bytes())
     with_bom = read_results_csv(bom)
     assert list(with_bom.columns) == list(plain.columns) and with_bom.equals(plain)
+
+
+# -- push-results: NaN scores without a reason, repeated rows ------------------------------------------
+
+
+def test_push_results_refuses_unexplained_nan_and_repeated_rows(hub, online, tmp_path, capsys):
+    import json
+
+    import pandas as pd
+
+    from geofidelity_bench.hub.results_repo import validate_results_folder
+
+    folder = _results_folder(tmp_path / "r")
+    csv = folder / "results.csv"
+    clean = pd.read_csv(csv, keep_default_na=False, na_values={"gaas": [""], "n_copied": [""]})
+    push = ["push-results", str(folder), "--repo-id", "tester/results", "--endpoint", hub.url]
+
+    nan = clean.copy()
+    row = nan.index[(nan["method"] == "gen_a") & (nan["condition"] == "L1") & (nan["block_id"] == "b2")][0]
+    nan.loc[row, "mrr"] = float("nan")
+    nan.to_csv(csv, index=False)
+    assert main(push) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert (f"{csv}: 1 NaN score(s) have no reason in run.json nan_reasons, e.g. column 'mrr' in row {row + 2} "
+            "(gen_a/L1/b2)") in line and "nothing was uploaded" in line
+    # with its reason recorded as evaluate records it, the same table is valid
+    info = json.loads((folder / "run.json").read_text())
+    info["nan_reasons"] = [{"column": "mrr", "reason": "a test", "n_rows": 1, "rows": ["gen_a/L1/b2"]}]
+    (folder / "run.json").write_text(json.dumps(info))
+    assert validate_results_folder(folder).run_id
+
+    twice = pd.concat([clean, clean.iloc[[7]]], ignore_index=True)
+    twice.to_csv(csv, index=False)
+    m, c, b = clean.loc[7, ["method", "condition", "block_id"]]
+    assert main(push) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"{csv}: 1 (method, condition, block_id) key(s) have more than one row, e.g. {m}/{c}/{b} in rows 9, " \
+           f"{len(twice) + 1}" in line
+    assert hub.requests == []  # nothing was uploaded, not even a repo created

@@ -244,7 +244,9 @@ def validate_results_folder(folder: str | os.PathLike) -> Submission:
     Raises:
         SubmissionError: a required file is missing, run.json lacks a field
             (:data:`REQUIRED_RUN_FIELDS`), a metric value is infinite or out of its range
-            (:mod:`geofidelity_bench.metrics.catalog`), or a row lacks its method, condition or block.
+            (:mod:`geofidelity_bench.metrics.catalog`), a row lacks its method, condition or block,
+            two rows share a (method, condition, block_id), or a NaN score has no reason in
+            run.json (:func:`check_rows_once_and_nans_explained`).
     """
     import numpy as np
 
@@ -297,7 +299,77 @@ def validate_results_folder(folder: str | os.PathLike) -> Submission:
                 f"e.g. {values[i]!r} in row {i + 2} ({rows['method'].iloc[i]}/{rows['condition'].iloc[i]}/"
                 f"{rows['block_id'].iloc[i]}); these results cannot be submitted"
             )
+    check_rows_once_and_nans_explained(rows, info, csv)
     return Submission(folder, rows, info, run_id_of(info, csv.read_bytes()))
+
+
+def _nan_explanations(info: Mapping) -> tuple[set[str], set[tuple[str, str]]]:
+    """What run.json explains: (columns NaN everywhere for a stated reason, {(column, "method/condition/block")}).
+
+    ``nan_reasons`` as ``evaluate`` writes it (records with ``column``, ``reason`` and ``rows``; a record
+    without ``rows`` covers the column), or a ``{column: reason}`` mapping; a top-level string entry named
+    after a metric; and, for GAAS, ``gaas.reason`` of a run without a segmenter.
+    """
+    columns: set[str] = set()
+    cells: set[tuple[str, str]] = set()
+    reasons = info.get("nan_reasons")
+    if isinstance(reasons, Mapping):
+        columns |= {str(c) for c, why in reasons.items() if why}
+    elif isinstance(reasons, list):
+        for rec in reasons:
+            if not isinstance(rec, Mapping) or not rec.get("reason"):
+                continue
+            col = str(rec.get("column") or rec.get("metric") or "")
+            rows = rec.get("rows")
+            if isinstance(rows, list):
+                cells |= {(col, str(r)) for r in rows}
+            else:
+                columns.add(col)
+    columns |= {c for c in RESULT_METRIC_COLUMNS if isinstance(info.get(c), str) and info.get(c)}
+    gaas = info.get("gaas")
+    if isinstance(gaas, Mapping) and not gaas.get("segmenter") and gaas.get("reason"):
+        columns.add("gaas")
+    return columns, cells
+
+
+def check_rows_once_and_nans_explained(rows, info: Mapping, csv) -> None:
+    """Refuses a results table that would break the repo's leaderboard: two rows of one (method, condition,
+    block_id), or a NaN score of a row to be submitted (generator or anchor) that run.json's ``nan_reasons``
+    does not explain (docs/benchmark.md section 13, Submissions).
+
+    Raises:
+        SubmissionError: naming the first offending row and how many there are.
+    """
+    import numpy as np
+
+    keys = rows[["method", "condition", "block_id"]].astype(str)
+    repeated = keys.duplicated(keep=False).to_numpy()
+    if repeated.any():
+        first = keys[repeated].iloc[0]
+        same = np.flatnonzero((keys == first).all(axis=1).to_numpy()) + 2
+        n = int(keys[repeated].drop_duplicates().shape[0])
+        raise SubmissionError(
+            f"{csv}: {n} (method, condition, block_id) key(s) have more than one row, e.g. "
+            f"{first['method']}/{first['condition']}/{first['block_id']} in rows {', '.join(map(str, same))}: a "
+            "results table has one row per panel (merge runs with `geofidelity-bench report --results A B`, never "
+            "by concatenating their results.csv); nothing was uploaded"
+        )
+    columns, cells = _nan_explanations(info)
+    submitted = (roles(rows) != "sanity").to_numpy()
+    labels = (keys["method"] + "/" + keys["condition"] + "/" + keys["block_id"]).to_numpy()
+    unexplained: list[tuple[int, str]] = []
+    for col in RESULT_METRIC_COLUMNS:
+        if col in columns:
+            continue
+        nan = np.isnan(rows[col].to_numpy(dtype=float)) & submitted
+        unexplained += [(int(i), col) for i in np.flatnonzero(nan) if (col, labels[i]) not in cells]
+    if unexplained:
+        i, col = min(unexplained)
+        raise SubmissionError(
+            f"{csv}: {len(unexplained)} NaN score(s) have no reason in run.json nan_reasons, e.g. column {col!r} in "
+            f"row {i + 2} ({labels[i]}): a missing score must say why (`geofidelity-bench evaluate` records every "
+            "reason); nothing was uploaded"
+        )
 
 
 # -- the files of a submission --------------------------------------------------------------------
@@ -803,6 +875,7 @@ __all__ = [
     "SUBMISSION_COLUMNS",
     "anchors_path",
     "card_key",
+    "check_rows_once_and_nans_explained",
     "copied_panels",
     "merge_anchor_rows",
     "roles",
