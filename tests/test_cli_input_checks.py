@@ -280,3 +280,23 @@ def test_push_results_refuses_unexplained_nan_and_repeated_rows(hub, online, tmp
     assert f"{csv}: 1 (method, condition, block_id) key(s) have more than one row, e.g. {m}/{c}/{b} in rows 9, " \
            f"{len(twice) + 1}" in line
     assert hub.requests == []  # nothing was uploaded, not even a repo created
+
+
+# -- push-results --model-card onto a broken card ------------------------------------------------------
+
+
+@pytest.mark.parametrize("card", [
+    "---\nmodel-index: [\n  - name: x\n---\n# my model\n",  # YAML that does not parse
+    "---\nmodel-index:\n- name: x\n  results: 5\n---\n# my model\n",  # a model-index that is not one
+])
+def test_push_results_with_a_broken_model_card_stops_before_the_push(hub, online, tmp_path, capsys, card):
+    hub.add_files("model", "tester/my-model", {"README.md": card.encode()})
+    folder = _results_folder(tmp_path / "r")
+    before = len(hub.requests)
+    assert main(["push-results", str(folder), "--repo-id", "tester/results", "--endpoint", hub.url,
+                 "--model-card", "tester/my-model"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "the model card tester/my-model/README.md cannot be updated" in line and "fix the card" in line, line
+    pushed = [r for r in hub.requests[before:] if r[0] == "POST" or "datasets" in r[1]]
+    assert pushed == []  # the results repo was not even looked up
+    assert hub.files("model", "tester/my-model")["README.md"] == card.encode()

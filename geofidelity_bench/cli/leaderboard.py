@@ -22,21 +22,21 @@ def _looks_like_repo_id(text: str) -> bool:
 def _cmd_push_results(args: argparse.Namespace) -> int:
     from ..hub.results_repo import push_results
 
+    # Everything --model-card needs is checked before the results are pushed: the method, and a card
+    # whose metadata parses (a broken card would otherwise fail after the upload).
+    card = _model_card_target(args) if args.model_card else None
     report = push_results(args.results_dir, args.repo_id, endpoint=args.endpoint, private=args.private,
                           allow_copies=args.allow_copies)
     for line in report.lines():
         print(line)
-    if args.model_card:
-        _model_card(args, report)
+    if card is not None:
+        _model_card(args, report, *card)
     return 0
 
 
-def _model_card(args: argparse.Namespace, report) -> None:
-    from ..caveats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-    from ..comparability import comparability_of_run
-    from ..hub.results_repo import update_model_card, validate_results_folder
-    from ..report.context import LEADERBOARD_METRICS
-    from ..report.leaderboard import LeaderboardView, SubmissionGroup, leaderboard_tables
+def _model_card_target(args: argparse.Namespace):
+    """(validated submission, method, parsed model card) for --model-card, or a one-line error."""
+    from ..hub.results_repo import read_model_card, validate_results_folder
     from ._common import CLIError
 
     sub = validate_results_folder(args.results_dir)
@@ -48,6 +48,17 @@ def _model_card(args: argparse.Namespace, report) -> None:
         raise CLIError(f"--model-card needs --method: the results hold the L1 generators {generators}")
     if method not in generators:
         raise CLIError(f"--method {method}: not an L1 generator of {args.results_dir} (L1 generators: {generators})")
+    return sub, method, read_model_card(args.model_card, endpoint=args.endpoint)
+
+
+def _model_card(args: argparse.Namespace, report, sub, method: str, card) -> None:
+    from ..caveats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+    from ..comparability import comparability_of_run
+    from ..hub.results_repo import update_model_card
+    from ..report.context import LEADERBOARD_METRICS
+    from ..report.leaderboard import LeaderboardView, SubmissionGroup, leaderboard_tables
+
+    rows = sub.rows
     if any(m == method for m, _c, _b in report.copied):
         print(f"{args.model_card}: model card NOT updated: {method}'s panels copy the benchmark's photos "
               "(the copy audit), which is not a model's result")
@@ -74,7 +85,7 @@ def _model_card(args: argparse.Namespace, report) -> None:
     encoder = str(sub.run_info["encoder"]["name"])
     done = update_model_card(args.model_card, scores, comparability=comp, encoder=encoder, dataset_type=dataset_type,
                              dataset_name=f"GeoFidelity-Bench ({bench.get('name')})", dataset_config="L1",
-                             endpoint=args.endpoint,
+                             endpoint=args.endpoint, card=card,
                              source_url=f"{args.endpoint or 'https://huggingface.co'}/datasets/{args.repo_id}")
     print(f"{args.model_card}: model card updated: {done.written} result(s) of {method} with encoder {encoder} "
           f"({comp.short()}), {done.removed} earlier result(s) of the same key replaced; {done.n_results} result(s) "

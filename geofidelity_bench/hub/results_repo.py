@@ -784,6 +784,48 @@ def card_key(result) -> tuple | None:
     return (result.task_type, result.dataset_type, *(str(args[k]) for k in CARD_KEY_ARGS))
 
 
+def read_model_card(model_repo: str, *, endpoint: str | None = None, token: str | None = None):
+    """The model repo's card (a new one from the template when the repo has no README.md), parsed.
+
+    ``push-results --model-card`` calls it before anything is pushed, so that a card that cannot
+    be updated stops the command before the results are uploaded.
+
+    Raises:
+        RepoIdError: ``model_repo`` is not a valid repo id.
+        SubmissionError: the card's YAML metadata (or its ``model-index``) cannot be parsed: the
+            message names the repo and the line, and says to fix the card first.
+        HubPushError: the Hub could not be read.
+    """
+    from huggingface_hub import ModelCard, ModelCardData
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
+
+    from .requests import resolve_token
+
+    check_repo_id(model_repo, "model repo id")
+    token = resolve_token(token)
+    api = _api(endpoint, token)
+    retry = dict(attempts=4, base_delay=0.5, log=lambda _m: None, token=token)
+    try:
+        with tempfile.TemporaryDirectory(prefix="geofidelity-card-") as cache:
+            try:
+                path = with_retries(lambda: api.hf_hub_download(model_repo, CARD_FILE, cache_dir=cache),
+                                    f"read {model_repo}/{CARD_FILE}", **retry)
+            except EntryNotFoundError:
+                return ModelCard.from_template(ModelCardData())
+            data = Path(path).read_bytes()
+    except HfHubHTTPError as err:
+        raise HubPushError(f"cannot read the model card of {model_repo}: {describe_error(err, token)}") from None
+    try:
+        return ModelCard(data.decode("utf-8"))
+    except Exception as err:  # noqa: BLE001 - yaml's errors and huggingface_hub's ValueError alike
+        first = " ".join(str(err).split())[:200]
+        raise SubmissionError(
+            f"the model card {model_repo}/{CARD_FILE} cannot be updated: it is not UTF-8 text with YAML metadata that "
+            "parses "
+            f"({type(err).__name__}: {first}); fix the card (or leave out --model-card) and run again"
+        ) from None
+
+
 def update_model_card(
     model_repo: str,
     scores: Sequence[Mapping[str, Any]],
@@ -796,6 +838,7 @@ def update_model_card(
     endpoint: str | None = None,
     token: str | None = None,
     source_url: str | None = None,
+    card=None,
 ) -> ModelCardUpdate:
     """Writes ``scores`` into the ``model-index`` of the model repo's card, keeping its other results.
 
@@ -805,9 +848,10 @@ def update_model_card(
     hash, protocol version) and names the encoder (and, for GAAS, the segmenter); the run replaces
     every entry of the same key, so a NaN score removes the stale value instead of leaving an
     older run's number beside the new ones, and a run with another encoder adds its own entries.
+    ``card``: the card as :func:`read_model_card` returned it (default: read now).
     """
-    from huggingface_hub import EvalResult, ModelCard, ModelCardData
-    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
+    from huggingface_hub import EvalResult
+    from huggingface_hub.errors import HfHubHTTPError
 
     from .requests import resolve_token
 
@@ -820,14 +864,9 @@ def update_model_card(
     retry = dict(attempts=4, base_delay=0.5, log=lambda _m: None, token=token)
     fp, enc_hash, protocol = comparability.key
     key_args = dict(zip(CARD_KEY_ARGS, comparability.key))
+    if card is None:
+        card = read_model_card(model_repo, endpoint=endpoint, token=token)
     try:
-        with tempfile.TemporaryDirectory(prefix="geofidelity-card-") as cache:
-            try:
-                path = with_retries(lambda: api.hf_hub_download(model_repo, CARD_FILE, cache_dir=cache),
-                                    f"read {model_repo}/{CARD_FILE}", **retry)
-                card = ModelCard(Path(path).read_text(encoding="utf-8"))
-            except EntryNotFoundError:
-                card = ModelCard.from_template(ModelCardData())
         data = card.data
         new = []
         for s in scores:
@@ -887,6 +926,7 @@ __all__ = [
     "load_leaderboard",
     "load_submissions",
     "push_results",
+    "read_model_card",
     "results_card",
     "run_id_of",
     "submission_files",
