@@ -300,3 +300,25 @@ def test_push_results_with_a_broken_model_card_stops_before_the_push(hub, online
     pushed = [r for r in hub.requests[before:] if r[0] == "POST" or "datasets" in r[1]]
     assert pushed == []  # the results repo was not even looked up
     assert hub.files("model", "tester/my-model")["README.md"] == card.encode()
+
+
+# -- app --host 0.0.0.0 ---------------------------------------------------------------------------
+
+
+def test_app_on_a_network_address_warns_first(tmp_path, capsys):
+    from geofidelity_bench.demo_app import network_exposure_warning
+
+    for local in ("127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]", None):
+        assert network_exposure_warning(local) is None, local
+    for exposed in ("0.0.0.0", "::", "192.168.1.20", "my-host.example.org"):
+        assert "reachable from the network" in network_exposure_warning(exposed, 8080), exposed
+    # the command prints it before loading anything (here loading then stops at a missing --results file)
+    missing = tmp_path / "nope.csv"
+    assert main(["app", "--host", "0.0.0.0", "--port", "8080", "--results", str(missing), "--no-cache"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0] == ("warning: --host 0.0.0.0: the app is reachable from the network, not only from this "
+                        "machine: anyone who can reach it on port 8080 can use it and upload files to it (it has "
+                        "no login); use --host 127.0.0.1 to keep it local")
+    assert len(lines) == 2 and str(missing) in lines[1]
+    assert main(["app", "--results", str(missing), "--no-cache"]) == 2  # the default host: no warning
+    assert "warning" not in capsys.readouterr().err

@@ -16,8 +16,11 @@ def _cmd_app(args: argparse.Namespace) -> int:
 
     if importlib.util.find_spec("gradio") is None:
         raise CLIError('the app needs gradio: pip install "geofidelity-bench[app]"')
-    from ..demo_app import build_app, launch, load_app_data
+    from ..demo_app import build_app, launch, load_app_data, network_exposure_warning
 
+    exposed = network_exposure_warning(args.host, args.port)
+    if exposed:
+        print(exposed, file=sys.stderr)  # first, before the minutes of loading
     resolve_num_workers_arg(args)
     data = load_app_data(
         args.benchmark,
