@@ -45,6 +45,7 @@ from .uploads import (  # noqa: E402
     MAX_PIXELS,
     MAX_RESULTS_BYTES,
     MIN_IMAGES,
+    RecentUploads,
     UploadError,
     discard_uploads,
     read_uploaded_images,
@@ -351,6 +352,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         return [_gallery_items(data, block_id), fig, _metadata_markdown(data, block_id), *prompt_updates]
 
     refusals = LastErrors()
+    recent = RecentUploads()  # identical uploads share a path: concurrent requests read its bytes here
 
     @_friendly("score the images", refusals)
     def score(block_id: str, files: list | None, request: gr.Request):
@@ -359,7 +361,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
             if not block_id:
                 raise gr.Error("Choose the target block first.")
             bench.block(block_id)
-            uploads = read_uploaded_images(files, upload_root=upload_root)
+            uploads = read_uploaded_images(files, upload_root=upload_root, recent=recent)
         finally:  # decoded in memory (or refused): the uploaded files are not kept
             discard_uploads(files, upload_root=upload_root)
         result = data.score(block_id, [u.image for u in uploads], [u.name for u in uploads])
