@@ -57,3 +57,42 @@ def test_concurrent_visitors_uploading_the_same_files_all_get_scored(server, app
     assert all(r[7]["scores"] == first for r in results)
     assert all("Scored **2 images**" in r[0] for r in results)
     assert _found_in_upload_folder(f"same_{tag}_*") == []  # no upload is kept
+
+
+def _answer_folders(kind: str) -> set:
+    from geofidelity_bench.demo_app.uploads import default_upload_root
+
+    return {p for p in default_upload_root().glob(f"geofidelity-{kind}-*") if p.is_dir()}
+
+
+def test_thumbnails_and_plots_are_deleted_at_the_next_answer(server, app_data, tmp_path):
+    """The images of an answer stay while the page may fetch them, and are deleted when the same visitor's
+    next answer replaces them; another visitor's images are never touched."""
+    import httpx
+    from gradio_client import Client
+
+    tag = uuid.uuid4().hex[:12]
+    held = app_data.benchmark.heldout("lund_seg2")
+    photos = _files(tmp_path, {f"thumb_{tag}_{i}.jpg": r.image_bytes for i, r in enumerate(held[:2])})
+    me, other = (Client(server, verbose=False, download_files=False, analytics_enabled=False) for _ in range(2))
+    before = _answer_folders("score")
+    shown = me.predict("lund_seg2", _handles(photos), api_name="/score")[5]
+    theirs = other.predict("lund_seg2", _handles(photos), api_name="/score")[5]
+    paths = [item["image"]["path"] for item in shown]
+    mine = {str(__import__("pathlib").Path(p).parent) for p in paths}
+    assert len(paths) == 2 and len(mine) == 1 and all("geofidelity-score-" in p for p in paths)
+    # served after the answer: the browser fetches the thumbnail by its URL
+    assert httpx.get(shown[0]["image"]["url"]).status_code == 200
+    first = _answer_folders("score") - before
+    assert len(first) == 2  # one folder per visitor
+    me.predict("lund_seg2", _handles(photos), api_name="/score")
+    now = _answer_folders("score") - before
+    assert {str(p) for p in first - now} == mine  # my first answer's images are gone, only they
+    assert httpx.get(theirs[0]["image"]["url"]).status_code == 200  # the other visitor's still shows
+    assert len(now) == 2
+    # the report plots of an uploaded table likewise
+    app_data.results.to_csv(tmp_path / f"results_{tag}.csv", index=False)
+    plots_before = _answer_folders("report")
+    me.predict(_handles([str(tmp_path / f"results_{tag}.csv")])[0], api_name="/upload_results")
+    me.predict(api_name="/reset_results")
+    assert len(_answer_folders("report") - plots_before) == 1  # the first answer's plots were deleted
