@@ -47,8 +47,8 @@ def _one_line(stderr: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("value", ["0", "-3"])
-def test_batch_size_zero_or_negative_is_one_line_for_every_command(tmp_path, value):
+def test_batch_size_zero_is_one_line_for_every_command(tmp_path):
+    value = "0"
     for command in BATCH_SIZE_COMMANDS:
         res = _cli(command, "--batch-size", value, cwd=tmp_path)
         assert res.returncode == 2, (command, res.stderr)
@@ -67,9 +67,10 @@ def test_every_command_with_a_batch_size_refuses_zero():
                     if any("--batch-size" in a.option_strings for a in p._actions))
     assert having == sorted(BATCH_SIZE_COMMANDS)
     for name in having:
-        with pytest.raises(SystemExit) as exit_:
-            sub.choices[name].parse_args(["--batch-size", "0"])
-        assert exit_.value.code == 2
+        for value in ("0", "-3", "two"):
+            with pytest.raises(SystemExit) as exit_:
+                sub.choices[name].parse_args(["--batch-size", value])
+            assert exit_.value.code == 2
 
 
 def test_evaluate_out_an_existing_file_is_refused_before_any_work(tmp_path, capsys):
