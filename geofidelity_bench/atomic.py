@@ -9,11 +9,30 @@ that infer the format from it (matplotlib, pandas) behave as for the real name.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
+
+#: errno values of a write that failed for lack of room: a full disk, a full quota, a file-size limit
+#: (``ulimit -f``, RLIMIT_FSIZE). They are one condition for a user: free space or write elsewhere.
+NO_SPACE_ERRNOS = frozenset(e for e in (getattr(errno, n, None) for n in ("ENOSPC", "EDQUOT", "EFBIG")) if e)
+
+
+def is_no_space(err: BaseException) -> bool:
+    """True when ``err`` is an OSError of :data:`NO_SPACE_ERRNOS` (disk full, quota, file-size limit)."""
+    return isinstance(err, OSError) and err.errno in NO_SPACE_ERRNOS
+
+
+def write_error_text(err: OSError) -> str:
+    """A short description of a failed write for one-line messages: 'no space left (disk full, quota or
+    file-size limit: [Errno 28] ...)' or the error's own text."""
+    text = f"[Errno {err.errno}] {err.strerror}" if err.errno is not None and err.strerror else str(err)
+    if is_no_space(err):
+        return f"no space left (disk full, quota or file-size limit: {text})"
+    return text
 
 
 def temporary_path(path: str | os.PathLike) -> Path:
@@ -60,3 +79,30 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], object], *, du
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = False) -> Path:
     """:func:`atomic_write` of ``data``."""
     return atomic_write(path, lambda tmp: tmp.write_bytes(data), durable=durable)
+
+
+def atomic_write_files(files: Mapping[str | os.PathLike, Callable[[Path], object]]) -> list[Path]:
+    """Writes every file to a temporary sibling first and renames them over their targets only when
+    all were written: a failure (a full disk) leaves every target as it was and no temporary file.
+
+    Args:
+        files: ``{target path: write(tmp)}``, renamed in this order.
+
+    Returns:
+        The target paths.
+    """
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, write in files.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = temporary_path(path)
+            staged.append((tmp, path))
+            write(tmp)
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in staged:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+    return [path for _, path in staged]

@@ -648,6 +648,9 @@ def score_embeddings(
         for col, value in (("local_margin", ret.local_margin), ("strongest_margin", ret.strongest_margin)):
             if np.isnan(value):
                 _nan_row_reasons(key, reasons, col, "no same-city negative" if col == "local_margin" else "no negative")
+        for name in metrics.CANDIDATE_NAMES:  # a similarity to a negative the block does not have
+            if np.isnan(ret.sims[name]):
+                _nan_row_reasons(key, reasons, f"sim_{name}", f"the block has no {name} negative")
         row = {
             "method": method,
             "condition": condition,

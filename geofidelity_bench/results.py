@@ -11,8 +11,8 @@ A results folder is what ``geofidelity-bench evaluate`` and ``demo`` write (docs
     clip_alignment.csv           optional: per-panel CLIP scores
                                  (``geofidelity-bench clip-alignment``)
 
-:func:`write_results` writes the first three (atomically, one file at a time), with the
-provenance that :func:`run_record` gathers;
+:func:`write_results` writes the first three (all or none: a failed write, e.g. a full disk,
+leaves the folder as it was), with the provenance that :func:`run_record` gathers;
 :func:`read_results_csv` and :func:`load_results` read one or more folders back, keeping ids as
 strings (a country ``NA`` stays ``NA``). :func:`leaderboard_text` and :func:`hierarchy_text` are
 the plain-text tables the commands print.
@@ -20,13 +20,14 @@ the plain-text tables the commands print.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .atomic import atomic_write
+from .atomic import atomic_write_files, write_error_text
 from .errors import GeoFidelityError
 from .provenance import library_versions, utc_timestamp
 from .metrics.catalog import METRICS, RESULT_METRIC_COLUMNS, SIMILARITY_COLUMNS, ascii_heading
@@ -74,7 +75,7 @@ class ResultsFolderError(GeoFidelityError, ValueError):
 def write_results(
     out_dir: str | os.PathLike, results, run_info: Mapping[str, Any] | None = None
 ) -> dict[str, Path]:
-    """Writes ``results.csv``, the four summary CSVs and ``run.json`` (atomically, one file at a time).
+    """Writes ``results.csv``, the four summary CSVs and ``run.json`` (all or none).
 
     Args:
         out_dir: the results folder (created).
@@ -89,7 +90,8 @@ def write_results(
 
     Raises:
         ResultsFolderError: ``results`` is not a DataFrame with the columns
-            method, condition and block_id.
+            method, condition and block_id, or a file cannot be written (a full disk): the
+            message names the folder, and none of the files was replaced.
     """
     from .evaluation import summaries
 
@@ -100,21 +102,29 @@ def write_results(
             f"(evaluate_panels' output), got {type(results).__name__} without column(s) {missing}"
         )
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = {}
-
-    def _atomic(path: Path, write) -> None:
-        written[path.name] = atomic_write(path, write)
-
-    _atomic(out_dir / RESULTS_FILE, lambda p: results.to_csv(p, index=False))
-    for name, table in summaries(results).items():
-        _atomic(out_dir / f"summary_{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
+    existed = out_dir.is_dir()
     info = dict(run_info or {})
     info.setdefault("created_at", utc_timestamp())
     info["nan_reasons"] = _compact_reasons(results.attrs.get("nan_reasons", []))
-    info["files"] = sorted(written) + [RUN_FILE]
-    _atomic(out_dir / RUN_FILE, lambda p: p.write_text(json.dumps(info, indent=2, default=str), encoding="utf-8"))
-    return written
+    files: dict[Path, Any] = {out_dir / RESULTS_FILE: lambda p: results.to_csv(p, index=False)}
+    for name, table in summaries(results).items():
+        files[out_dir / f"summary_{name}.csv"] = lambda p, t=table: t.to_csv(p, index=False)
+    info["files"] = sorted(p.name for p in files) + [RUN_FILE]
+    text = json.dumps(info, indent=2, default=str)
+    files[out_dir / RUN_FILE] = lambda p: p.write_text(text, encoding="utf-8")
+    # All files or none: each is written under a temporary name and renamed only when all are
+    # written, so a full disk leaves the folder as it was (never a results.csv without its run.json).
+    try:
+        atomic_write_files(files)
+    except OSError as err:
+        if not existed:
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()  # only when empty: the folder this call created
+        raise ResultsFolderError(
+            f"cannot write the results to {out_dir}: {write_error_text(err)}; nothing was written there: free "
+            "space or choose another output folder, and run again"
+        ) from None
+    return {p.name: p for p in files if p.name != RUN_FILE}
 
 
 def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_reason: str | None = None) -> dict:
@@ -287,6 +297,24 @@ def hierarchy_text(results) -> str:
 # -- reading --------------------------------------------------------------------------------
 
 
+def read_utf8_text(path: str | os.PathLike, what: str = "file") -> str:
+    """The text of a file that must be UTF-8 (a byte-order mark is allowed and dropped).
+
+    Raises:
+        ResultsFolderError: it is not UTF-8; the message names the file, the line and byte, and how to convert it.
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ResultsFolderError(
+            f"{path} is not UTF-8 text (byte 0x{data[err.start]:02x} at line {line}, byte {err.start}): save the "
+            f"{what} as UTF-8 (e.g. `iconv -f latin1 -t utf-8 {path.name} > utf8_{path.name}`)"
+        ) from None
+
+
 def read_results_csv(path: str | os.PathLike):
     """Reads a ``results.csv`` keeping ids as strings (a country ``NA`` stays ``NA``).
 
@@ -294,16 +322,22 @@ def read_results_csv(path: str | os.PathLike):
     ``n_copied``, the chance columns) reads them as NaN: not recorded.
 
     Raises:
-        ResultsFolderError: a numeric column holds text.
+        ResultsFolderError: the file is not UTF-8 text or not a CSV table, or a numeric column holds text.
     """
+    import io
+
     import pandas as pd
 
     path = Path(path)
-    header = pd.read_csv(path, nrows=0).columns
+    text = read_utf8_text(path, "results table")
+    try:
+        header = pd.read_csv(io.StringIO(text), nrows=0).columns
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise ResultsFolderError(f"{path} is not a CSV table ({str(err).strip().splitlines()[0]})") from None
     na = {c: ["", "nan", "NaN", "NA", "N/A", "null", "None"] for c in header if c in NUMERIC_COLUMNS}
     na.update({c: [""] for c in header if c not in NUMERIC_COLUMNS})
     df = pd.read_csv(
-        path,
+        io.StringIO(text),
         dtype={c: str for c in header if c in STRING_COLUMNS},
         keep_default_na=False,
         na_values=na,
@@ -364,7 +398,7 @@ def load_results(
         run_json = folder / RUN_FILE
         if run_json.is_file():
             try:
-                info = json.loads(run_json.read_text(encoding="utf-8"))
+                info = json.loads(read_utf8_text(run_json, "run.json"))
             except json.JSONDecodeError as err:
                 raise ResultsFolderError(f"{run_json} is not valid JSON: {err}") from None
             if not isinstance(info, dict):
@@ -459,6 +493,7 @@ __all__ = [
     "load_results",
     "nan_reasons_from_run_info",
     "read_results_csv",
+    "read_utf8_text",
     "run_record",
     "write_results",
 ]

@@ -100,7 +100,7 @@ def opt_int(value: Any, name: str = "value", *, text: bool = False) -> int | Non
         number = float(cell)
     except ValueError:
         raise BadValue(f"{name}={cell!r} is not an integer") from None
-    if math.isnan(number) or number != int(number):
+    if not math.isfinite(number) or number != int(number):  # 1e400 reads as inf: not an integer
         raise BadValue(f"{name}={cell!r} is not an integer")
     return int(number)
 

@@ -158,7 +158,9 @@ def test_score_rows_match_independent_computation(emb_setup):
     assert row.n_generated == 4 and row.n_reference == 6 and row.encoder == "enc"
     assert np.isnan(row.gaas)
     reasons = df.attrs["nan_reasons"]
-    assert {r["column"] for r in reasons} == {"gaas"}
+    assert {r["column"] for r in reasons} == {"gaas", "sim_random_city"}  # every NaN says why
+    assert [r["reason"] for r in reasons if r["column"] == "sim_random_city"] == [
+        "the block has no random_city negative"]
 
 
 def test_identical_panel_gives_ideal_scores(emb_setup):

@@ -291,3 +291,42 @@ def test_a_csv_that_is_not_utf8_is_a_clean_error(release, tmp_path, capsys):
     assert main(["import-release", str(copy), "--out", str(tmp_path / "out2")]) == 2
     err = capsys.readouterr().err
     assert "metadata/blocks.csv: not UTF-8" in err and "Traceback" not in err
+
+
+def test_a_csv_field_over_the_csv_limit_is_one_line_and_nothing_written(release, tmp_path, capsys):
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+
+    def huge(rows):
+        rows[1]["image_path"] = "x" * (csv.field_size_limit() + 10)
+
+    _edit_csv(copy / "metadata/generated_images.csv", huge)
+    out = tmp_path / "out"
+    assert main(["import-release", str(copy), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert ("metadata/generated_images.csv: the row after line 2 cannot be read as CSV (field larger than field "
+            f"limit ({csv.field_size_limit()}); the limit is {csv.field_size_limit():,} characters") in lines[0]
+    assert not (out / "benchmark").exists() and not (out / "generations").exists()
+
+
+def test_a_sample_index_of_1e400_or_1e300_is_an_issue_not_a_traceback(release, tmp_path):
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    chosen = []
+
+    def indices(rows):
+        for row, value in zip(rows[:3], ("1e400", "1e300", "-inf")):
+            row["sample_index"] = value
+            chosen.append((row["model"], row["level"], row["block_id"], value))
+
+    _edit_csv(copy / "metadata/generated_images.csv", indices)
+    report = import_release(copy, tmp_path / "out", log=lambda m: None)
+    bad = [i for i in _issues(report, "bad_value") if i.file == "metadata/generated_images.csv"]
+    got = sorted((i.values["sample_index"], i.action, i.reason) for i in bad)
+    assert got == [("-inf", "skipped", "sample_index='-inf' is not an integer"),
+                   ("1e300", "skipped", "sample_index '1e300' is over 9999"),
+                   ("1e400", "skipped", "sample_index='1e400' is not an integer")]
+    names = [p.name for p in (tmp_path / "out" / "generations").rglob("*.jpg")]
+    assert names and max(len(n) for n in names) <= len("9999.jpg")

@@ -89,6 +89,9 @@ def reference_score_embeddings(blocks, galleries, panels, *, encoder_name, share
             reason(key, "local_margin", "no same-city negative")
         if math.isnan(ret.strongest_margin):
             reason(key, "strongest_margin", "no negative")
+        for role, fld in NEGATIVE_FIELDS.items():  # the block lacks this negative: its similarity is NaN
+            if getattr(block, fld) is None:
+                reason(key, f"sim_{role}", f"the block has no {role} negative")
         rows.append({
             "method": method, "condition": condition, "block_id": bid, "city": block.city,
             "country": block.country, "stratum": block.stratum or "", "n_generated": int(gen.shape[0]),

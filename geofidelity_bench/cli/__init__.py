@@ -17,13 +17,13 @@ so credentials inside an ``--endpoint`` URL are never printed.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import sys
 from typing import Callable, Iterator, Sequence
 
 from ..errors import GeoFidelityError, redact_url
+from ._common import ArgumentParser
 from . import app, audit, curate, dataset, embed, evaluate, generate, geodiv, info, leaderboard, mfp, report, segment
 
 # Each entry adds one or more subparsers, in the order of ``geofidelity-bench --help``.
@@ -44,10 +44,10 @@ REGISTRARS: list[Callable] = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> ArgumentParser:
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="geofidelity-bench",
         description="GeoFidelity-Bench: does a text-to-image model draw the named street block, or a generic city?",
     )

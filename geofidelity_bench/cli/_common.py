@@ -17,6 +17,48 @@ class CLIError(GeoFidelityError):
     """
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line (the problem and where to read more), exit status 2.
+
+    argparse prints the whole usage block before its error; this prints only the error, like every
+    other error of the command (:func:`geofidelity_bench.cli.main`). Subparsers inherit the class.
+    """
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+#: argparse ``type`` of counts that must be positive (``--batch-size``): 0 and negatives are refused.
+positive_int = _at_least_one
+
+
+def add_batch_size_arg(p: argparse.ArgumentParser, default: int, what: str) -> None:
+    """``--batch-size`` (>= 1; 0 or a negative number is a usage error before any work)."""
+    p.add_argument("--batch-size", type=positive_int, default=default, metavar="N",
+                   help=f"{what} (default: {default})")
+
+
+def hub_repo_id(text: str) -> str:
+    """argparse ``type`` of a Hub repo id (``--repo-id``, ``--model-card``, ``--push-to-hub``...): huggingface_hub's
+    validator refuses ``../../etc`` or an id over 96 characters at parse time, before any work."""
+    from ..hub.requests import RepoIdError, check_repo_id
+
+    try:
+        return check_repo_id(text, "")
+    except RepoIdError as err:
+        raise argparse.ArgumentTypeError(str(err).strip()) from None
+
+
 def _non_negative(kind):
     def parse(text: str):
         value = kind(text)
@@ -25,6 +67,27 @@ def _non_negative(kind):
         return value
 
     return parse
+
+
+def check_out_folder(path, option: str = "--out") -> None:
+    """Refuses an output folder that cannot be one, before any work: an existing file (or a path under
+    a file), or a folder whose nearest existing parent cannot be written."""
+    import os
+    from pathlib import Path
+
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"{option} {out} is a file, not a folder: give a folder path (nothing was done)")
+    parent = out
+    while not parent.exists():
+        if parent.parent == parent:
+            break
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise CLIError(f"{option} {out}: {parent} is a file, not a folder: give a folder path (nothing was done)")
+    if parent.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        raise CLIError(f"{option} {out}: cannot write in {parent} (permission denied): give a folder you may "
+                       "write (nothing was done)")
 
 
 def add_hub_retry_args(p: argparse.ArgumentParser) -> None:
@@ -47,7 +110,7 @@ def add_encoder_args(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                    help="encoder precision (default: float32; half precision on GPU only, and recorded in the config)")
-    p.add_argument("--batch-size", type=int, default=32, help="images per encoder batch (default: 32)")
+    add_batch_size_arg(p, 32, "images per encoder batch")
     p.add_argument("--cache-dir", default=None, help="embedding cache folder (default: $GEOFIDELITY_CACHE or under HF_HOME)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")

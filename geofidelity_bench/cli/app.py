@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._common import BENCHMARK_HELP, CLIError, add_encoder_args, resolve_num_workers_arg
+from ._common import BENCHMARK_HELP, CLIError, add_encoder_args, hub_repo_id, resolve_num_workers_arg
 
 
 def _cmd_app(args: argparse.Namespace) -> int:
@@ -16,8 +16,11 @@ def _cmd_app(args: argparse.Namespace) -> int:
 
     if importlib.util.find_spec("gradio") is None:
         raise CLIError('the app needs gradio: pip install "geofidelity-bench[app]"')
-    from ..demo_app import build_app, launch, load_app_data
+    from ..demo_app import build_app, launch, load_app_data, network_exposure_warning
 
+    exposed = network_exposure_warning(args.host, args.port)
+    if exposed:
+        print(exposed, file=sys.stderr)  # first, before the minutes of loading
     resolve_num_workers_arg(args)
     data = load_app_data(
         args.benchmark,
@@ -62,7 +65,7 @@ def register(sub) -> None:
                    help="results.csv for the leaderboard (default: the anchors and sanity methods scored at startup); "
                    "the run.json next to it says which benchmark, encoder and protocol produced it (without one, "
                    "the app says they are unknown)")
-    p.add_argument("--results-repo", default=None, metavar="ORG/NAME",
+    p.add_argument("--results-repo", default=None, type=hub_repo_id, metavar="ORG/NAME",
                    help="results repo on the Hub (see push-results) for the Hub leaderboard tab, loaded at start and "
                    "on refresh (default: $GEOFIDELITY_RESULTS_REPO)")
     p.add_argument("--endpoint", default=None, metavar="URL", help="Hub URL of --results-repo (default: huggingface.co)")

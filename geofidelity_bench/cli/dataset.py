@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from ._common import BENCHMARK_HELP, CLIError, add_hub_retry_args, hub_retry_kwargs
+from ._common import BENCHMARK_HELP, CLIError, add_hub_retry_args, hub_repo_id, hub_retry_kwargs
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -100,7 +100,7 @@ def register(sub) -> None:
         help="upload a built dataset folder to a Hub dataset repo (resumable: unchanged files are skipped)",
     )
     q.add_argument("dir", help="a folder written by `build-dataset`")
-    q.add_argument("--repo-id", required=True, help="dataset repo id (user/name), created if missing")
+    q.add_argument("--repo-id", required=True, type=hub_repo_id, help="dataset repo id (user/name), created if missing")
     q.add_argument("--private", action="store_true", help="create the repo as private (if it does not exist)")
     q.add_argument(
         "--endpoint",

@@ -12,6 +12,7 @@ from ._common import (
     add_encoder_args,
     add_rekey_arg,
     add_segmenter_args,
+    check_out_folder,
     encoder_and_cache,
     segmenter_or_reason,
     warn_rekeyed,
@@ -43,6 +44,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ..near_copies import near_copies_warning
 
     started = time.time()
+    check_out_folder(args.out)
     bench = load_benchmark(args.benchmark, revision=args.revision, rekey_mismatched_images=args.rekey_mismatched_images)
     warn_rekeyed(bench)
     # Before any model is loaded, every cheap check (layout, names, manifest, prompts; every file decoded
@@ -145,6 +147,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from ..evaluation import anchor_panels, evaluate_panels, sanity_panels
 
     started = time.time()
+    check_out_folder(args.out)
     bench = load_benchmark("demo")
     encoder, cache = encoder_and_cache(args)
     segmenter, gaas_reason = segmenter_or_reason(args, local_only=True)

@@ -15,6 +15,7 @@ import argparse
 import os
 
 from ..prompts import CONDITIONS, CONTROL_CONDITIONS
+from ._common import hub_repo_id
 
 #: The six conditions of the paper's main grid (GPS_ONLY is opt-in).
 PAPER_CONDITIONS = ("L0", "L1", "L2", *CONTROL_CONDITIONS)
@@ -67,6 +68,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         raise CLIError("--model is required (see --list-models)")
     if not args.out:
         raise CLIError("--out is required")
+    from ._common import check_out_folder
+
+    check_out_folder(args.out)
     try:
         for plugin in args.plugin or []:
             load_plugin(plugin)
@@ -87,8 +91,6 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             raise CLIError(f"--model {spec.key}: {reserved}")
     if args.images_per_block < 1:
         raise CLIError("--images-per-block must be >= 1")
-    if args.batch_size < 1:
-        raise CLIError("--batch-size must be >= 1")
     if args.dist_timeout is not None and not args.dist_timeout > 0:
         raise CLIError("--dist-timeout must be > 0 seconds")
     bench = load_benchmark(args.benchmark, revision=args.revision)
@@ -110,6 +112,13 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         )
     except GeneratorError as err:
         raise CLIError(str(err)) from None
+    except OSError as err:
+        from ..atomic import is_no_space, write_error_text
+
+        if not is_no_space(err):
+            raise
+        raise CLIError(f"cannot write to {args.out}: {write_error_text(err)}; every image written so far is whole "
+                       "and kept: free space and run the same command again to resume") from None
     is_main = summary.process_index == 0
     if args.push_to_hub and is_main:
         _push(args.out, args.push_to_hub, [s.key for s in specs], args)
@@ -188,8 +197,9 @@ def register(sub) -> None:
     p.add_argument("--out", help="output folder")
     p.add_argument("--images-per-block", type=int, default=4, help="images per (model, condition, block) (default: 4)")
     p.add_argument("--blocks", nargs="+", default=None, help="block ids (default: all)")
-    p.add_argument("--batch-size", type=int, default=1,
-                   help="prompts per pipeline call (default: 1, bit-exact whatever the number of processes)")
+    from ._common import add_batch_size_arg
+
+    add_batch_size_arg(p, 1, "prompts per pipeline call (bit-exact whatever the number of processes)")
     p.add_argument("--cpu-offload", action=argparse.BooleanOptionalAction, default=None,
                    help="force model CPU offload on/off (default: per model; sd35_large and FLUX offload)")
     p.add_argument("--dtype", choices=["fp16", "bf16", "fp32"], default=None, help="override the model's dtype")
@@ -209,7 +219,7 @@ def register(sub) -> None:
                         "(default: 14400 = 4 h; recorded in generation_summary.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list-models", action="store_true", help="print the registered generators and exit")
-    p.add_argument("--push-to-hub", metavar="REPO", default=None,
+    p.add_argument("--push-to-hub", metavar="REPO", default=None, type=hub_repo_id,
                    help="after generating, push this run's models to the dataset repo REPO (generations config)")
     _add_hub_args(p)
     p.set_defaults(func=_cmd_generate)
@@ -219,7 +229,7 @@ def register(sub) -> None:
         help="upload a generation folder to a Hub dataset repo as its 'generations' config",
     )
     q.add_argument("dir", help="a folder written by `generate`")
-    q.add_argument("--repo-id", required=True, help="dataset repo id (user/name), created if missing")
+    q.add_argument("--repo-id", required=True, type=hub_repo_id, help="dataset repo id (user/name), created if missing")
     q.add_argument("--models", nargs="+", default=None, help="models to push (default: all in the folder)")
     _add_hub_args(q)
     q.set_defaults(func=_cmd_push)

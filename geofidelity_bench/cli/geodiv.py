@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from ..provenance import command_line
-from ._common import BENCHMARK_HELP, CLIError
+from ._common import BENCHMARK_HELP, CLIError, add_batch_size_arg
 
 LABEL_COLUMNS = ("model", "method", "condition", "block_id", "city", "country", "source")
 
@@ -131,7 +131,7 @@ def register(sub) -> None:
     p.add_argument("--questions", default=None, help="question bank JSON/YAML (default: the shipped street bank)")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: bfloat16 on GPU, float32 on CPU)")
-    p.add_argument("--batch-size", type=int, default=8, help="(image, question) pairs per generate call (default: 8)")
+    add_batch_size_arg(p, 8, "(image, question) pairs per generate call")
     p.add_argument("--max-new-tokens", type=int, default=8, help="reply length cap in tokens (default: 8)")
     p.add_argument("--max-image-side", type=int, default=768,
                    help="downscale images whose longer side exceeds this (default: 768; 0 keeps them)")

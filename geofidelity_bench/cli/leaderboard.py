@@ -13,6 +13,7 @@ import argparse
 import re
 
 from ..errors import redact_url
+from ._common import hub_repo_id
 
 
 def _looks_like_repo_id(text: str) -> bool:
@@ -22,21 +23,21 @@ def _looks_like_repo_id(text: str) -> bool:
 def _cmd_push_results(args: argparse.Namespace) -> int:
     from ..hub.results_repo import push_results
 
+    # Everything --model-card needs is checked before the results are pushed: the method, and a card
+    # whose metadata parses (a broken card would otherwise fail after the upload).
+    card = _model_card_target(args) if args.model_card else None
     report = push_results(args.results_dir, args.repo_id, endpoint=args.endpoint, private=args.private,
                           allow_copies=args.allow_copies)
     for line in report.lines():
         print(line)
-    if args.model_card:
-        _model_card(args, report)
+    if card is not None:
+        _model_card(args, report, *card)
     return 0
 
 
-def _model_card(args: argparse.Namespace, report) -> None:
-    from ..caveats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-    from ..comparability import comparability_of_run
-    from ..hub.results_repo import update_model_card, validate_results_folder
-    from ..report.context import LEADERBOARD_METRICS
-    from ..report.leaderboard import LeaderboardView, SubmissionGroup, leaderboard_tables
+def _model_card_target(args: argparse.Namespace):
+    """(validated submission, method, parsed model card) for --model-card, or a one-line error."""
+    from ..hub.results_repo import read_model_card, validate_results_folder
     from ._common import CLIError
 
     sub = validate_results_folder(args.results_dir)
@@ -48,6 +49,17 @@ def _model_card(args: argparse.Namespace, report) -> None:
         raise CLIError(f"--model-card needs --method: the results hold the L1 generators {generators}")
     if method not in generators:
         raise CLIError(f"--method {method}: not an L1 generator of {args.results_dir} (L1 generators: {generators})")
+    return sub, method, read_model_card(args.model_card, endpoint=args.endpoint)
+
+
+def _model_card(args: argparse.Namespace, report, sub, method: str, card) -> None:
+    from ..caveats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+    from ..comparability import comparability_of_run
+    from ..hub.results_repo import update_model_card
+    from ..report.context import LEADERBOARD_METRICS
+    from ..report.leaderboard import LeaderboardView, SubmissionGroup, leaderboard_tables
+
+    rows = sub.rows
     if any(m == method for m, _c, _b in report.copied):
         print(f"{args.model_card}: model card NOT updated: {method}'s panels copy the benchmark's photos "
               "(the copy audit), which is not a model's result")
@@ -74,7 +86,7 @@ def _model_card(args: argparse.Namespace, report) -> None:
     encoder = str(sub.run_info["encoder"]["name"])
     done = update_model_card(args.model_card, scores, comparability=comp, encoder=encoder, dataset_type=dataset_type,
                              dataset_name=f"GeoFidelity-Bench ({bench.get('name')})", dataset_config="L1",
-                             endpoint=args.endpoint,
+                             endpoint=args.endpoint, card=card,
                              source_url=redact_url(f"{args.endpoint or 'https://huggingface.co'}/datasets/{args.repo_id}"))
     print(f"{args.model_card}: model card updated: {done.written} result(s) of {method} with encoder {encoder} "
           f"({comp.short()}), {done.removed} earlier result(s) of the same key replaced; {done.n_results} result(s) "
@@ -97,13 +109,13 @@ def register(sub) -> None:
         "`hf auth login`.",
     )
     p.add_argument("results_dir", metavar="RESULTS_DIR", help="folder written by `geofidelity-bench evaluate`")
-    p.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="results dataset repo (created if missing)")
+    p.add_argument("--repo-id", required=True, type=hub_repo_id, metavar="ORG/NAME", help="results dataset repo (created if missing)")
     p.add_argument("--endpoint", default=None, metavar="URL", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)")
     p.add_argument("--private", action="store_true", help="create the repo private (ignored when it exists)")
     p.add_argument("--allow-copies", action="store_true",
                    help="submit even though generated images are flagged by the copy audit (results.csv n_copied, "
                         "run.json near_copies); the leaderboard then marks the submission as copied and never ranks it")
-    p.add_argument("--model-card", default=None, metavar="MODEL_REPO",
+    p.add_argument("--model-card", default=None, type=hub_repo_id, metavar="MODEL_REPO",
                    help="also write the method's L1 scores into this model repo's model-index, keyed by the "
                         "comparability key (benchmark fingerprint, encoder config hash, protocol) and naming the "
                         "encoder; a newer run of the same key replaces all of that key's results, other keys are kept")

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ..provenance import command_line
-from ._common import CLIError, add_num_workers_arg, resolve_num_workers_arg
+from ._common import CLIError, add_batch_size_arg, add_num_workers_arg, resolve_num_workers_arg
 from ..mfp import PairingError, pair_folders, read_pairs_csv
 
 
@@ -37,8 +37,6 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
             pairing = "relative path (extension ignored)"
     except PairingError as err:
         raise CLIError(str(err)) from None
-    if args.batch_size < 1:
-        raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
     resolve_num_workers_arg(args)
 
     from ..encoders.dino_vit_keys import DinoViTFeatureExtractor
@@ -94,7 +92,7 @@ def register(sub) -> None:
     p.add_argument("--revision", default=None, help="Hub revision of --model")
     p.add_argument("--image-size", type=int, default=224, help="square input side, a multiple of the patch size (default: 224)")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--batch-size", type=int, default=8, help="pairs per forward call (default: 8)")
+    add_batch_size_arg(p, 8, "pairs per forward call")
     p.add_argument("--global-weight", type=float, default=10.0, help="weight of 1 - G in the loss column (default: 10)")
     p.add_argument("--spatial-weight", type=float, default=1.0, help="weight of spatial_mse in the loss column (default: 1)")
     p.add_argument("--out", required=True, help="output folder (mfp.csv, summary.json, mfp.png)")

@@ -6,7 +6,7 @@ import argparse
 import re
 import sys
 
-from ._common import BENCHMARK_HELP, CLIError
+from ._common import BENCHMARK_HELP, CLIError, add_batch_size_arg
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -83,7 +83,7 @@ def register(sub) -> None:
     c.add_argument("--conditions", nargs="+", default=["L1"], help="conditions to score (default: L1, as the paper)")
     c.add_argument("--clip-weights", default=None, help="local folder (or Hub id) of openai/clip-vit-base-patch32")
     c.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    c.add_argument("--batch-size", type=int, default=32, help="images per CLIP batch (default: 32)")
+    add_batch_size_arg(c, 32, "images per CLIP batch")
     c.set_defaults(func=_cmd_clip_alignment)
 
     p = sub.add_parser(

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from ..provenance import command_line
-from ._common import BENCHMARK_HELP, CLIError, add_num_workers_arg, add_rekey_arg, resolve_num_workers_arg, warn_rekeyed
+from ._common import (BENCHMARK_HELP, CLIError, add_batch_size_arg, add_num_workers_arg, add_rekey_arg,
+                      resolve_num_workers_arg, warn_rekeyed)
 
 _TABLE_SUFFIXES = (".parquet", ".csv")
 
@@ -37,8 +38,6 @@ def _cmd_segment(args: argparse.Namespace) -> int:
             print(f"{name}\t{DEFAULT_WEIGHTS[name]}")
         return 0
     out = _table_path(args.out)
-    if args.batch_size < 1:
-        raise CLIError(f"--batch-size must be >= 1, got {args.batch_size}")
     resolve_num_workers_arg(args)
 
     from ..benchmark import load_benchmark
@@ -83,7 +82,7 @@ def _add_segment(sub) -> None:
     p.add_argument("--segmenter-weights", default=None, metavar="PATH",
                    help="local folder saved with save_pretrained() (or a Hub id) for the segmenter's weights")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--batch-size", type=int, default=8, help="images per segmenter batch (default: 8)")
+    add_batch_size_arg(p, 8, "images per segmenter batch")
     p.add_argument("--cache-dir", default=None,
                    help="cache folder, shared with the embeddings (default: $GEOFIDELITY_CACHE or under HF_HOME)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")

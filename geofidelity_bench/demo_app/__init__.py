@@ -30,6 +30,24 @@ def build_app(data: AppData, hub_board: HubBoard | None = None):
     return _build(data, hub_board)
 
 
+def network_exposure_warning(host: str | None, port: int | None = None) -> str | None:
+    """The warning for a listening address other than this machine's loopback (None for 127.0.0.1,
+    ``localhost``, ``::1``): with ``0.0.0.0``, ``::`` or a network address, anyone who can reach the
+    machine can use the app and upload files to it."""
+    import ipaddress
+
+    if host is None or host.strip().lower() == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(host.strip("[]")).is_loopback:
+            return None
+    except ValueError:  # a host name other than localhost: it may resolve to a network address
+        pass
+    return (f"warning: --host {host}: the app is reachable from the network, not only from this machine: anyone "
+            f"who can reach it on port {port or 7860} can use it and upload files to it (it has no login); use "
+            "--host 127.0.0.1 to keep it local")
+
+
 def launch(demo, *, host: str | None = "127.0.0.1", port: int | None = None, **kwargs: Any):
     """Launches ``demo`` locally (never with a public share link)."""
     from .ui import launch as _launch
@@ -52,5 +70,6 @@ __all__ = [
     "city_choices",
     "launch",
     "load_app_data",
+    "network_exposure_warning",
     "read_uploaded_images",
 ]

@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any, Callable
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -39,12 +40,14 @@ from .texts import (  # noqa: E402
     mrr_chance_phrase,
     score_label,
 )
+from .outputs import SessionFiles  # noqa: E402
 from .uploads import (  # noqa: E402
     MAX_IMAGE_BYTES,
     MAX_IMAGES,
     MAX_PIXELS,
     MAX_RESULTS_BYTES,
     MIN_IMAGES,
+    RecentUploads,
     UploadError,
     discard_uploads,
     read_uploaded_images,
@@ -351,15 +354,19 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         return [_gallery_items(data, block_id), fig, _metadata_markdown(data, block_id), *prompt_updates]
 
     refusals = LastErrors()
+    answers = SessionFiles(None)  # its folder is Gradio's, known once the File component exists (below)
+    recent = RecentUploads()  # identical uploads share a path: concurrent requests read its bytes here
 
     @_friendly("score the images", refusals)
     def score(block_id: str, files: list | None, request: gr.Request):
         started = time.time()
+        session = getattr(request, "session_hash", None)
+        answers.drop(session, "score")  # the page's previous thumbnails are replaced (or cleared on a refusal)
         try:
             if not block_id:
                 raise gr.Error("Choose the target block first.")
             bench.block(block_id)
-            uploads = read_uploaded_images(files, upload_root=upload_root)
+            uploads = read_uploaded_images(files, upload_root=upload_root, recent=recent)
         finally:  # decoded in memory (or refused): the uploaded files are not kept
             discard_uploads(files, upload_root=upload_root)
         result = data.score(block_id, [u.image for u in uploads], [u.name for u in uploads])
@@ -373,6 +380,8 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         ranking = pd.DataFrame(result.ranking_rows(), columns=RANKING_HEADERS)
         shown = [(_thumbnail(u.image, 320), f"{i}. {u.name} → {row[2]}")
                  for i, (u, row) in enumerate(zip(uploads, result.ranking_rows()), start=1)]
+        written = answers.write(session, "score", pairs + shown)  # one folder per answer, deleted at the next
+        pairs, shown = written[:len(pairs)], written[len(pairs):]
         fig = figures.anchor_figure(result.row, result.anchors, block_id=block_id)
         return (status, warning, gr.Gallery(value=pairs, visible=bool(pairs)), _scores_markdown(result), ranking,
                 shown, fig, result.as_json())
@@ -389,9 +398,10 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         return ("Scoring ...", "", gr.Gallery(value=[], visible=False), "", pd.DataFrame(columns=RANKING_HEADERS), [],
                 None, None)
 
-    def _leaderboard_outputs(results: pd.DataFrame, source: str, status: str):
+    def _leaderboard_outputs(results: pd.DataFrame, source: str, status: str, request: gr.Request | None = None):
         run_info = data.run_info if results is data.results else None  # an uploaded table has no run.json
         images, report = lb.report_images(results, run_info)
+        images = answers.write(getattr(request, "session_hash", None), "report", images, fmt="png")
         table = lb.leaderboard_table(results)
         return (results, _source_text(results, source, lb.provenance_text(run_info, data.own_info)),
                 gr.Dropdown(choices=lb.conditions_of(results), value=lb.ALL_CONDITIONS),
@@ -412,11 +422,15 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
             discard_uploads(file, upload_root=upload_root)
         name = md_escape(os.path.basename(str(file)))
         return _leaderboard_outputs(df, f"uploaded file {name} ({len(df)} rows)",
-                                    f"Loaded {len(df)} result rows from {name}.")
+                                    f"Loaded {len(df)} result rows from {name}.", request)
 
     @_friendly("reset the leaderboard")
-    def reset_results():
-        return _leaderboard_outputs(data.results, data.results_source, "Showing the default results again.")
+    def reset_results(request: gr.Request):
+        return _leaderboard_outputs(data.results, data.results_source, "Showing the default results again.",
+                                    request)
+
+    def end_session(request: gr.Request):
+        answers.release(getattr(request, "session_hash", None))  # the page was closed: its images go
 
     header = (
         "# GeoFidelity-Bench\n"
@@ -462,6 +476,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                 files = gr.File(file_count="multiple", type="filepath", label="Generated images",
                                 elem_id="score-files")
                 upload_root = getattr(files, "GRADIO_CACHE", None)
+                answers.root = Path(upload_root) if upload_root else None
                 score_btn = gr.Button("Score", variant="primary", elem_id="score-button")
                 status = gr.Markdown(elem_id="score-status")
                 copy_warning = gr.Markdown(elem_id="score-copy-warning")
@@ -522,6 +537,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         uploading.failure(not_loaded, outputs=lb_status, queue=False, api_visibility="private")
         uploading.then(lambda: None, outputs=results_file, queue=False, api_visibility="private")
         reset.click(reset_results, outputs=lb_outputs, api_name="reset_results")
+        demo.unload(end_session)
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=MAX_QUEUE)
     return demo
 

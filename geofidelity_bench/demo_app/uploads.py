@@ -39,6 +39,50 @@ class UploadedImage:
     frames: int = 1  # > 1 for an animated GIF / APNG / WebP
 
 
+class RecentUploads:
+    """The bytes of the uploads read in the last ``ttl`` seconds, by their path in the upload folder.
+
+    Gradio stores an upload under the hash of its content and its name, so identical uploads of two
+    visitors share one path, and the first request to read it deletes it (uploads are not kept). A
+    request that finds its path gone takes the bytes read there instead: the same path holds the same
+    content, and each request decodes its own copy. Bounded (``max_bytes``, oldest dropped first) and
+    held in memory only; one per app (:func:`geofidelity_bench.demo_app.build_app`).
+    """
+
+    def __init__(self, ttl: float = 900.0, max_bytes: int = 16 * MAX_IMAGE_BYTES):
+        import threading
+        from collections import OrderedDict
+
+        self.ttl, self.max_bytes = ttl, max_bytes
+        self._items: "OrderedDict[Path, tuple[float, bytes]]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _expire(self, now: float) -> None:
+        total = sum(len(d) for _, d in self._items.values())
+        while self._items:
+            path, (when, data) = next(iter(self._items.items()))
+            if now - when <= self.ttl and total <= self.max_bytes:
+                break
+            del self._items[path]
+            total -= len(data)
+
+    def put(self, path: Path, data: bytes) -> None:
+        import time
+
+        with self._lock:
+            self._items.pop(path, None)
+            self._items[path] = (time.monotonic(), data)
+            self._expire(time.monotonic())
+
+    def get(self, path: Path) -> bytes | None:
+        import time
+
+        with self._lock:
+            self._expire(time.monotonic())
+            item = self._items.get(path)
+            return item[1] if item else None
+
+
 def default_upload_root() -> Path:
     """Gradio's upload folder: ``$GRADIO_TEMP_DIR``, else ``<system temp>/gradio``."""
     import tempfile
@@ -51,17 +95,31 @@ def _raw_path(item) -> str | None:
     return raw if isinstance(raw, str) and raw else None
 
 
-def _as_upload_path(item, root: Path, what: str) -> Path:
-    """The path of a Gradio upload, refused unless it is a regular file inside ``root``."""
+def _as_upload_path(item, root: Path, what: str, recent: RecentUploads | None = None) -> Path:
+    """The path of a Gradio upload, refused unless it is a regular file inside ``root`` (or, gone, one
+    that ``recent`` read)."""
     raw = _raw_path(item)
     if raw is None:
         raise UploadError(f"{what} is not an uploaded file")
     path = Path(raw).resolve()
     if not path.is_relative_to(root):
         raise UploadError(f"{what} is not an uploaded file")
-    if not path.is_file():
+    if not path.is_file() and (recent is None or recent.get(path) is None):
         raise UploadError(f"{what} is missing (upload it again)")
     return path
+
+
+def _upload_bytes(path: Path, limit: int, recent: RecentUploads | None) -> bytes | None:
+    """At most ``limit`` + 1 bytes of the upload at ``path``, from the file or, when another request
+    with the same upload deleted it meanwhile, from ``recent``; kept in ``recent``. None: gone."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except FileNotFoundError:
+        return recent.get(path) if recent is not None else None
+    if recent is not None and len(data) <= limit:
+        recent.put(path, data)
+    return data
 
 
 def _mb(n: int) -> str:
@@ -104,6 +162,7 @@ def read_uploaded_images(
     max_images: int = MAX_IMAGES,
     max_bytes: int = MAX_IMAGE_BYTES,
     max_pixels: int = MAX_PIXELS,
+    recent: RecentUploads | None = None,
 ) -> list[UploadedImage]:
     """Validates and decodes the uploaded generated images of one panel.
 
@@ -111,6 +170,8 @@ def read_uploaded_images(
         files: what Gradio handed over for a ``gr.File(file_count="multiple")``: paths of
             files in its upload folder.
         upload_root: that folder (default: :func:`default_upload_root`).
+        recent: the app's :class:`RecentUploads`: identical uploads of concurrent visitors share
+            a path that the first reader deletes; the others read its bytes from here.
 
     Raises:
         UploadError: too few or too many files, a file over ``max_bytes``, a file that does
@@ -129,7 +190,7 @@ def read_uploaded_images(
     out, problems = [], []
     for i, item in enumerate(files, start=1):
         try:
-            out.append(_read_one_upload(item, root, i, max_bytes=max_bytes, max_pixels=max_pixels))
+            out.append(_read_one_upload(item, root, i, max_bytes=max_bytes, max_pixels=max_pixels, recent=recent))
         except UploadError as err:  # every bad file is listed, not only the first
             problems.append(str(err))
     if len(problems) == 1:
@@ -139,16 +200,21 @@ def read_uploaded_images(
     return out
 
 
-def _read_one_upload(item, root: Path, i: int, *, max_bytes: int, max_pixels: int) -> UploadedImage:
-    path = _as_upload_path(item, root, f"file {i}")
+def _read_one_upload(item, root: Path, i: int, *, max_bytes: int, max_pixels: int,
+                     recent: RecentUploads | None = None) -> UploadedImage:
+    path = _as_upload_path(item, root, f"file {i}", recent)
     name = path.name
-    size = path.stat().st_size
-    if size > max_bytes:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:  # read and deleted by a concurrent request with the same upload
+        size = None
+    if size is not None and size > max_bytes:
         raise UploadError(f"{name} is {_mb(size)}; the limit is {_mb(max_bytes)} per image.")
-    if size == 0:
+    data = _upload_bytes(path, max_bytes, recent)
+    if data is None:
+        raise UploadError(f"file {i} is missing (upload it again)")
+    if not data:
         raise UploadError(f"{name} is empty (0 bytes).")
-    with open(path, "rb") as fh:
-        data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise UploadError(f"{name} is over the limit of {_mb(max_bytes)} per image.")
     image = decode_upload(data, name, max_pixels=max_pixels)

@@ -42,6 +42,7 @@ from .requests import (
     HubUnreachableError,
     RepoChanged,
     auth_hint,
+    check_repo_id,
     commit_files,
     describe_error,
     file_digests,
@@ -148,6 +149,7 @@ class HubRepo:
     ):
         from huggingface_hub import HfApi, constants
 
+        check_repo_id(repo_id, "repo id")
         if constants.is_offline_mode():
             raise HubPushError("HF_HUB_OFFLINE is set: unset it (or set HF_HUB_OFFLINE=0) to push to the Hub")
         self.repo_id = repo_id
@@ -355,6 +357,7 @@ def push_dataset(
     standard sources (``HF_TOKEN``, ``hf auth login``); ``endpoint`` selects another Hub server.
     """
     folder = Path(folder)
+    check_repo_id(repo_id, "repo id")
     _check_built(folder)
     repo = HubRepo(repo_id, token=token, endpoint=endpoint, attempts=attempts, retry_base_delay=retry_base_delay, log=log)
     return DatasetPushReport(repo_id, push(repo, dataset_groups(folder, repo_id), private=private))

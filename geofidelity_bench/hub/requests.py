@@ -26,6 +26,27 @@ class HubUnreachableError(HubPushError):
     """A request kept failing with transient errors (no connection, timeouts, HTTP 5xx) after all retries."""
 
 
+class RepoIdError(GeoFidelityError, ValueError):
+    """A Hub repo id that the Hub would refuse (``../../etc``, over 96 characters, spaces); checked before any work."""
+
+
+def check_repo_id(repo_id, what: str = "repo id") -> str:
+    """Returns ``repo_id`` when huggingface_hub's validator accepts it (``NAME`` or ``ORG/NAME``: letters,
+    digits, ``-``, ``_``, ``.``, at most 96 characters, no ``..`` or ``--``), else raises
+    :class:`RepoIdError` naming ``what`` and the id."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        shown = repr(repo_id) if len(str(repo_id)) <= 60 else f"{str(repo_id)[:60]!r}... ({len(str(repo_id))} characters)"
+        raise RepoIdError(
+            f"{what} {shown} is not a valid Hub repo id: use ORG/NAME or NAME with letters, digits, '-', '_' and "
+            "'.' (no '..' or '--', not starting or ending with '-' or '.', at most 96 characters)"
+        ) from None
+    return repo_id
+
+
 # -- retries ------------------------------------------------------------------------------------
 
 

@@ -61,7 +61,7 @@ from ..metrics.catalog import METRICS, RESULT_METRIC_COLUMNS
 from ..record_checks import reserved_rows_problem
 from ..results import RESULTS_FILE, RUN_FILE, ResultsFolderError, read_results_csv
 from .card import CARD_FILE
-from .requests import HubPushError, describe_error, file_digests, same_remote, with_retries
+from .requests import HubPushError, check_repo_id, describe_error, file_digests, same_remote, with_retries
 
 SUBMISSIONS_DIR = "submissions"
 SUBMISSION_GLOB = f"{SUBMISSIONS_DIR}/*/*/{RESULTS_FILE}"
@@ -245,7 +245,9 @@ def validate_results_folder(folder: str | os.PathLike) -> Submission:
     Raises:
         SubmissionError: a required file is missing, run.json lacks a field
             (:data:`REQUIRED_RUN_FIELDS`), a metric value is infinite or out of its range
-            (:mod:`geofidelity_bench.metrics.catalog`), or a row lacks its method, condition or block.
+            (:mod:`geofidelity_bench.metrics.catalog`), a row lacks its method, condition or block,
+            two rows share a (method, condition, block_id), or a NaN score has no reason in
+            run.json (:func:`check_rows_once_and_nans_explained`).
     """
     import numpy as np
 
@@ -300,7 +302,77 @@ def validate_results_folder(folder: str | os.PathLike) -> Submission:
                 f"e.g. {values[i]!r} in row {i + 2} ({rows['method'].iloc[i]}/{rows['condition'].iloc[i]}/"
                 f"{rows['block_id'].iloc[i]}); these results cannot be submitted"
             )
+    check_rows_once_and_nans_explained(rows, info, csv)
     return Submission(folder, rows, info, run_id_of(info, csv.read_bytes()))
+
+
+def _nan_explanations(info: Mapping) -> tuple[set[str], set[tuple[str, str]]]:
+    """What run.json explains: (columns NaN everywhere for a stated reason, {(column, "method/condition/block")}).
+
+    ``nan_reasons`` as ``evaluate`` writes it (records with ``column``, ``reason`` and ``rows``; a record
+    without ``rows`` covers the column), or a ``{column: reason}`` mapping; a top-level string entry named
+    after a metric; and, for GAAS, ``gaas.reason`` of a run without a segmenter.
+    """
+    columns: set[str] = set()
+    cells: set[tuple[str, str]] = set()
+    reasons = info.get("nan_reasons")
+    if isinstance(reasons, Mapping):
+        columns |= {str(c) for c, why in reasons.items() if why}
+    elif isinstance(reasons, list):
+        for rec in reasons:
+            if not isinstance(rec, Mapping) or not rec.get("reason"):
+                continue
+            col = str(rec.get("column") or rec.get("metric") or "")
+            rows = rec.get("rows")
+            if isinstance(rows, list):
+                cells |= {(col, str(r)) for r in rows}
+            else:
+                columns.add(col)
+    columns |= {c for c in RESULT_METRIC_COLUMNS if isinstance(info.get(c), str) and info.get(c)}
+    gaas = info.get("gaas")
+    if isinstance(gaas, Mapping) and not gaas.get("segmenter") and gaas.get("reason"):
+        columns.add("gaas")
+    return columns, cells
+
+
+def check_rows_once_and_nans_explained(rows, info: Mapping, csv) -> None:
+    """Refuses a results table that would break the repo's leaderboard: two rows of one (method, condition,
+    block_id), or a NaN score of a row to be submitted (generator or anchor) that run.json's ``nan_reasons``
+    does not explain (docs/benchmark.md section 13, Submissions).
+
+    Raises:
+        SubmissionError: naming the first offending row and how many there are.
+    """
+    import numpy as np
+
+    keys = rows[["method", "condition", "block_id"]].astype(str)
+    repeated = keys.duplicated(keep=False).to_numpy()
+    if repeated.any():
+        first = keys[repeated].iloc[0]
+        same = np.flatnonzero((keys == first).all(axis=1).to_numpy()) + 2
+        n = int(keys[repeated].drop_duplicates().shape[0])
+        raise SubmissionError(
+            f"{csv}: {n} (method, condition, block_id) key(s) have more than one row, e.g. "
+            f"{first['method']}/{first['condition']}/{first['block_id']} in rows {', '.join(map(str, same))}: a "
+            "results table has one row per panel (merge runs with `geofidelity-bench report --results A B`, never "
+            "by concatenating their results.csv); nothing was uploaded"
+        )
+    columns, cells = _nan_explanations(info)
+    submitted = (roles(rows) != "sanity").to_numpy()
+    labels = (keys["method"] + "/" + keys["condition"] + "/" + keys["block_id"]).to_numpy()
+    unexplained: list[tuple[int, str]] = []
+    for col in RESULT_METRIC_COLUMNS:
+        if col in columns:
+            continue
+        nan = np.isnan(rows[col].to_numpy(dtype=float)) & submitted
+        unexplained += [(int(i), col) for i in np.flatnonzero(nan) if (col, labels[i]) not in cells]
+    if unexplained:
+        i, col = min(unexplained)
+        raise SubmissionError(
+            f"{csv}: {len(unexplained)} NaN score(s) have no reason in run.json nan_reasons, e.g. column {col!r} in "
+            f"row {i + 2} ({labels[i]}): a missing score must say why (`geofidelity-bench evaluate` records every "
+            "reason); nothing was uploaded"
+        )
 
 
 # -- the files of a submission --------------------------------------------------------------------
@@ -556,6 +628,7 @@ def push_results(
     """
     from .push import HubRepo, PushGroup
 
+    check_repo_id(repo_id, "results repo id")
     sub = validate_results_folder(results_dir)
     copied = copied_panels(sub)
     if copied and not allow_copies:
@@ -641,6 +714,7 @@ def load_submissions(repo_id: str, *, endpoint: str | None = None, revision: str
     """
     import pandas as pd
 
+    check_repo_id(repo_id, "results repo id")
     api = _api(endpoint)
     retry = dict(attempts=4, base_delay=0.5, log=log or (lambda _m: None))
     try:
@@ -713,6 +787,48 @@ def card_key(result) -> tuple | None:
     return (result.task_type, result.dataset_type, *(str(args[k]) for k in CARD_KEY_ARGS))
 
 
+def read_model_card(model_repo: str, *, endpoint: str | None = None, token: str | None = None):
+    """The model repo's card (a new one from the template when the repo has no README.md), parsed.
+
+    ``push-results --model-card`` calls it before anything is pushed, so that a card that cannot
+    be updated stops the command before the results are uploaded.
+
+    Raises:
+        RepoIdError: ``model_repo`` is not a valid repo id.
+        SubmissionError: the card's YAML metadata (or its ``model-index``) cannot be parsed: the
+            message names the repo and the line, and says to fix the card first.
+        HubPushError: the Hub could not be read.
+    """
+    from huggingface_hub import ModelCard, ModelCardData
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
+
+    from .requests import resolve_token
+
+    check_repo_id(model_repo, "model repo id")
+    token = resolve_token(token)
+    api = _api(endpoint, token)
+    retry = dict(attempts=4, base_delay=0.5, log=lambda _m: None, token=token)
+    try:
+        with tempfile.TemporaryDirectory(prefix="geofidelity-card-") as cache:
+            try:
+                path = with_retries(lambda: api.hf_hub_download(model_repo, CARD_FILE, cache_dir=cache),
+                                    f"read {model_repo}/{CARD_FILE}", **retry)
+            except EntryNotFoundError:
+                return ModelCard.from_template(ModelCardData())
+            data = Path(path).read_bytes()
+    except HfHubHTTPError as err:
+        raise HubPushError(f"cannot read the model card of {model_repo}: {describe_error(err, token)}") from None
+    try:
+        return ModelCard(data.decode("utf-8"))
+    except Exception as err:  # noqa: BLE001 - yaml's errors and huggingface_hub's ValueError alike
+        first = " ".join(str(err).split())[:200]
+        raise SubmissionError(
+            f"the model card {model_repo}/{CARD_FILE} cannot be updated: it is not UTF-8 text with YAML metadata that "
+            "parses "
+            f"({type(err).__name__}: {first}); fix the card (or leave out --model-card) and run again"
+        ) from None
+
+
 def update_model_card(
     model_repo: str,
     scores: Sequence[Mapping[str, Any]],
@@ -725,6 +841,7 @@ def update_model_card(
     endpoint: str | None = None,
     token: str | None = None,
     source_url: str | None = None,
+    card=None,
 ) -> ModelCardUpdate:
     """Writes ``scores`` into the ``model-index`` of the model repo's card, keeping its other results.
 
@@ -734,12 +851,14 @@ def update_model_card(
     hash, protocol version) and names the encoder (and, for GAAS, the segmenter); the run replaces
     every entry of the same key, so a NaN score removes the stale value instead of leaving an
     older run's number beside the new ones, and a run with another encoder adds its own entries.
+    ``card``: the card as :func:`read_model_card` returned it (default: read now).
     """
-    from huggingface_hub import EvalResult, ModelCard, ModelCardData
-    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
+    from huggingface_hub import EvalResult
+    from huggingface_hub.errors import HfHubHTTPError
 
     from .requests import resolve_token
 
+    check_repo_id(model_repo, "model repo id")
     if not comparability.complete:
         raise SubmissionError(f"the run records no complete comparability key ({comparability.short()}): "
                               "its scores cannot be written to a model card")
@@ -748,14 +867,9 @@ def update_model_card(
     retry = dict(attempts=4, base_delay=0.5, log=lambda _m: None, token=token)
     fp, enc_hash, protocol = comparability.key
     key_args = dict(zip(CARD_KEY_ARGS, comparability.key))
+    if card is None:
+        card = read_model_card(model_repo, endpoint=endpoint, token=token)
     try:
-        with tempfile.TemporaryDirectory(prefix="geofidelity-card-") as cache:
-            try:
-                path = with_retries(lambda: api.hf_hub_download(model_repo, CARD_FILE, cache_dir=cache),
-                                    f"read {model_repo}/{CARD_FILE}", **retry)
-                card = ModelCard(Path(path).read_text(encoding="utf-8"))
-            except EntryNotFoundError:
-                card = ModelCard.from_template(ModelCardData())
         data = card.data
         new = []
         for s in scores:
@@ -803,6 +917,7 @@ __all__ = [
     "SUBMISSION_COLUMNS",
     "anchors_path",
     "card_key",
+    "check_rows_once_and_nans_explained",
     "copied_panels",
     "merge_anchor_rows",
     "roles",
@@ -814,6 +929,7 @@ __all__ = [
     "load_leaderboard",
     "load_submissions",
     "push_results",
+    "read_model_card",
     "results_card",
     "run_id_of",
     "submission_files",

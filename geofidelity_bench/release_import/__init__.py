@@ -136,8 +136,9 @@ def import_release(
     for rel in (BLOCKS_CSV, REFERENCES_CSV):
         if not (root / rel).is_file():
             raise ReleaseImportError(f"{root}: missing required file {rel}")
-    _prepare_out(out, overwrite)
     imp = _Importer(root, out, keep_model_names=keep_model_names, hardlink=hardlink)
+    imp.read_tables(generations)  # every CSV is read (and refused) before anything is written
+    _prepare_out(out, overwrite)
     imp.read_json()
     manifest_path = root / "dataset_manifest.json"
     if imp.version is None and manifest_path.is_file():

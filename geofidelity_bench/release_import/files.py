@@ -59,8 +59,14 @@ def _parse_table(
                     f"{rel}: missing required column {spellings[0]!r}{alts}; the file has columns {header}"
                 )
         rows = []
-        for row in reader:
-            rows.append((reader.line_num, {k: v for k, v in row.items() if k is not None}))
+        try:
+            for row in reader:
+                rows.append((reader.line_num, {k: v for k, v in row.items() if k is not None}))
+        except csv.Error as err:  # e.g. a field over the csv module's limit (csv.field_size_limit())
+            raise ReleaseImportError(
+                f"{rel}: the row after line {reader.line_num} cannot be read as CSV ({err}; the limit is "
+                f"{csv.field_size_limit():,} characters per field): fix or remove that row and import again"
+            ) from None
     return _Table(rel, header, rows, columns)
 
 

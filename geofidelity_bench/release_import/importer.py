@@ -45,6 +45,9 @@ from .names import _DRIVING_SIDES, canonical_block_id, map_level, map_model, map
 from .parsers import _BadValue, _f, _i, _json_value, _pairs, _s
 from .report import ImportIssue, ReleaseImportError
 
+#: The largest ``sample_index`` imported (it names the file ``{k:02d}.jpg``); a larger one is an issue.
+MAX_SAMPLE_INDEX = 9999
+
 
 class _Importer:
     def __init__(self, root: Path, out: Path, *, keep_model_names: bool, hardlink: bool):
@@ -58,6 +61,23 @@ class _Importer:
         self.json_images: dict[tuple[str, str], dict[str, Any]] = {}
         self.version: str | None = None
         self._controls: dict[tuple[str, str], dict[str, str | None]] = {}
+        self._tables: dict[str, _Table] = {}
+
+    def table(self, rel: str, columns: Mapping[str, Mapping]) -> _Table:
+        """The CSV table ``rel`` of the release, read once (:meth:`read_tables` reads them all first)."""
+        if rel not in self._tables:
+            self._tables[rel] = _read_table(self.root, rel, columns["required"], columns["optional"])
+        return self._tables[rel]
+
+    def read_tables(self, generations: bool) -> None:
+        """Reads every CSV table the import uses before anything is written: a table that cannot be read
+        (not UTF-8, a field over the csv module's limit, a missing column) stops the import with nothing written."""
+        self.table(BLOCKS_CSV, _BLOCK_COLUMNS)
+        self.table(REFERENCES_CSV, _REFERENCE_COLUMNS)
+        if generations and (self.root / GENERATED_CSV).is_file():
+            self.table(GENERATED_CSV, _GENERATED_COLUMNS)
+            if (self.root / CONTROLS_CSV).is_file():
+                self.table(CONTROLS_CSV, _CONTROL_COLUMNS)
 
     def issue(self, kind: str, file: str, line: int | None, action: str, reason: str, **values: Any) -> None:
         self.issues.append(ImportIssue(kind, file, line, action, reason, {k: v for k, v in values.items() if v is not None}))
@@ -88,7 +108,7 @@ class _Importer:
 
     # -- blocks ----------------------------------------------------------------------------------
     def read_blocks(self) -> dict[str, dict[str, Any]]:
-        table = _read_table(self.root, BLOCKS_CSV, _BLOCK_COLUMNS["required"], _BLOCK_COLUMNS["optional"])
+        table = self.table(BLOCKS_CSV, _BLOCK_COLUMNS)
         neg_cols = [h for h in table.header if h.lower().startswith("neg_")]
         for col in neg_cols:
             role = map_negative_column(col)
@@ -225,7 +245,7 @@ class _Importer:
 
     # -- references ------------------------------------------------------------------------------
     def read_references(self, blocks: Mapping[str, dict[str, Any]]) -> dict[str, list[ReferenceImage]]:
-        table = _read_table(self.root, REFERENCES_CSV, _REFERENCE_COLUMNS["required"], _REFERENCE_COLUMNS["optional"])
+        table = self.table(REFERENCES_CSV, _REFERENCE_COLUMNS)
         per_block: dict[str, list[ReferenceImage]] = defaultdict(list)
         seen: set[str] = set()
         listed: set[tuple[str, str]] = set()
@@ -370,7 +390,7 @@ class _Importer:
             self.issue("missing_optional_file", CONTROLS_CSV, None, "not used",
                        "not found; control donors come from prompt_meta only")
             return {}
-        table = _read_table(self.root, CONTROLS_CSV, _CONTROL_COLUMNS["required"], _CONTROL_COLUMNS["optional"])
+        table = self.table(CONTROLS_CSV, _CONTROL_COLUMNS)
         out = {}
         for line, row in table.rows:
             rid, cond = _s(table.get(row, "block_id")), map_level(_s(table.get(row, "level")))
@@ -384,7 +404,7 @@ class _Importer:
     def import_generations(self, bench: Benchmark, gen_out: Path) -> dict[str, Any]:
         from ..generation.manifest import file_sha256, panel_relpath, write_manifest
 
-        table = _read_table(self.root, GENERATED_CSV, _GENERATED_COLUMNS["required"], _GENERATED_COLUMNS["optional"])
+        table = self.table(GENERATED_CSV, _GENERATED_COLUMNS)
         self._controls = self.read_controls()
         entries: dict[tuple[str, str, str, int], dict[str, Any]] = {}
         model_map: dict[str, str] = {}
@@ -422,6 +442,10 @@ class _Importer:
                 continue
             if k is None or k < 0:
                 self.issue("bad_value", GENERATED_CSV, line, "skipped", f"sample_index {k_raw!r} is not >= 0", **vals)
+                continue
+            if k > MAX_SAMPLE_INDEX:  # it names a file ({k:02d}.jpg): 1e300 would be a 301-digit name
+                self.issue("bad_value", GENERATED_CSV, line, "skipped",
+                           f"sample_index {k_raw!r} is over {MAX_SAMPLE_INDEX}", **vals)
                 continue
             key = (model, cond, self.id_map[rid], k)
             if key in entries:
