@@ -88,6 +88,17 @@ def test_generate_refuses_a_model_with_a_reserved_name(tmp_path, capsys, model):
     assert not out.exists()
 
 
+def test_run_generation_refuses_a_model_with_a_reserved_name(demo, tmp_path):
+    from geofidelity_bench.generation.registry import GeneratorError
+    from geofidelity_bench.generation.runner import run_generation
+
+    out = tmp_path / "gen"
+    with pytest.raises(GeneratorError, match="'heldout_real'") as err:
+        run_generation(demo, ["heldout_real=tiny"], ["L0"], out, images_per_block=1, progress=False)
+    assert RESERVED_SET in str(err.value)
+    assert not out.exists()
+
+
 def test_import_release_skips_a_model_with_a_reserved_name_and_says_so(tmp_path):
     release = tmp_path / "release"
     fx.write_release_fixture(release)

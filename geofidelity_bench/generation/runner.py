@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..encoders.devices import DEFAULT_DIST_TIMEOUT_S, distributed_state
 from ..provenance import installed_version, utc_timestamp
+from ..record_checks import reserved_method_problem
 from ..prompts import CONDITIONS, PromptError, build_prompt
 from .backends import ImageRequest, load_generator
 from .manifest import (
@@ -149,6 +150,8 @@ def resolve_specs(models: Iterable[str | GeneratorSpec]) -> list[GeneratorSpec]:
     for spec in specs:
         if spec.key in seen:
             raise GeneratorError(f"generator {spec.key!r} given twice")
+        if reserved := reserved_method_problem(spec.key):  # it would be averaged with that anchor when scored
+            raise GeneratorError(f"generator {spec.key!r}: {reserved}")
         seen.add(spec.key)
     if not specs:
         raise GeneratorError("no generator given")
