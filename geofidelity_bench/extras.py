@@ -25,6 +25,8 @@ EXTRA_OF = {
     "shapely": "curate",
     "pyproj": "curate",
     "osmium": "curate",
+    "sentencepiece": "curate",
+    "gradio_client": "app",
 }
 
 
@@ -34,6 +36,23 @@ class MissingExtraError(GeoFidelityError, ImportError):
 
 def install_hint(extra: str) -> str:
     return f'pip install "geofidelity-bench[{extra}]" (or "geofidelity-bench[all]")'
+
+
+def missing_extra(err: ImportError, feature: str | None = None) -> MissingExtraError | None:
+    """The one-line error for an import of an optional module that failed because the module is not
+    installed (``err.name`` is one of :data:`EXTRA_OF`'s modules), else None (a real bug keeps its traceback).
+
+    The command line's last line of defence: wherever a command reaches an optional module without
+    :func:`require` (a helper deep in a library call), it still ends in the line naming the extra.
+    """
+    if isinstance(err, MissingExtraError):
+        return err
+    top = (err.name or "").split(".")[0]
+    if not isinstance(err, ModuleNotFoundError) or top not in EXTRA_OF:
+        return None
+    what = f"{feature} needs" if feature else "this needs"
+    return MissingExtraError(f"{what} the optional package {top!r}, which is not installed: "
+                             f"{install_hint(EXTRA_OF[top])}")
 
 
 def require(module: str, extra: str | None = None, feature: str | None = None) -> ModuleType:

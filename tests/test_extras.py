@@ -48,3 +48,57 @@ def test_require_keeps_other_import_errors_and_is_a_geofidelity_error():
     with pytest.raises(MissingExtraError, match=r"geofidelity-bench\[app\]"):
         require("no_such_module_for_the_test", "app")
     assert require("json").__name__ == "json"
+
+
+def _setup_cfg():
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(ROOT, "setup.cfg"))
+    return cfg
+
+
+def test_the_extras_installed_here_accept_every_pillow_the_core_accepts():
+    """`pip install -e .` then `pip install -e ".[all,test]"` must not change Pillow (13.0.0 -> 12.3.0
+    once did: gradio caps it): the core's Pillow range lies inside every extra package's own range."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+
+    cfg = _setup_cfg()
+    core = [Requirement(line) for line in cfg["options"]["install_requires"].split("\n") if line.strip()
+            and not line.strip().startswith("#")]
+    core_pillow = next(r.specifier for r in core if r.name.lower() == "pillow")
+    extra_pkgs = {Requirement(line).name for line in cfg["options.extras_require"]["all"].split("\n") if line.strip()}
+    candidates = [f"{major}.{minor}.0" for major in range(10, 16) for minor in range(4)]
+    checked = 0
+    for pkg in sorted(extra_pkgs):
+        try:
+            deps = requires(pkg) or []
+        except PackageNotFoundError:
+            continue
+        for dep in map(Requirement, deps):
+            if dep.name.lower() != "pillow" or (dep.marker is not None and "extra" in str(dep.marker)):
+                continue
+            checked += 1
+            refused = [v for v in candidates if v in core_pillow and v not in dep.specifier]
+            assert not refused, (f"{pkg} needs pillow{dep.specifier}, but the core allows {refused}: "
+                                 "cap pillow in setup.cfg's install_requires the same way")
+    if not checked:
+        pytest.skip("no installed extra package constrains Pillow")
+
+
+def test_the_encoder_config_records_the_pillow_version_and_hashes_it():
+    """Decoding (and so every embedding) can change with Pillow: its version is part of the config
+    written next to every number and of the cache key."""
+    import PIL
+
+    from geofidelity_bench.encoders import get_encoder
+    from geofidelity_bench.encoders.base import hash_config
+
+    enc = get_encoder("efficientnet-lite0", device="cpu")
+    cfg = enc.config
+    assert cfg["pillow"] == PIL.__version__
+    assert hash_config(cfg) == enc.config_hash  # recorded config -> the same hash
+    other = dict(cfg, pillow="1.0.0")
+    assert hash_config(other) != enc.config_hash

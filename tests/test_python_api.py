@@ -27,6 +27,7 @@ HEAVY = ("torch", "pandas", "datasets", "evaluate", "transformers", "matplotlib"
 ENTRY_POINTS = (
     "load_benchmark", "get_encoder", "read_generated_folder", "evaluate_panels", "write_results", "run_record",
     "load_results", "read_results_csv", "build_report", "report_from_dirs", "load_metric", "GeoFidelityError",
+    "load_leaderboard",
 )
 SCORES = ("cos_sim", "mmd", "dcsf", "diversity_gap", "retrieval_acc", "mrr", "sim_target", "strongest_margin")
 

@@ -42,3 +42,27 @@ def test_readme_lists_the_metric_configs_of_the_metric_card_and_the_module():
                    and getattr(node.targets[0], "id", None) == "_CONFIGS")
     in_module = [key.value for key in configs.keys]
     assert listed == in_card == in_module, (listed, in_card, in_module)
+
+
+def test_what_the_readmes_commands_write_is_ignored_by_git(tmp_path):
+    """Every folder or file a README command writes into the current folder (``--out NAME``, the
+    defaults of ``demo`` and ``audit``, the Python API's folders) is in .gitignore."""
+    import re
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [line for line in readme.splitlines() if "geofidelity-bench" in line and not line.startswith("|")]
+    written = {m for line in commands for m in re.findall(r"--out ([\w.\-]+)", line)}
+    written -= {"DIR", "FILE", "OUT", "FILE.parquet"}
+    written |= {"geofidelity-demo", "geofidelity-audit"}  # the defaults of `demo` and `audit`
+    written |= set(re.findall(r'(?:Path\(|write_results\(|report_from_dirs\()"([\w\-]+)"', readme))
+    assert {"gen", "results", "geofidelity-demo", "generated"} <= written, written
+    probes = [name if "." in name else f"{name}/x.csv" for name in sorted(written)]
+    r = subprocess.run(["git", "check-ignore", "--no-index", *probes], cwd=ROOT, capture_output=True, text=True)
+    ignored = set(r.stdout.split())
+    assert set(probes) <= ignored, f"not in .gitignore: {sorted(set(probes) - ignored)}"

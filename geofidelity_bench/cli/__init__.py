@@ -9,10 +9,12 @@ imports happen inside the commands so that ``geofidelity-bench --help`` is insta
 
 Errors: every error a user can cause is a :class:`~geofidelity_bench.errors.GeoFidelityError`
 (library errors and :class:`~geofidelity_bench.cli._common.CLIError` alike); :func:`main` prints
-its message on one line and exits with status 2. Any other exception is a bug and keeps its
-traceback. While a command runs, every log record (the Hub client's retry lines name the URL it
-requests) and the final error line are passed through :func:`~geofidelity_bench.errors.redact_url`,
-so credentials inside an ``--endpoint`` URL are never printed.
+its message on one line and exits with status 2, and so does an optional package that is not
+installed (the line names the extra to install: :func:`~geofidelity_bench.extras.missing_extra`).
+Any other exception is a bug and keeps its traceback. While a command runs, every log record (the
+Hub client's retry lines name the URL it requests) and the final error line are passed through
+:func:`~geofidelity_bench.errors.redact_url`, so credentials inside an ``--endpoint`` URL are never
+printed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import sys
 from typing import Callable, Iterator, Sequence
 
 from ..errors import GeoFidelityError, redact_url
+from ..extras import missing_extra
 from ._common import ArgumentParser
 from . import app, audit, curate, dataset, embed, evaluate, generate, geodiv, info, leaderboard, mfp, report, segment
 
@@ -96,6 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args) or 0)
     except GeoFidelityError as err:
         print(redact_url(f"geofidelity-bench {args.command}: error: {err}"), file=sys.stderr)
+        return 2
+    except ImportError as err:
+        # an optional package reached without extras.require (e.g. accelerate inside a library helper)
+        missing = missing_extra(err, feature=args.command)
+        if missing is None:
+            raise
+        print(f"geofidelity-bench {args.command}: error: {missing}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -23,7 +23,16 @@ def _city_spec(args):
     return CitySpec(args.city, country.upper(), float(lat), float(lon), side.upper())
 
 
+def _require_curate_extra(command: str) -> None:
+    """The curate extra's geometry packages, checked before any download or file is read."""
+    from ..extras import require
+
+    for module in ("shapely", "pyproj"):
+        require(module, "curate", command)
+
+
 def _cmd_carve(args: argparse.Namespace) -> int:
+    _require_curate_extra("carve")
     from ..curation.carving import CarveParams, carve, format_carving_counts, stratum_counts, write_blocks_table
     from ..curation.osm import OverpassClient, read_osm_file
 
@@ -76,6 +85,7 @@ def _retry_policy(args):
 
 
 def _cmd_curate(args: argparse.Namespace) -> int:
+    _require_curate_extra("curate")
     from ..curation.carving import CarveParams
     from ..curation.cities import resolve_cities
     from ..curation.pipeline import CurationConfig, format_summary_table

@@ -248,7 +248,8 @@ def default_names(images: Sequence[ImageSource]) -> list[str]:
 
 class RecordedConfig:
     """The identity of a model-backed component: ``config`` (a deep, JSON-clean copy of
-    ``self._config`` plus the device and the float32 precision, both left out of the hash) and
+    ``self._config`` plus the Pillow version that decodes its images, hashed, and the device and the
+    float32 precision, both left out of the hash) and
     ``config_hash`` (the cache key part). Shared by encoders, segmenters and the MFP extractor."""
 
     _config: dict[str, Any]
@@ -256,14 +257,21 @@ class RecordedConfig:
 
     @property
     def config(self) -> dict[str, Any]:
-        cfg = json.loads(canonical_json(self._config))
+        cfg = json.loads(canonical_json(self._hashed_config()))
         cfg["device"] = self.device
         cfg[FLOAT32_PRECISION_KEY] = FLOAT32_PRECISION
         return cfg
 
     @property
     def config_hash(self) -> str:
-        return hash_config(self._config)
+        return hash_config(self._hashed_config())
+
+    def _hashed_config(self) -> dict[str, Any]:
+        # Images are decoded by Pillow, whose JPEG decoder can change between versions: the
+        # version is part of what the numbers depend on (recorded and in the cache key).
+        import PIL
+
+        return {**self._config, "pillow": PIL.__version__}
 
 
 class Encoder(RecordedConfig, abc.ABC):
