@@ -26,6 +26,13 @@ COPIED_MARK = "\u26a0 copied"
 REPEATS_MARK = "\u21bb repeats photos"
 
 HELDOUT_METHOD = "heldout_real"
+#: The mark shown next to a row or point that rests on fewer blocks than the others beside it.
+FEWER_BLOCKS_MARK = "\u2020 fewer blocks"
+
+
+def fewer_blocks_note(n_blocks: int, n_most: int) -> str:
+    """``"† fewer blocks: 1 of 7, not comparable"``: a row or point over fewer blocks than the others."""
+    return f"{FEWER_BLOCKS_MARK}: {int(n_blocks)} of {int(n_most)}, not comparable"
 
 
 def bootstrap_text(n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> str:
@@ -121,7 +128,7 @@ def copied_note(n_rows: int, n_images: int) -> str | None:
             f"good a model is, and such rows are never ranked as a model's result")
 
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "COPIED_MARK", "HELDOUT_METHOD", "MIN_INTERVAL_BLOCKS",
+__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "COPIED_MARK", "FEWER_BLOCKS_MARK", "HELDOUT_METHOD", "MIN_INTERVAL_BLOCKS",
            "MIN_INTERVAL_CITIES", "REPEATS_MARK", "bootstrap_text", "chance_counting_note", "chance_sentence",
-           "copied_mask", "copied_note", "interval_caveat", "repeats_photos", "thin_anchor_blocks",
+           "copied_mask", "copied_note", "fewer_blocks_note", "interval_caveat", "repeats_photos", "thin_anchor_blocks",
            "thin_anchor_note"]

@@ -158,6 +158,8 @@ def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_
     return {
         "benchmark": {"name": benchmark.name, "source": benchmark.source, "fingerprint": benchmark.fingerprint,
                       "n_blocks": len(benchmark.blocks), "n_references": len(benchmark.references),
+                      "city_names": {str(key): str(getattr(city, "name", key))
+                                     for key, city in sorted((getattr(benchmark, "cities", None) or {}).items())},
                       # rows keyed by the hash of their bytes, not their stored image_sha256 (--rekey-mismatched-images)
                       "rekeyed_images": list(getattr(benchmark, "rekeyed_images", ()))},
         "encoder": {"name": encoder.name, "dim": encoder.dim, "config": encoder.config,

@@ -74,6 +74,13 @@ class Context:
                  rank_resamples: int, confidence: float):
         self.seed, self.n_resamples, self.confidence = seed, n_resamples, confidence
         self.rank_resamples = rank_resamples
+        #: city key -> name, from the runs' run.json (``benchmark.city_names``); a key stands for itself otherwise
+        self.city_names: dict[str, str] = {}
+        for info in run_infos:
+            bench = info.get("benchmark") if isinstance(info, dict) else None
+            names = bench.get("city_names") if isinstance(bench, dict) else None
+            if isinstance(names, dict):
+                self.city_names.update({str(k): str(v) for k, v in names.items()})
         df = df.copy()
         if "run" not in df.columns:
             df["run"] = "run0"

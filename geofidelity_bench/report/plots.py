@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics.catalog import METRICS, heading
-from ..caveats import COPIED_MARK
+from ..caveats import COPIED_MARK, FEWER_BLOCKS_MARK, fewer_blocks_note
 from .context import HIERARCHY_COLUMNS, confidence_label, method_label
 
 
@@ -45,13 +45,21 @@ def plot_captions(confidence: float = 0.95) -> dict[str, str]:
         "leaderboard": f"Leaderboard under L1: bars are means over blocks, whiskers their bootstrap {pct} intervals "
                        "over blocks (Table 10); dashed lines on retrieval accuracy and MRR: each row's chance level "
                        "(random order of its blocks' candidates); colours: generators, the real-image anchors and "
-                       "the demo's sanity methods.",
+                       f"the demo's sanity methods; {FEWER_BLOCKS_MARK} (faded bars): a row over fewer blocks than "
+                       "the most, not comparable with them; a value of 0 is labelled 0.00, a missing one n/a.",
         "cos_sim_by_condition": f"CosSim per prompt condition: points are means over blocks, whiskers their bootstrap "
                                 f"{pct} intervals over blocks (Table 5); n: the blocks of each point. Conditions are "
-                                "categories (no line joins them); points over different blocks are not comparable.",
-        "hierarchy": "Mean image-to-panel cosine of the query panels to the target block and to each negative "
-                     "(Table 4).",
-        "city_heatmap": "Mean CosSim per city and method (L1 generators and held-out real).",
+                                "categories (no line joins them); points over different blocks are not comparable: a hollow "
+                                f"point with {FEWER_BLOCKS_MARK} rests on fewer blocks than the most; horizontal lines: "
+                                "the real-image anchors' CosSim (mean over their blocks).",
+        "hierarchy": f"Reference hierarchy (Table 4): mean image-to-panel cosine of the query panels to the target "
+                     f"block and to each negative, whiskers bootstrap {pct} intervals over blocks. All bars of a query "
+                     "set average the same blocks (n in the legend): those where every negative shown exists, so a "
+                     "bar can differ from Table 4, which averages each column over the blocks where that negative "
+                     "exists; n/a: no block of the query set has that negative.",
+        "city_heatmap": "Mean CosSim per city and method (L1 generators and held-out real); the city's blocks in its "
+                        "label, a cell over fewer of them says 'k of n'; colour scale fixed from 0 to 1 (wider only "
+                        "when a value falls outside); n/a: the method has no row in that city.",
     }
 
 
@@ -74,8 +82,12 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
     names = ["Generator mean" if g == "generator_mean" else method_label(m)
              for g, m in zip(table["group"], table["method"])]
     marked = table["marks"] if "marks" in table.columns else [""] * n
-    labels = [f"{name} ({int(b)} blocks)" + (f"\n{mk}" if mk else "")
-              for name, b, mk in zip(names, table["n_blocks"], marked)]
+    n_blocks = table["n_blocks"].to_numpy(dtype=float)
+    n_most = int(np.nanmax(n_blocks)) if np.isfinite(n_blocks).any() else 0
+    fewer = [bool(np.isfinite(b) and b < n_most) for b in n_blocks]
+    labels = [f"{name} ({int(b)} blocks)" + (f"\n{fewer_blocks_note(int(b), n_most)}" if few else "")
+              + (f"\n{mk}" if mk else "")
+              for name, b, mk, few in zip(names, table["n_blocks"], marked, fewer)]
     copied = [int(c) > 0 for c in table["n_copied_panels"]] if "n_copied_panels" in table.columns else [False] * n
     label_w = 0.065 * max(len(line) for x in labels for line in x.split("\n"))
     fig = _figure(max(7.0, 1.2 + label_w + 2.3 * len(metrics)), 1.8 + 0.4 * n)
@@ -88,10 +100,17 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
         err = np.vstack([np.where(np.isfinite(lo), v - lo, 0), np.where(np.isfinite(hi), hi - v, 0)])
         bars = ax.barh(y, np.nan_to_num(v), xerr=err, color=[GROUP_STYLES.get(g, GROUP_STYLES["generator"])[0]
                                                             for g in table["group"]], capsize=2, ecolor="black")
-        for bar, is_copy in zip(bars, copied):
+        for bar, is_copy, few in zip(bars, copied, fewer):
             if is_copy:  # a copy of the benchmark's own photos: hatched, never read as a model's result
                 bar.set_hatch("///")
                 bar.set_edgecolor(COPIED_EDGE)
+            if few:  # over fewer blocks than the others: faded, and marked in its label
+                bar.set_alpha(0.45)
+        for yi, vi in zip(y, v):  # a bar of length 0 and a missing value both draw nothing: say which
+            if not np.isfinite(vi) or vi == 0:
+                ax.text(0, yi, " n/a" if not np.isfinite(vi) else " 0.00", va="center", ha="left",
+                        fontsize=_MIN_FONT, color="#555555" if not np.isfinite(vi) else "black",
+                        style="italic" if not np.isfinite(vi) else "normal", gid="value_label")
         chance_drawn = False
         if m in CHANCE_OF and CHANCE_OF[m] in table.columns:
             chance = table[CHANCE_OF[m]].to_numpy(dtype=float)
@@ -113,13 +132,19 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
     if any(copied):
         handles.append(Patch(facecolor="white", edgecolor=COPIED_EDGE, hatch="///",
                              label=f"{COPIED_MARK}: copies reference photos"))
+    if any(fewer):
+        handles.append(Patch(color=GROUP_STYLES["generator"][0], alpha=0.45,
+                             label=f"{FEWER_BLOCKS_MARK} than the {n_most} of the others: not comparable"))
     if any(c in table.columns and np.isfinite(table[c].to_numpy(dtype=float)).any() for c in CHANCE_OF.values()):
         handles.append(Line2D([], [], color="#C44E52", linestyle="dashed", label="chance level (random order)"))
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=_MIN_FONT, frameon=False)
+    ncol = min(len(handles), 3)
+    legend_rows = -(-len(handles) // ncol) if handles else 0
+    fig.set_figheight(fig.get_figheight() + 0.2 * max(0, legend_rows - 1))
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=_MIN_FONT, frameon=False)
     fig.suptitle(f"Bars: mean over blocks; whiskers: bootstrap {confidence_label(confidence)} interval over blocks",
                  fontsize=_MIN_FONT + 1)
     height = fig.get_figheight()
-    fig.tight_layout(rect=(0, 0.4 / height, 1, 1 - 0.1 / height))
+    fig.tight_layout(rect=(0, (0.15 + 0.22 * legend_rows) / height, 1, 1 - 0.1 / height))
     return _save(fig, path, layout=False)
 
 
@@ -127,13 +152,16 @@ def plot_cos_sim_by_condition(table: pd.DataFrame, conditions: Sequence[str], pa
                               confidence: float = 0.95, note: str | None = None) -> str | None:
     if not conditions:
         return None
-    fig = _figure(max(6.0, 1.2 * len(conditions) + 3.0), 4.5)
+    fig = _figure(max(6.0, 1.2 * len(conditions) + 3.0) + 3.2, 4.5)  # + the legend, right of the axes
     ax = fig.add_subplot(1, 1, 1)
     x = np.arange(len(conditions))
     n_rows = len(table)
     width = min(0.7, 0.15 * n_rows)
     offsets = np.linspace(-width / 2, width / 2, n_rows) if n_rows > 1 else np.zeros(1)
     lows = []
+    counts = np.array([float(r.get(f"{c}_n_blocks", np.nan)) for _, r in table.iterrows() for c in conditions])
+    n_most = int(np.nanmax(counts)) if np.isfinite(counts).any() else 0
+    any_fewer = False
     for k, (_, r) in enumerate(table.iterrows()):
         mean = "generator_mean" == r["method"]
         name = "Generator mean" if mean else method_label(r["method"])
@@ -145,14 +173,37 @@ def plot_cos_sim_by_condition(table: pd.DataFrame, conditions: Sequence[str], pa
         err = np.vstack([np.where(np.isfinite(lo), v - lo, 0), np.where(np.isfinite(hi), hi - v, 0)])
         style = dict(color="black", marker="D") if mean else dict(marker="o")
         xs = x + offsets[k]
-        ax.errorbar(xs, v, yerr=err, linestyle="none", capsize=3, label=name, **style)
+        line = ax.errorbar(xs, v, yerr=err, linestyle="none", capsize=3, label=name, **style)
+        colour = line.lines[0].get_color()
         lows.append(np.nanmin(np.where(np.isfinite(lo), lo, v)) if np.isfinite(v).any() else 0.0)
         for xi, vi, hii, c in zip(xs, v, hi, conditions):
             n = r.get(f"{c}_n_blocks")
             if np.isfinite(vi) and n is not None and np.isfinite(float(n)):
+                few = int(n) < n_most
+                any_fewer |= few
+                if few:  # over fewer blocks than the most: a hollow point and the mark
+                    ax.plot([xi], [vi], linestyle="none", marker=style["marker"], markersize=9, markerfacecolor="white",
+                            markeredgecolor=colour, markeredgewidth=1.5, zorder=4, gid="fewer_blocks")
                 top = hii if np.isfinite(hii) else vi
-                ax.annotate(f"n={int(n)}", (xi, top), textcoords="offset points", xytext=(0, 3), ha="center",
-                            fontsize=_MIN_FONT, color="#444444")
+                ax.annotate(f"n={int(n)}" + (" \u2020" if few else ""), (xi, top), textcoords="offset points",
+                            xytext=(0, 7), ha="center", fontsize=_MIN_FONT,
+                            color="#8B0000" if few else "#444444")
+            elif not np.isfinite(vi):
+                ax.annotate("n/a", (xi, 0), textcoords="offset points", xytext=(0, 3), ha="center",
+                            fontsize=_MIN_FONT, color="#555555", style="italic")
+    anchor_styles = {"heldout_real": ("#333333", "--"), "random_same_country": ("#777777", "-."),
+                     "random_global": ("#AAAAAA", ":")}
+    for a in table.attrs.get("anchors", []):
+        if np.isfinite(a["cos_sim"]):
+            colour, dash = anchor_styles.get(a["method"], ("#999999", ":"))
+            ax.axhline(a["cos_sim"], color=colour, linestyle=dash, linewidth=1.2, zorder=1, gid="anchor",
+                       label=f"{a['label']} (anchor, {a['n_blocks']} blocks)")
+            lows.append(min(a["cos_sim"], 0.0))
+    if any_fewer:
+        from matplotlib.lines import Line2D
+
+        ax.add_line(Line2D([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="#444444",
+                           label=f"{FEWER_BLOCKS_MARK} than the most ({n_most}): not comparable"))
     ax.set_xticks(x)
     ax.set_xticklabels(conditions, fontsize=_MIN_FONT)
     ax.set_xlim(-0.6, len(conditions) - 0.4)
@@ -163,27 +214,61 @@ def plot_cos_sim_by_condition(table: pd.DataFrame, conditions: Sequence[str], pa
     ax.set_ylabel(f"{METRICS['cos_sim'].label} (mean over blocks, {confidence_label(confidence)} CI)",
                   fontsize=_MIN_FONT + 1)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=_MIN_FONT, loc="lower left")
+    ax.legend(fontsize=_MIN_FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    ax.set_title(f"CosSim by prompt condition (Table 5): mean over blocks, {confidence_label(confidence)} CI",
+                 fontsize=_MIN_FONT + 1)
     if note:
-        ax.set_title(f"\u26a0 {note}", fontsize=_MIN_FONT, color="#8B0000", wrap=True)
+        fig.suptitle(f"\u26a0 {note}", fontsize=_MIN_FONT, color="#8B0000", wrap=True)
     return _save(fig, path)
 
 
-def plot_hierarchy(table: pd.DataFrame, path: Path) -> str | None:
+def plot_hierarchy(table: pd.DataFrame, path: Path, *, confidence: float = 0.95) -> str | None:
+    """Grouped bars per query set over ONE set of blocks each (``table.attrs["plot"]``, from
+    ``tables._common_block_means``), with bootstrap whiskers; a missing bar reads "n/a"."""
+    sets = table.attrs.get("plot")
+    if not sets:
+        return None
     cols = list(HIERARCHY_COLUMNS)
-    fig = _figure(7.0, 4.0)
+    fig = _figure(8.5, 5.0)
     ax = fig.add_subplot(1, 1, 1)
-    n = len(table)
+    n = len(sets)
     width = 0.8 / max(n, 1)
     x = np.arange(len(cols))
-    for i, (_, r) in enumerate(table.iterrows()):
-        ax.bar(x + (i - (n - 1) / 2) * width, np.nan_to_num(r[cols].to_numpy(dtype=float)), width, label=r["query_set"])
+    top = 0.0
+    n_most = max(len(q["blocks"]) for q in sets)
+    for i, q in enumerate(sets):
+        v = np.array([q[c] for c in cols], dtype=float)
+        lo = np.array([q[f"{c}_ci_low"] for c in cols], dtype=float)
+        hi = np.array([q[f"{c}_ci_high"] for c in cols], dtype=float)
+        err = np.vstack([np.where(np.isfinite(lo), v - lo, 0), np.where(np.isfinite(hi), hi - v, 0)])
+        xs = x + (i - (n - 1) / 2) * width
+        nb = len(q["blocks"])
+        label = f"{q['label']}: {nb} block{'s' if nb != 1 else ''}" + (
+            f" ({fewer_blocks_note(nb, n_most)})" if nb < n_most else "")
+        bars = ax.bar(xs, np.nan_to_num(v), width, yerr=err, capsize=3, ecolor="black", label=label)
+        colour = bars.patches[0].get_facecolor()
+        for xi, vi in zip(xs, v):
+            if not np.isfinite(vi):  # no bar is not a bar of 0
+                ax.text(xi, 0.01, "n/a", ha="center", va="bottom", rotation=90, fontsize=_MIN_FONT, color=colour,
+                        style="italic", gid="missing_bar")
+        top = max(top, float(np.nanmax(np.where(np.isfinite(hi), hi, v))) if np.isfinite(v).any() else 0.0)
     ax.set_xticks(x)
-    ax.set_xticklabels([METRICS[c].short for c in cols], fontsize=8)
-    ax.set_ylabel("mean image-to-panel cosine")
+    ax.set_xticklabels([METRICS[c].short for c in cols], fontsize=_MIN_FONT)
+    ax.set_ylim(0, max(1.0, top + 0.05))
+    ax.set_ylabel(f"mean image-to-panel cosine ({confidence_label(confidence)} CI)", fontsize=_MIN_FONT + 1)
+    ax.tick_params(axis="y", labelsize=_MIN_FONT)
+    ax.set_title("Reference hierarchy (Table 4): query panels vs the target block and each negative",
+                 fontsize=_MIN_FONT + 2)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=_MIN_FONT)
-    return _save(fig, path)
+    ax.legend(fontsize=_MIN_FONT, loc="upper right")
+    left = [f"{q['label'].split(' (')[0]}: " + ", ".join(
+        f"{b} (no {', '.join(METRICS[c].short for c in miss)})" for b, miss in q["left_out"].items())
+            for q in sets if q["left_out"]]
+    foot = ("Each query set's bars average the same blocks: those where every negative shown exists."
+            + (" Left out: " + "; ".join(left) + "." if left else ""))
+    fig.text(0.01, 0.01, foot, fontsize=_MIN_FONT, ha="left", va="bottom", wrap=True, gid="footnote")
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    return _save(fig, path, layout=False)
 
 
 def plot_city_heatmap(table: pd.DataFrame, path: Path) -> str | None:
@@ -191,25 +276,44 @@ def plot_city_heatmap(table: pd.DataFrame, path: Path) -> str | None:
     if values.size == 0:
         return None
     marked = table.attrs.get("labels", {})
-    cities = list(table["city"])
-    methods = [marked.get(c, method_label(c)) for c in table.columns if c != "city"]
-    # Sized from the content: room for the longest labels, cells wide enough for "0.00" at 8 pt.
+    names = table.attrs.get("city_names", {})
+    n_city = table.attrs.get("n_blocks", {})
+    cell_n = table.attrs.get("cell_blocks", {})
+    keys = list(table["city"])
+    method_cols = [c for c in table.columns if c != "city"]
+    cities = [f"{names.get(k, k)} ({n_city[k]} block{'s' if n_city[k] != 1 else ''})" if k in n_city
+              else str(names.get(k, k)) for k in keys]
+    methods = [marked.get(c, method_label(c)) for c in method_cols]
+    # Sized from the content: room for the longest labels, cells wide enough for "0.00 (1 of 3)" at 8 pt.
     label_w = 0.075 * max(len(str(c)) for c in cities)
     rot_h = 0.055 * max(len(line) for m in methods for line in m.split("\n"))
-    fig = _figure(max(4.5, 1.8 + label_w + 0.85 * len(methods)), max(3.0, 1.0 + rot_h + 0.45 * len(cities)))
+    fig = _figure(max(5.0, 2.4 + label_w + 1.1 * len(methods)), max(3.0, 1.0 + rot_h + 0.5 * len(cities)))
     ax = fig.add_subplot(1, 1, 1)
-    im = ax.imshow(np.ma.masked_invalid(values), aspect="auto", cmap="viridis")
+    finite = values[np.isfinite(values)]
+    # a fixed scale over CosSim's usual range: colours compare across reports, never stretch a small spread
+    vmin = min(0.0, float(finite.min())) if finite.size else 0.0
+    vmax = max(1.0, float(finite.max())) if finite.size else 1.0
+    ax.set_facecolor("#EEEEEE")
+    im = ax.imshow(np.ma.masked_invalid(values), aspect="auto", cmap="viridis", vmin=vmin, vmax=vmax)
     ax.set_xticks(np.arange(len(methods)))
     ax.set_xticklabels(methods, rotation=35, ha="right", fontsize=_MIN_FONT)
     ax.set_yticks(np.arange(len(cities)))
     ax.set_yticklabels(cities, fontsize=_MIN_FONT)
-    finite = values[np.isfinite(values)]
-    mid = (finite.min() + finite.max()) / 2 if finite.size else 0.0
+    mid = (vmin + vmax) / 2
     for (i, j), v in np.ndenumerate(values):
+        key = keys[i]
         if np.isfinite(v):
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=_MIN_FONT,
-                    color="white" if v < mid else "black")
+            text = f"{v:.2f}"
+            n, of = cell_n.get((key, method_cols[j])), n_city.get(key)
+            if n is not None and of is not None and n < of:
+                text += f"\n({n} of {of})"
+            ax.text(j, i, text, ha="center", va="center", fontsize=_MIN_FONT, color="white" if v < mid else "black")
+        else:
+            ax.text(j, i, "n/a", ha="center", va="center", fontsize=_MIN_FONT, color="#555555", style="italic",
+                    gid="missing_cell")
     cbar = fig.colorbar(im, ax=ax)
-    cbar.set_label(f"{METRICS['cos_sim'].label} (mean over blocks)", fontsize=_MIN_FONT)
+    cbar.set_label(f"{METRICS['cos_sim'].label} (mean over blocks; fixed scale {vmin:g} to {vmax:g})",
+                   fontsize=_MIN_FONT)
     cbar.ax.tick_params(labelsize=_MIN_FONT)
+    ax.set_title("CosSim per city (L1 generators, held-out real)", fontsize=_MIN_FONT + 1)
     return _save(fig, path)

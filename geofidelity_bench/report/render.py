@@ -242,7 +242,7 @@ def _write_plots(ctx: Context, tables: Mapping[str, Table], out: Path) -> dict[s
     run("cos_sim_by_condition", "cos_sim_by_condition",
         lambda d, p: plot_cos_sim_by_condition(d, ctx.conditions, p, confidence=ctx.confidence,
                                                note=_unequal_note(tables["cos_sim_by_condition"])))
-    run("hierarchy", "hierarchy", plot_hierarchy)
+    run("hierarchy", "hierarchy", lambda d, p: plot_hierarchy(d, p, confidence=ctx.confidence))
     run("city_heatmap", "city_by_method", plot_city_heatmap)
     return res
 

@@ -147,12 +147,42 @@ def table_hierarchy(ctx: Context) -> Table:
     else:
         t.notes.append(f"no {MAIN_CONDITION} rows: generator rows are omitted")
     t.data = pd.DataFrame(rows)
+    query_sets = ([("heldout_real", held)] if not held.empty else [])
+    query_sets += [(m, gen[gen["method"] == m]) for m in (t.data["method"] if not gen.empty else [])
+                   if m not in ("heldout_real", "generator_mean")]
+    if not gen.empty and (clean := _without_copied(gen))["method"].nunique() > 1:
+        query_sets.append(("generator_mean", clean))
+    labels = dict(zip(t.data["method"], t.data["query_set"]))
+    t.data.attrs["plot"] = [dict(_common_block_means(ctx, frame, cols), method=m, label=labels[m])
+                            for m, frame in query_sets]
     headers = ["Query set", *(METRIC_LABELS[c] for c in cols), "Blocks"]
     body = [[r["query_set"], *(_fmt(r[c]) for c in cols), _fmt(r["n_blocks"])] for r in rows]
     t.markdown = _md_table(headers, body)
     _note_unequal_blocks(t, [held, gen], columns=cols)
     _note_thin_anchor(t, held)
     return t
+
+
+def _common_block_means(ctx: Context, frame: pd.DataFrame, cols: Sequence[str]) -> dict[str, Any]:
+    """The means of ``cols`` over ONE set of blocks (hierarchy.png): the blocks where every column
+    that has a value somewhere has one. A column without any value is n/a; the blocks left out are
+    named with the columns they lack. Per block, the mean over the frame's rows (several methods)."""
+    per_block = frame.groupby("block_id")[list(cols)].mean()
+    values = per_block.to_numpy(dtype=float)
+    shown = [c for j, c in enumerate(cols) if np.isfinite(values[:, j]).any()]
+    finite = np.isfinite(per_block[shown].to_numpy(dtype=float)) if shown else np.zeros((len(per_block), 0), bool)
+    keep = finite.all(axis=1) if shown else np.zeros(len(per_block), bool)
+    out: dict[str, Any] = {
+        "blocks": sorted(map(str, per_block.index[keep])),
+        "n_blocks_with_rows": int(len(per_block)),
+        "left_out": {str(b): [c for c, ok in zip(shown, row) if not ok]
+                     for b, row, k in zip(per_block.index, finite, keep) if not k},
+    }
+    for c in cols:
+        v = per_block.loc[keep, c].to_numpy(dtype=float) if c in shown else np.array([])
+        ci = stats.bootstrap_mean_ci(v, n_resamples=ctx.n_resamples, seed=ctx.seed, confidence=ctx.confidence)
+        out[c], out[f"{c}_ci_low"], out[f"{c}_ci_high"] = ci.mean, ci.ci_low, ci.ci_high
+    return out
 
 
 # Table 5 -------------------------------------------------------------------------------------
@@ -189,6 +219,13 @@ def table_cos_sim_by_condition(ctx: Context) -> Table:
         rows.append(row)
     data = pd.DataFrame(rows)
     t.data = data
+    anchors = ctx.units[ctx.units["condition"] == stats.ANCHOR_CONDITION]
+    # the real-image anchors: reference lines of cos_sim_by_condition.png (their mean over their blocks)
+    t.data.attrs["anchors"] = [
+        {"method": m, "label": method_label(m), "cos_sim": float(np.nanmean(v)) if np.isfinite(v).any() else np.nan,
+         "n_blocks": int(np.isfinite(v).sum())}
+        for m in [a for a in stats.ANCHOR_METHODS if a in set(anchors["method"])]
+        for v in [anchors.loc[anchors["method"] == m, "cos_sim"].to_numpy(dtype=float)]]
     headers = ["Model", *ctx.conditions]
     body = [[marked_label(method_label(r["method"]), gen[gen["method"] == r["method"]])
              if r["method"] != "generator_mean" else "Generator mean",
@@ -717,8 +754,14 @@ def table_city_by_method(ctx: Context) -> Table:
     # plot labels: the marks on a second line (the heatmap's labels are rotated)
     t.data.attrs["labels"] = {c: method_label(c) + (f"\n{mk}" if (mk := marks(frame[frame["method"] == c])) else "")
                               for c in cols}
+    t.data.attrs["city_names"] = {city: ctx.city_names.get(str(city), str(city)) for city in pivot.index}
+    t.data.attrs["n_blocks"] = {city: int(n_blocks[city]) for city in pivot.index}
+    scored = frame[np.isfinite(frame["cos_sim"].to_numpy(dtype=float))]
+    t.data.attrs["cell_blocks"] = {(city, m): int(n) for (city, m), n
+                                   in scored.groupby(["city", "method"])["block_id"].nunique().items()}
     t.markdown = _md_table(["City", *labels, "Blocks"],
-                           [[city, *(_fmt(v) for v in r.to_numpy()), _fmt(int(n_blocks[city]))]
+                           [[ctx.city_names.get(str(city), str(city)), *(_fmt(v) for v in r.to_numpy()),
+                             _fmt(int(n_blocks[city]))]
                             for city, r in pivot.iterrows()])
     _note_unequal_blocks(t, [frame], what="columns", columns=["cos_sim"])
     _note_thin_anchor(t, frame[frame["method"] == caveats.HELDOUT_METHOD])
