@@ -573,3 +573,15 @@ def test_model_card_is_keyed_by_comparability_and_names_the_encoder(hub, online,
     assert sorted({r.metric_args["encoder"] for r in third}) == ["dinov2-base", "efficientnet-lite0"]
     kept = [r for r in third if r.metric_args["encoder"] == "dinov2-base" and r.metric_type == "cos_sim"]
     assert kept[0].metric_value == pytest.approx(l1["cos_sim"].mean(), abs=1e-6)
+
+
+def test_push_results_model_card_of_a_repo_that_does_not_exist_names_it_and_pushes_nothing(hub, online, tmp_path,
+                                                                                           capsys):
+    folder = make_results(tmp_path / "r1", seed=1)
+    args = ["push-results", str(folder), "--repo-id", REPO, "--endpoint", hub.url, "--model-card", "tester/no-such-model"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "tester/no-such-model" in err and "not found" in err and "create" in err, err
+    assert "404 Client Error" not in err
+    assert ("dataset", REPO) not in hub.repos, "nothing is pushed (the results repo is not even created)"

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..comparability import AnchorCheck, check_anchors, comparability_of_run, run_field
-from ..errors import GeoFidelityError
+from ..errors import GeoFidelityError, redact_url
 from ..metrics.catalog import METRICS, RESULT_METRIC_COLUMNS
 from ..record_checks import reserved_rows_problem
 from ..results import RESULTS_FILE, RUN_FILE, ResultsFolderError, read_results_csv
@@ -800,7 +800,7 @@ def read_model_card(model_repo: str, *, endpoint: str | None = None, token: str 
         HubPushError: the Hub could not be read.
     """
     from huggingface_hub import ModelCard, ModelCardData
-    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
 
     from .requests import resolve_token
 
@@ -817,6 +817,13 @@ def read_model_card(model_repo: str, *, endpoint: str | None = None, token: str 
                 return ModelCard.from_template(ModelCardData())
             data = Path(path).read_bytes()
     except HfHubHTTPError as err:
+        status = getattr(getattr(err, "response", None), "status_code", None)
+        if isinstance(err, RepositoryNotFoundError) or status == 404:
+            where = redact_url(endpoint) if endpoint else "the Hub"
+            raise HubPushError(
+                f"--model-card {model_repo}: model repo not found on {where} (or your token cannot read it): create "
+                f"it first (`hf repo create {model_repo}`, or HfApi().create_repo({model_repo!r})), check the name "
+                "and the token, or leave out --model-card; nothing was pushed") from None
         raise HubPushError(f"cannot read the model card of {model_repo}: {describe_error(err, token)}") from None
     try:
         return ModelCard(data.decode("utf-8"))
