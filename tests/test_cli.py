@@ -51,7 +51,9 @@ def test_prompts_command_refuses_unknown_names(capsys):
     captured = capsys.readouterr()
     rows = [json.loads(line) for line in captured.out.splitlines()]
     assert [r["block_id"] for r in rows] == ["berlin_am_lustgarten"]
-    assert "lund_seg2" in captured.err
+    assert "refused: L1 for 6 of 7 block(s)" in captured.err
+    assert main(["prompts", "--conditions", "L1", "--verbose"]) == 0
+    assert "lund_seg2" in capsys.readouterr().err
 
 
 # -- errors: one base class for user errors, bugs keep their traceback ---------------------------
@@ -171,3 +173,29 @@ def test_build_dataset_prints_one_summary_line(tmp_path, capsys):
     summaries = [line for line in out.splitlines() if "blocks" in line and "references" in line and "world" in line]
     assert len(summaries) == 1, out
     assert "blocks 7" in summaries[0] and "references 41" in summaries[0] and "world 71" in summaries[0]
+
+
+def test_prompts_summarizes_refusals_per_condition_and_lists_them_with_verbose(capsys):
+    from geofidelity_bench.benchmark import load_benchmark
+    from geofidelity_bench.prompts import CONDITIONS, PromptError, build_prompt
+
+    bench = load_benchmark("demo")
+    refused = {}
+    for cond in CONDITIONS:
+        for block_id in bench.block_ids:
+            try:
+                build_prompt(bench, block_id, cond)
+            except PromptError:
+                refused.setdefault(cond, []).append(block_id)
+    assert sum(map(len, refused.values())) > 20  # the demo knows street names only for Berlin
+    assert main(["prompts", "--benchmark", "demo"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    lines = [x for x in err if x.startswith("refused: ")]
+    assert [x.split()[1] for x in lines] == list(refused)  # one line per refusing condition, in order
+    for line, (cond, blocks) in zip(lines, refused.items()):
+        assert f"refused: {cond} for {len(blocks)} of {len(bench.block_ids)} block(s): " in line
+        assert "none will be invented" in line or "need a donor" in line
+    assert any("--verbose" in x for x in err)
+    assert main(["prompts", "--benchmark", "demo", "--verbose"]) == 0
+    verbose = [x for x in capsys.readouterr().err.splitlines() if x.startswith("refused: ")]
+    assert len(verbose) == sum(map(len, refused.values()))

@@ -112,7 +112,7 @@ def _cmd_prompts(args: argparse.Namespace) -> int:
             try:
                 p = build_prompt(bench, block_id, condition)
             except PromptError as err:
-                refused.append(str(err))
+                refused.append((condition, block_id, str(err)))
                 continue
             rows.append(
                 {
@@ -127,9 +127,37 @@ def _cmd_prompts(args: argparse.Namespace) -> int:
             )
     for row in rows:
         print(json.dumps(row, ensure_ascii=False))
-    for msg in refused:
-        print(f"refused: {msg}", file=sys.stderr)
+    if args.verbose:
+        for _, _, msg in refused:
+            print(f"refused: {msg}", file=sys.stderr)
+    else:
+        for line in _refusal_summary(refused, len(ids)):
+            print(line, file=sys.stderr)
     return 0
+
+
+def _refusal_summary(refused, n_blocks: int) -> list[str]:
+    """One line per condition: how many blocks it refuses and why (each reason once, with the
+    count and the first blocks; the block's own name taken out of the message so that blocks group)."""
+    by_condition: dict[str, dict[str, list[str]]] = {}
+    for condition, block_id, msg in refused:
+        reason = msg
+        for prefix in (f"block {block_id!r}: ", f"block {block_id!r} "):
+            if reason.startswith(prefix):
+                reason = reason[len(prefix):]
+                break
+        by_condition.setdefault(condition, {}).setdefault(reason, []).append(block_id)
+    lines = []
+    for condition, reasons in by_condition.items():
+        total = sum(len(b) for b in reasons.values())
+        parts = []
+        for reason, blocks in reasons.items():
+            shown = ", ".join(blocks[:3]) + (f", +{len(blocks) - 3} more" if len(blocks) > 3 else "")
+            parts.append(f"{len(blocks)} ({shown}) {reason}")
+        lines.append(f"refused: {condition} for {total} of {n_blocks} block(s): " + "; ".join(parts))
+    if lines:
+        lines.append("(--verbose lists every refused block with its message)")
+    return lines
 
 
 def _add_prompts(sub) -> None:
@@ -139,6 +167,9 @@ def _add_prompts(sub) -> None:
     _add_benchmark_arg(p)
     p.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS, metavar="COND")
     p.add_argument("--blocks", nargs="+", default=None, help="block ids (default: all)")
+    p.add_argument("--verbose", action="store_true",
+                   help="list every refused (condition, block) with its message (default: one line per condition "
+                        "and reason, with the count)")
     p.set_defaults(func=_cmd_prompts)
 
 
