@@ -84,8 +84,9 @@ class _Failure:
 class FakeHub:
     """The server; use as a context manager (or call ``start``/``stop``)."""
 
-    def __init__(self, token: str | None = None, user: str = "tester"):
+    def __init__(self, token: str | None = None, user: str = "tester", port: int = 0):
         self.token = token
+        self.port = port  # 0: any free port (tests); a fixed one for `python tests/fake_hub.py`
         self.user = user
         self.repos: dict[tuple[str, str], _Repo] = {}
         self.requests: list[tuple[str, str, int]] = []
@@ -104,7 +105,7 @@ class FakeHub:
             pass
 
         Handler.hub = hub
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-hub", daemon=True)
         self._thread.start()
@@ -452,3 +453,20 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command == "GET":
             self.wfile.write(data)
         self.hub.requests.append((self.command, self._path, 200))
+
+
+
+if __name__ == "__main__":  # a loopback Hub to try push-results, report and the app against (README)
+    import argparse
+
+    parser = argparse.ArgumentParser(description="a fake Hugging Face Hub on 127.0.0.1, in memory, for trying things")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--token", default=None, help="the one token accepted for writes (default: any)")
+    parser.add_argument("--user", default="tester", help="the namespace the token writes to (default: tester)")
+    opts = parser.parse_args()
+    with FakeHub(token=opts.token, user=opts.user, port=opts.port) as server:
+        print(f"fake Hub at {server.url} (namespace {opts.user}); Ctrl-C stops it", flush=True)
+        try:
+            server._thread.join()
+        except KeyboardInterrupt:
+            pass

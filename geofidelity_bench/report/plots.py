@@ -85,7 +85,8 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
     n_blocks = table["n_blocks"].to_numpy(dtype=float)
     n_most = int(np.nanmax(n_blocks)) if np.isfinite(n_blocks).any() else 0
     fewer = [bool(np.isfinite(b) and b < n_most) for b in n_blocks]
-    labels = [f"{name} ({int(b)} blocks)" + (f"\n{fewer_blocks_note(int(b), n_most)}" if few else "")
+    labels = [f"{name} ({int(b)} block{'s' if int(b) != 1 else ''})"
+              + (f"\n{fewer_blocks_note(int(b), n_most)}" if few else "")
               + (f"\n{mk}" if mk else "")
               for name, b, mk, few in zip(names, table["n_blocks"], marked, fewer)]
     copied = [int(c) > 0 for c in table["n_copied_panels"]] if "n_copied_panels" in table.columns else [False] * n
@@ -215,10 +216,10 @@ def plot_cos_sim_by_condition(table: pd.DataFrame, conditions: Sequence[str], pa
                   fontsize=_MIN_FONT + 1)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=_MIN_FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    ax.set_title(f"CosSim by prompt condition (Table 5): mean over blocks, {confidence_label(confidence)} CI",
+    fig.suptitle(f"CosSim by prompt condition (Table 5): mean over blocks, {confidence_label(confidence)} CI",
                  fontsize=_MIN_FONT + 1)
     if note:
-        fig.suptitle(f"\u26a0 {note}", fontsize=_MIN_FONT, color="#8B0000", wrap=True)
+        ax.set_title(f"\u26a0 {note}", fontsize=_MIN_FONT, color="#8B0000", wrap=True)
     return _save(fig, path)
 
 
