@@ -250,7 +250,7 @@ def test_efficientnet_config_hash_is_not_the_one_before_issue_22():
     assert enc.config_hash != "5f66125e37ed4c8405e804630ee1b08aad96053ab7aea02c94f8d38dfee5611d"
     old = enc.config
     old.pop("device")
-    old.pop("pillow")  # recorded since issue 31 (decoding can change with the Pillow version)
+    old.pop("pillow")  # recorded (not hashed) since issue 31
     old["preprocessing"] = Preprocessing(resize=256, crop=224).to_config()
     assert hash_config(old) == "5f66125e37ed4c8405e804630ee1b08aad96053ab7aea02c94f8d38dfee5611d"
 

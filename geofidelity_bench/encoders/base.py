@@ -27,8 +27,11 @@ from geofidelity_bench.images import ImageSource, load_image
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
-#: Config keys that describe where an encoder runs, not what it computes; left out of the hash.
-_UNHASHED_KEYS = ("device", "float32_precision")
+#: Config keys that describe where an encoder runs (the device, the float32 precision, the Pillow
+#: version that decodes its images), not what it computes; recorded, but left out of the hash: like a
+#: GPU's rounding, another Pillow's JPEG decoder moves the numbers at the level of float noise, and
+#: hashing it would make every submission of another Pillow version incomparable (its own group).
+_UNHASHED_KEYS = ("device", "float32_precision", "pillow")
 
 _DTYPES = ("float32", "bfloat16", "float16")
 
@@ -248,8 +251,8 @@ def default_names(images: Sequence[ImageSource]) -> list[str]:
 
 class RecordedConfig:
     """The identity of a model-backed component: ``config`` (a deep, JSON-clean copy of
-    ``self._config`` plus the Pillow version that decodes its images, hashed, and the device and the
-    float32 precision, both left out of the hash) and
+    ``self._config`` plus the device, the float32 precision and the Pillow version that decodes its
+    images, all three recorded but left out of the hash) and
     ``config_hash`` (the cache key part). Shared by encoders, segmenters and the MFP extractor."""
 
     _config: dict[str, Any]
@@ -257,21 +260,17 @@ class RecordedConfig:
 
     @property
     def config(self) -> dict[str, Any]:
-        cfg = json.loads(canonical_json(self._hashed_config()))
+        import PIL
+
+        cfg = json.loads(canonical_json(self._config))
         cfg["device"] = self.device
+        cfg["pillow"] = PIL.__version__
         cfg[FLOAT32_PRECISION_KEY] = FLOAT32_PRECISION
         return cfg
 
     @property
     def config_hash(self) -> str:
-        return hash_config(self._hashed_config())
-
-    def _hashed_config(self) -> dict[str, Any]:
-        # Images are decoded by Pillow, whose JPEG decoder can change between versions: the
-        # version is part of what the numbers depend on (recorded and in the cache key).
-        import PIL
-
-        return {**self._config, "pillow": PIL.__version__}
+        return hash_config(self._config)
 
 
 class Encoder(RecordedConfig, abc.ABC):
