@@ -14,7 +14,6 @@ import torch
 
 from geofidelity_bench.encoders.base import EncoderOptionError, hash_config
 from geofidelity_bench.encoders.devices import (
-    FLOAT32_PRECISION,
     exact_float32,
     launcher_rank,
     pick_device,
@@ -101,10 +100,10 @@ def test_exact_float32_restores_the_flags_also_on_error():
     try:
         for flags in [(True, True), (False, True), (True, False)]:
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
-            with exact_float32():
+            with exact_float32(device_type="cuda"):
                 assert tf32_flags() == (False, False)
             assert tf32_flags() == flags
-            with pytest.raises(KeyError), exact_float32():
+            with pytest.raises(KeyError), exact_float32(device_type="cuda"):
                 raise KeyError("x")
             assert tf32_flags() == flags
             with exact_float32(enabled=False):
@@ -122,18 +121,23 @@ def effnet():
 
 def test_float32_encoder_forward_runs_without_tf32_and_records_it(effnet):
     seen = []
-    handle = effnet.model.register_forward_pre_hook(lambda module, args: seen.append(tf32_flags()))
+    handle = effnet.model.register_forward_pre_hook(
+        lambda module, args: seen.append(torch.backends.mkldnn.matmul.fp32_precision))
     before = tf32_flags()
     try:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        torch.backends.mkldnn.matmul.fp32_precision = "bf16"  # reduced float32 matmuls on the CPU (oneDNN)
         effnet.embed_arrays([np.zeros((3, 224, 224), dtype=np.float32)])
-        assert seen == [(False, False)]
-        assert tf32_flags() == (True, True)
+        assert seen == ["ieee"]
+        assert tf32_flags() == (True, True) and torch.backends.mkldnn.matmul.fp32_precision == "bf16"
+        torch.backends.mkldnn.matmul.fp32_precision = "none"
     finally:
         handle.remove()
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
     cfg = effnet.config
-    assert cfg["dtype"] == "float32" and cfg["float32_precision"] == FLOAT32_PRECISION
+    # what torch had in force inside the forward, read back from torch
+    assert cfg["dtype"] == "float32" and cfg["float32_precision"] == {
+        "mkldnn.matmul": "ieee", "mkldnn.conv": "none", "mkldnn.rnn": "none"}
     # recorded, but not part of the cache key: float32 is the same computation on every device
     assert hash_config(cfg) == effnet.config_hash
 

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from PIL import Image
 
-from geofidelity_bench.encoders.devices import FLOAT32_PRECISION, FLOAT32_PRECISION_KEY, exact_float32
+from geofidelity_bench.encoders.devices import FLOAT32_PRECISION_KEY, model_forward
 from geofidelity_bench.errors import GeoFidelityError, ModelUnavailableError, offline_hint
 from geofidelity_bench.images import ImageSource, load_image
 
@@ -253,24 +253,58 @@ class RecordedConfig:
     """The identity of a model-backed component: ``config`` (a deep, JSON-clean copy of
     ``self._config`` plus the device, the float32 precision and the Pillow version that decodes its
     images, all three recorded but left out of the hash) and
-    ``config_hash`` (the cache key part). Shared by encoders, segmenters and the MFP extractor."""
+    ``config_hash`` (the cache key part). Shared by encoders, segmenters and the MFP extractor.
+
+    ``config["float32_precision"]`` is what torch had in force during the component's last float32
+    forward in this process, as read from torch (:func:`~geofidelity_bench.encoders.devices.exact_float32`),
+    or None when none ran here (every row came from a cache, or the model is not float32).
+    """
 
     _config: dict[str, Any]
     device: str
+    #: set by each float32 forward: the precision settings read from torch inside it.
+    _float32_in_force: dict[str, Any] | None = None
+
+    def _recorded(self) -> dict[str, Any]:
+        """The config that is hashed (a component whose dtype can change overrides this)."""
+        return self._config
+
+    def _forward_context(self, float32: bool):
+        """The context of one forward on ``self.device`` (no caller autocast; IEEE float32 for a
+        float32 model), recording the float32 settings in force inside it."""
+        return _RecordingForward(self, float32)
 
     @property
     def config(self) -> dict[str, Any]:
         import PIL
 
-        cfg = json.loads(canonical_json(self._config))
+        cfg = json.loads(canonical_json(self._recorded()))
         cfg["device"] = self.device
         cfg["pillow"] = PIL.__version__
-        cfg[FLOAT32_PRECISION_KEY] = FLOAT32_PRECISION
+        cfg[FLOAT32_PRECISION_KEY] = None if self._float32_in_force is None else dict(self._float32_in_force)
         return cfg
 
     @property
     def config_hash(self) -> str:
-        return hash_config(self._config)
+        return hash_config(self._recorded())
+
+
+class _RecordingForward:
+    """:func:`~geofidelity_bench.encoders.devices.model_forward` that keeps what it read in the component."""
+
+    def __init__(self, owner: RecordedConfig, float32: bool) -> None:
+        self._owner, self._float32 = owner, float32
+        self._cm: Any = None
+
+    def __enter__(self) -> dict[str, Any]:
+        self._cm = model_forward(self._owner.device, self._float32)
+        seen = self._cm.__enter__()
+        if self._float32:
+            self._owner._float32_in_force = dict(seen)
+        return seen
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._cm.__exit__(*exc)
 
 
 class Encoder(RecordedConfig, abc.ABC):
@@ -326,8 +360,14 @@ class Encoder(RecordedConfig, abc.ABC):
         if len(arrays) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         dtype = next(self.model.parameters()).dtype
+        configured = self._config.get("dtype", "float32")
+        if str(dtype).replace("torch.", "") != configured:
+            raise EncoderOptionError(
+                f"encoder {self.name!r}: its model's parameters are {str(dtype).replace('torch.', '')} but its "
+                f"config (and cache key) says {configured}; build the encoder with that dtype "
+                "(get_encoder(..., dtype=...)) instead of converting its model")
         batch = to_device(torch.from_numpy(np.stack(arrays)), self.device, dtype)
-        with torch.inference_mode(), exact_float32(dtype == torch.float32):
+        with torch.inference_mode(), self._forward_context(dtype == torch.float32):
             out = self._forward(batch)
         return out.float().cpu().numpy().astype(np.float32, copy=False)
 

@@ -92,7 +92,8 @@ class CLIPEncoder(TextImageEncoder):
             enc = self.tokenizer(
                 chunk, padding=True, truncation=True, max_length=self.max_text_tokens, return_tensors="pt"
             )
-            with torch.inference_mode():
+            float32 = next(self.model.parameters()).dtype == torch.float32
+            with torch.inference_mode(), self._forward_context(float32):
                 feats = self.model.get_text_features(
                     input_ids=enc["input_ids"].to(self.device), attention_mask=enc["attention_mask"].to(self.device)
                 ).pooler_output

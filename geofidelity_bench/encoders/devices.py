@@ -9,9 +9,14 @@ process group of multi-process runs.
   ``cpu`` or ``cuda:N`` is honoured. Asking for CUDA where no GPU is visible, or for ``cuda:N``
   past the number of GPUs, is an :class:`~geofidelity_bench.encoders.base.EncoderOptionError`
   (one line from the CLI), not a torch assertion later.
-* :func:`exact_float32` turns TF32 off (cuBLAS matmuls and cuDNN convolutions) for the duration of
-  a float32 forward and restores the previous flags: "float32" in a config means IEEE float32 on
-  every device (docs/benchmark.md section 4), so GPU and CPU rows may share a cache.
+* :func:`model_forward` is the context of every model forward: a caller's ``torch.autocast`` is
+  switched off (a model runs in its own dtype, so a float32 forward is float32 even inside a
+  caller's bf16 autocast and its rows may be cached under the float32 config), and a float32 forward
+  runs under :func:`exact_float32`: TF32 (and oneDNN's bf16) off for the block through torch's
+  ``fp32_precision`` settings where torch has them (never mixed with the legacy ``allow_tf32``
+  flags), every setting the caller had restored after, also on error. "float32" in a config means
+  IEEE float32 on every device (docs/benchmark.md section 4), so GPU and CPU rows may share a cache;
+  what torch had in force is read back and recorded.
 * :func:`distributed_state` creates ``accelerate.PartialState`` with a process-group timeout that
   fits long model work (:data:`DEFAULT_DIST_TIMEOUT_S`), never NCCL's 10-minute default.
 
@@ -24,10 +29,10 @@ import contextlib
 import os
 from typing import Any, Iterator, Mapping
 
-#: The config field recording how float32 forwards compute (left out of the config hash: float32 is
-#: IEEE float32 on every device, so a GPU row and a CPU row of one config are the same computation).
+#: The config field recording how float32 forwards computed: the settings read from torch inside
+#: the last float32 forward (left out of the config hash: float32 is IEEE float32 on every device,
+#: so a GPU row and a CPU row of one config are the same computation).
 FLOAT32_PRECISION_KEY = "float32_precision"
-FLOAT32_PRECISION = "ieee (TF32 off for cuBLAS matmuls and cuDNN convolutions)"
 
 #: Default timeout of the process group's collectives (seconds), for generation and embedding:
 #: a process may wait this long at a barrier for the others.
@@ -99,10 +104,61 @@ def this_process_device(requested: Any | None) -> str:
     return pick_device(requested, cuda_count=count, local_rank=local, world_size=world)
 
 
-def tf32_flags() -> tuple[bool, bool]:
-    """(cuBLAS matmul TF32, cuDNN convolution TF32) as torch has them now."""
+#: The operations whose float32 precision torch's ``fp32_precision`` settings govern, per backend.
+_FP32_OPS = ("matmul", "conv", "rnn")
+#: Values of those settings under which a float32 operation is not IEEE float32 (TF32 on cuBLAS/cuDNN/
+#: oneDNN-on-XPU, bfloat16 on oneDNN-on-CPU); "none" (inherit, torch's default) and "ieee" are exact.
+_REDUCED = ("tf32", "bf16")
+
+
+def _fp32_api(torch) -> bool:
+    """Whether this torch has the ``fp32_precision`` settings (torch >= 2.9)."""
+    return hasattr(torch._C, "_get_fp32_precision_getter") and hasattr(torch._C, "_set_fp32_precision_setter")
+
+
+def _backend_of(device_type: str) -> str:
+    """The ``fp32_precision`` backend of a device type: cuBLAS/cuDNN for CUDA, oneDNN for the rest."""
+    return "cuda" if device_type == "cuda" else "mkldnn"
+
+
+def fp32_precision_settings() -> dict[str, str]:
+    """Every ``fp32_precision`` setting as torch reports it now (``{"generic.all": "none",
+    "cuda.matmul": "tf32", ...}``; empty before torch 2.9). Read through the new API only, so it
+    never raises on a mix of the two APIs."""
     import torch
 
+    if not _fp32_api(torch):
+        return {}
+    get = torch._C._get_fp32_precision_getter
+    pairs = [("generic", "all")] + [(b, op) for b in ("cuda", "mkldnn") for op in ("all",) + _FP32_OPS]
+    return {f"{b}.{op}": get(b, op) for b, op in pairs}
+
+
+def float32_settings_in_force(device: Any) -> dict[str, Any]:
+    """The float32 precision settings that govern a forward on ``device`` (a device or a device type,
+    ``"cuda"``, ``"cuda:1"``, ``torch.device("cpu")``) now, as read
+    from torch: ``{"cuda.matmul": ..., "cuda.conv": ..., "cuda.rnn": ...}`` for CUDA,
+    ``{"mkldnn.matmul": ..., ...}`` (oneDNN) otherwise (``"none"``: nothing reduced, i.e. IEEE);
+    before torch 2.9 the legacy ``{"cuda.matmul.allow_tf32": ..., "cudnn.allow_tf32": ...}``.
+    Changes nothing; never reads the legacy flags where the new settings exist."""
+    import torch
+
+    if not _fp32_api(torch):
+        return {"cuda.matmul.allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+                "cudnn.allow_tf32": bool(torch.backends.cudnn.allow_tf32)}
+    backend = _backend_of(torch.device(device).type)
+    return {f"{backend}.{op}": torch._C._get_fp32_precision_getter(backend, op) for op in _FP32_OPS}
+
+
+def tf32_flags() -> tuple[bool, bool]:
+    """(cuBLAS matmul TF32, cuDNN convolution TF32) as torch has them now: through the
+    ``fp32_precision`` settings where torch has them (so a caller's new-API settings never make this
+    raise), else the legacy ``allow_tf32`` flags."""
+    import torch
+
+    if _fp32_api(torch):
+        get = torch._C._get_fp32_precision_getter
+        return get("cuda", "matmul") == "tf32", get("cuda", "conv") == "tf32"
     return bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32)
 
 
@@ -113,18 +169,119 @@ def _set_tf32(matmul: bool, cudnn: bool) -> None:
     torch.backends.cudnn.allow_tf32 = cudnn
 
 
-@contextlib.contextmanager
-def exact_float32(enabled: bool = True) -> Iterator[None]:
-    """TF32 off inside the block (when ``enabled``), the previous flags restored after, also on error."""
-    if not enabled:
-        yield
-        return
-    before = tf32_flags()
-    _set_tf32(False, False)
+def _legacy_matmul_precision(torch) -> str:
+    """The legacy ``float32_matmul_precision`` ("high" or "medium") of a caller whose cuBLAS TF32
+    is on through the legacy API. torch's getter raises when the oneDNN setting disagrees with it;
+    the disagreement then tells the value (bf16 goes with "medium", tf32 with "high")."""
     try:
-        yield
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        return "high" if torch._C._get_fp32_precision_getter("mkldnn", "matmul") == "bf16" else "medium"
+
+
+def _legacy_cublas_tf32_on(torch) -> bool:
+    """Whether the legacy cuBLAS flag says TF32 (``float32_matmul_precision`` is not "highest").
+    Called when the new setting says tf32: torch's legacy getter raises exactly when the legacy flag
+    disagrees (the caller set TF32 through the new API only), i.e. when it is off."""
+    try:
+        return bool(torch.backends.cuda.matmul.allow_tf32)
+    except RuntimeError:
+        return False
+
+
+@contextlib.contextmanager
+def exact_float32(enabled: bool = True, device_type: str = "cuda") -> Iterator[dict[str, Any]]:
+    """IEEE float32 matmuls and convolutions inside the block (when ``enabled``), for a model on a
+    ``device_type`` device; every setting the caller had is restored after, also on error.
+
+    With torch's ``fp32_precision`` settings (torch >= 2.9) only those are used (the legacy
+    ``allow_tf32`` flags are never read: reading them after a new-API setting raises "mix of the
+    legacy and new APIs"). Of the device's backend (``cuda`` for CUDA, ``mkldnn`` otherwise), each
+    of ``matmul``/``conv``/``rnn`` that is ``tf32`` or ``bf16`` is set to ``ieee`` and set back after;
+    one already exact is not touched. A caller who turned cuBLAS TF32 on through the legacy API
+    (``allow_tf32 = True``, ``set_float32_matmul_precision("high")``) also has the legacy matmul
+    precision set to "highest" for the block and back after, because torch refuses a new-API
+    ``ieee`` beside a legacy "high" (the mixed state) when it picks the cuBLAS math mode. A setting
+    that was inherited (``none``) is restored as inherited when that gives back what torch reported;
+    the one thing torch does not let a program restore is the soft default of cuDNN's
+    ``conv``/``rnn`` (``tf32`` until a parent setting is assigned): after a CUDA forward they are an
+    explicit ``tf32``, which reads the same.
+
+    Before torch 2.9: the legacy cuBLAS and cuDNN ``allow_tf32`` flags are turned off and restored.
+
+    Yields:
+        The settings in force inside the block, as read from torch (``{"cuda.matmul": "ieee",
+        "cuda.conv": "ieee", "cuda.rnn": "ieee"}``; ``"none"`` means nothing reduced, i.e. IEEE;
+        before torch 2.9 ``{"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": False}``); ``{}``
+        when not ``enabled``.
+    """
+    if not enabled:
+        yield {}
+        return
+    import torch
+
+    if not _fp32_api(torch):
+        before = (bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32))
+        _set_tf32(False, False)
+        try:
+            yield float32_settings_in_force(device_type)
+        finally:
+            _set_tf32(*before)
+        return
+
+    get, set_ = torch._C._get_fp32_precision_getter, torch._C._set_fp32_precision_setter
+    backend = _backend_of(device_type)
+    saved = {op: get(backend, op) for op in _FP32_OPS}
+    touched = {(backend, op): value for op, value in saved.items() if value in _REDUCED}
+    legacy_matmul = None
+    if backend == "cuda" and saved["matmul"] == "tf32" and _legacy_cublas_tf32_on(torch):
+        legacy_matmul = _legacy_matmul_precision(torch)
+        # set_float32_matmul_precision also writes oneDNN's matmul setting: put that back too
+        touched.setdefault(("mkldnn", "matmul"), get("mkldnn", "matmul"))
+    try:
+        if legacy_matmul is not None:
+            torch.set_float32_matmul_precision("highest")
+        for (b, op) in touched:
+            set_(b, op, "ieee")
+        yield float32_settings_in_force(device_type)
     finally:
-        _set_tf32(*before)
+        if legacy_matmul is not None:
+            torch.set_float32_matmul_precision(legacy_matmul)
+        for (b, op), value in touched.items():
+            set_(b, op, "none")  # inherited, if that gives back what the caller had
+            if get(b, op) != value:
+                set_(b, op, value)
+
+
+def _autocast_types(device_type: str) -> list[str]:
+    return list(dict.fromkeys([device_type, "cpu"]))
+
+
+@contextlib.contextmanager
+def no_autocast(device_type: str) -> Iterator[None]:
+    """A caller's ``torch.autocast`` switched off inside the block, for ``device_type`` and the CPU
+    (the device types a forward on ``device_type`` uses); a device type without autocast has none."""
+    import torch
+
+    with contextlib.ExitStack() as stack:
+        for kind in _autocast_types(device_type):
+            try:
+                stack.enter_context(torch.autocast(device_type=kind, enabled=False))
+            except RuntimeError:  # no autocast on this device type: nothing to turn off
+                pass
+        yield
+
+
+@contextlib.contextmanager
+def model_forward(device: Any, float32: bool) -> Iterator[dict[str, Any]]:
+    """The context of every model forward: no caller autocast (a model runs in its own dtype), and,
+    for a float32 model, IEEE float32 (:func:`exact_float32`). Yields what :func:`exact_float32`
+    read from torch (``{}`` for a half-precision model)."""
+    import torch
+
+    device_type = torch.device(device).type
+    with no_autocast(device_type), exact_float32(float32, device_type) as seen:
+        yield seen
 
 
 def distributed_state(timeout_s: float = DEFAULT_DIST_TIMEOUT_S):
@@ -142,11 +299,14 @@ def distributed_state(timeout_s: float = DEFAULT_DIST_TIMEOUT_S):
 
 __all__ = [
     "DEFAULT_DIST_TIMEOUT_S",
-    "FLOAT32_PRECISION",
     "FLOAT32_PRECISION_KEY",
     "distributed_state",
     "exact_float32",
+    "float32_settings_in_force",
+    "fp32_precision_settings",
     "launcher_rank",
+    "model_forward",
+    "no_autocast",
     "pick_device",
     "tf32_flags",
     "this_process_device",

@@ -43,7 +43,6 @@ from geofidelity_bench.encoders.base import (
     RecordedConfig,
     resolve_device,
 )
-from geofidelity_bench.encoders.devices import exact_float32
 from geofidelity_bench.errors import offline_hint
 from geofidelity_bench.images import ImageSource, load_image
 from geofidelity_bench.metrics.mfp import DEFAULT_IMAGE_SIZE, INPUT_RANGES, MFPFeatures
@@ -77,6 +76,10 @@ def _key_projection(layer: torch.nn.Module) -> torch.nn.Module:
     if hasattr(attention, "k_proj"):  # transformers >= 5
         return attention.k_proj
     return attention.attention.key  # transformers 4.x
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
 
 
 class DinoViTFeatureExtractor(RecordedConfig, torch.nn.Module):
@@ -182,6 +185,12 @@ class DinoViTFeatureExtractor(RecordedConfig, torch.nn.Module):
     def device(self) -> str:
         return str(self._mean.device)
 
+    def _recorded(self) -> dict[str, Any]:
+        """The config with the dtype the backbone ran in (its parameters' dtype at the last forward,
+        or now before any): moving the extractor (or a loss holding it) to bfloat16 is recorded."""
+        ran = getattr(self, "_ran_dtype", None) or _dtype_name(next(self.model.parameters()).dtype)
+        return {**self._config, "dtype": ran}
+
     @property
     def last_layer(self) -> torch.nn.Module:
         """The last ``ViTLayer`` (its output is the ``last_block`` CLS source)."""
@@ -256,7 +265,9 @@ class DinoViTFeatureExtractor(RecordedConfig, torch.nn.Module):
             handles.append(self.key_projection.register_forward_hook(keep_keys))
             if self.cls_source == "last_block":
                 handles.append(self.last_layer.register_forward_hook(keep_block))
-            with exact_float32():
+            dtype = next(self.model.parameters()).dtype
+            self._ran_dtype = _dtype_name(dtype)  # what is recorded is what ran (the loss may be moved to bf16)
+            with self._forward_context(dtype == torch.float32):
                 out = self.model(pixel_values=pixel_values, interpolate_pos_encoding=self._interpolate_pos)
         finally:
             for handle in handles:

@@ -96,7 +96,8 @@ class SigLIPEncoder(TextImageEncoder):
             enc = self.tokenizer(
                 chunk, padding="max_length", truncation=True, max_length=self.max_text_tokens, return_tensors="pt"
             )
-            with torch.inference_mode():
+            float32 = next(self.model.parameters()).dtype == torch.float32
+            with torch.inference_mode(), self._forward_context(float32):
                 feats = self.model.get_text_features(input_ids=enc["input_ids"].to(self.device)).pooler_output
             out[start : start + len(chunk)] = feats.float().cpu().numpy()
         return out

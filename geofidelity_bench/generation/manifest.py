@@ -83,6 +83,7 @@ MANIFEST_COLUMNS: dict[str, str] = {
     "process_index": "int64",
     "num_processes": "int64",
     "device": "string",
+    "float32_precision": "string",
     "python_version": "string",
     "torch_version": "string",
     "diffusers_version": "string",
@@ -92,7 +93,14 @@ MANIFEST_COLUMNS: dict[str, str] = {
 }
 
 #: Columns that depend on when and where an image was made, not on what it is.
-VOLATILE_COLUMNS = ("duration_s", "created_at", "process_index", "num_processes", "device", "batch_size")
+VOLATILE_COLUMNS = ("duration_s", "created_at", "process_index", "num_processes", "device", "batch_size",
+                    "float32_precision")
+
+#: ``float32_precision``: JSON of torch's float32 precision settings for the generating device, read
+#: from torch at the image's ``generate`` call (``{"cuda.matmul": "none", "cuda.conv": "tf32", ...}``,
+#: :func:`geofidelity_bench.encoders.devices.float32_settings_in_force`). Generation leaves them as
+#: the caller has them (torch's defaults: cuDNN convolutions may use TF32), as the paper's runs with
+#: diffusers' defaults did (docs/benchmark.md section 3, Generation); the column says what ran.
 
 #: Columns that must match for an existing image to be reused instead of regenerated: the unit's seed
 #: and prompt, and every generation setting that ``evaluate`` requires one method's images to share

@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from ..encoders.devices import DEFAULT_DIST_TIMEOUT_S, distributed_state
+from ..encoders.devices import DEFAULT_DIST_TIMEOUT_S, distributed_state, float32_settings_in_force
 from ..provenance import installed_version, utc_timestamp
 from ..record_checks import reserved_method_problem
 from ..prompts import CONDITIONS, PromptError, build_prompt
@@ -483,6 +483,7 @@ def run_generation(
                             for u in batch
                         ]
                         t0 = time.perf_counter()
+                        precision = json.dumps(float32_settings_in_force(device), sort_keys=True)
                         images = gen.generate(requests)
                         share = (time.perf_counter() - t0) / len(batch)
                         for unit, image in zip(batch, images):
@@ -499,6 +500,7 @@ def run_generation(
                                 process_index=rank,
                                 num_processes=world,
                                 device=device_label,
+                                float32_precision=precision,
                                 benchmark=benchmark.name,
                                 benchmark_fingerprint=fingerprint,
                                 **versions,

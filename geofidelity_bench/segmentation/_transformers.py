@@ -217,8 +217,13 @@ class _TransformersSegmenter(Segmenter):
     def label_maps(self, images: Sequence[Any]) -> list[Any]:
         import torch
 
-        from geofidelity_bench.encoders.base import to_device
-        from geofidelity_bench.encoders.devices import exact_float32
+        from geofidelity_bench.encoders.base import EncoderOptionError, to_device
+
+        dtype = next(self.model.parameters()).dtype
+        if dtype != torch.float32:  # the config (and the cache key) says float32: never record another dtype
+            raise EncoderOptionError(
+                f"segmenter {self.name!r}: its model's parameters are {str(dtype).replace('torch.', '')}, but "
+                "segmenters run in float32 (their config and cache key say so); do not convert the model")
 
         # One forward per group of images that preprocess to the same size, so nothing is padded
         # and the post-processing (which resizes the whole padded mask) sees only the image.
@@ -229,7 +234,7 @@ class _TransformersSegmenter(Segmenter):
         maps: list[Any] = [None] * len(images)
         for idx in by_shape.values():
             batch = to_device(torch.cat([pixels[i] for i in idx]), self.device)
-            with torch.inference_mode(), exact_float32():
+            with torch.inference_mode(), self._forward_context(float32=True):  # float32 weights
                 outputs = self.model(pixel_values=batch)
                 self.forward_calls += 1
                 for j, i in enumerate(idx):
