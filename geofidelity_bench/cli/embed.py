@@ -19,6 +19,10 @@ def _cmd_embed(args: argparse.Namespace) -> int:
     from ..encoders import embed_distributed, embed_named_images
     from ..encoders.export import check_parquet_path
 
+    from ._common import CLIError
+
+    if args.dist_timeout is not None and not 0 < args.dist_timeout < float("inf"):
+        raise CLIError(f"--dist-timeout must be a finite number of seconds > 0, got {args.dist_timeout}")
     out = check_parquet_path(args.out) if args.out else None  # before the work, not after it
     bench = load_benchmark(args.benchmark, revision=args.revision, rekey_mismatched_images=args.rekey_mismatched_images)
     warn_rekeyed(bench)
@@ -26,9 +30,9 @@ def _cmd_embed(args: argparse.Namespace) -> int:
     if world_size > 1:
         # Under `accelerate launch` / `torchrun`: the process group first (with a timeout that fits
         # the work); the encoder is then built on this process's own device unless --device says otherwise.
-        from ..encoders.devices import distributed_state
+        from ..encoders.devices import DEFAULT_DIST_TIMEOUT_S, distributed_state
 
-        distributed_state()
+        distributed_state(args.dist_timeout or DEFAULT_DIST_TIMEOUT_S)
     encoder, cache = encoder_and_cache(args)
     rows = [("reference", r.reference_id, r.image_source) for r in bench.references]  # read when embedded
     if args.include_world:
@@ -39,7 +43,8 @@ def _cmd_embed(args: argparse.Namespace) -> int:
         from accelerate import PartialState
 
         emb = embed_distributed(encoder, [src for _, src in items], names=[n for n, _ in items], cache=cache,
-                                batch_size=args.batch_size, num_workers=args.num_workers)
+                                batch_size=args.batch_size, num_workers=args.num_workers,
+                                dist_timeout_s=args.dist_timeout)
         state = PartialState()
         try:
             if state.is_main_process:
@@ -78,4 +83,7 @@ def register(sub) -> None:
     p.add_argument("--list", action="store_true", help="list the available encoders and exit")
     add_rekey_arg(p)
     add_encoder_args(p, "dinov2-base")
+    p.add_argument("--dist-timeout", type=float, default=None, metavar="SECONDS",
+                   help="multi-process runs: how long a process may wait for the others at a barrier, and how "
+                        "long the processes have to find each other at the start (default: 14400 = 4 h)")
     p.set_defaults(func=_cmd_embed)

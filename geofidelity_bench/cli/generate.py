@@ -91,8 +91,12 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             raise CLIError(f"--model {spec.key}: {reserved}")
     if args.images_per_block < 1:
         raise CLIError("--images-per-block must be >= 1")
-    if args.dist_timeout is not None and not args.dist_timeout > 0:
-        raise CLIError("--dist-timeout must be > 0 seconds")
+    if args.dist_timeout is not None and not 0 < args.dist_timeout < float("inf"):
+        raise CLIError(f"--dist-timeout must be a finite number of seconds > 0, got {args.dist_timeout}")
+    if args.device is not None:  # a device this process cannot use fails before the benchmark loads
+        from ..encoders.devices import this_process_device
+
+        this_process_device(args.device)
     bench = load_benchmark(args.benchmark, revision=args.revision)
     try:
         summary = run_generation(
@@ -108,6 +112,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             strict=args.strict,
             overwrite=args.overwrite,
             progress=not args.no_progress,
+            device=args.device,
             **({"dist_timeout_s": args.dist_timeout} if args.dist_timeout is not None else {}),
         )
     except GeneratorError as err:
@@ -203,6 +208,9 @@ def register(sub) -> None:
     p.add_argument("--cpu-offload", action=argparse.BooleanOptionalAction, default=None,
                    help="force model CPU offload on/off (default: per model; sd35_large and FLUX offload)")
     p.add_argument("--dtype", choices=["fp16", "bf16", "fp32"], default=None, help="override the model's dtype")
+    p.add_argument("--device", default=None,
+                   help="torch device of the models (cpu, cuda, cuda:1; default: this process's GPU under a launcher, "
+                        "else cuda if available, else cpu; cpu under `accelerate launch --cpu`)")
     p.add_argument("--steps", type=int, default=None, help="override the number of inference steps")
     p.add_argument("--guidance", type=float, default=None, help="override the guidance scale")
     p.add_argument("--resolution", type=int, default=None, help="override the (square) generation size in pixels")
@@ -215,8 +223,9 @@ def register(sub) -> None:
                         "size, prompts, seeds), and delete images beyond --images-per-block; without it such a folder "
                         "is refused before anything is generated")
     p.add_argument("--dist-timeout", type=float, default=None, metavar="SECONDS",
-                   help="multi-process runs: how long a process may wait for the others at a barrier "
-                        "(default: 14400 = 4 h; recorded in generation_summary.json)")
+                   help="multi-process runs: how long a process may wait for the others at a barrier, and how "
+                        "long the processes have to find each other at the start (default: 14400 = 4 h; recorded "
+                        "in generation_summary.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list-models", action="store_true", help="print the registered generators and exit")
     p.add_argument("--push-to-hub", metavar="REPO", default=None, type=hub_repo_id,

@@ -18,7 +18,12 @@ process group of multi-process runs.
   IEEE float32 on every device (docs/benchmark.md section 4), so GPU and CPU rows may share a cache;
   what torch had in force is read back and recorded.
 * :func:`distributed_state` creates ``accelerate.PartialState`` with a process-group timeout that
-  fits long model work (:data:`DEFAULT_DIST_TIMEOUT_S`), never NCCL's 10-minute default.
+  fits long model work (:data:`DEFAULT_DIST_TIMEOUT_S`), never NCCL's 10-minute default; on the
+  CPU (gloo) when no GPU is visible or when ``accelerate launch --cpu`` asked for it
+  (:func:`launcher_wants_cpu`, which :func:`this_process_device` honours too).
+* :func:`raise_if_any_process_failed` and :class:`FailureNotice` let one process's error end every
+  process of a launch at once, with that error, instead of leaving the others at a barrier until
+  the timeout.
 
 No torch import at module import time.
 """
@@ -28,6 +33,8 @@ from __future__ import annotations
 import contextlib
 import os
 from typing import Any, Iterator, Mapping
+
+from ..errors import GeoFidelityError
 
 #: The config field recording how float32 forwards computed: the settings read from torch inside
 #: the last float32 forward (left out of the config hash: float32 is IEEE float32 on every device,
@@ -50,21 +57,35 @@ def launcher_rank(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
     return (local, world) if world > 1 else (0, 1)
 
 
-def pick_device(requested: Any | None, *, cuda_count: int, local_rank: int = 0, world_size: int = 1) -> str:
+#: What ``accelerate launch --cpu`` sets in the environment of the processes it starts.
+ACCELERATE_CPU_ENV = "ACCELERATE_USE_CPU"
+
+
+def launcher_wants_cpu(environ: Mapping[str, str] | None = None) -> bool:
+    """True when ``accelerate launch --cpu`` started this process (``ACCELERATE_USE_CPU`` true,
+    read as accelerate reads it: ``1``/``true``/``yes``/``on``/``y``/``t``, any case)."""
+    env = os.environ if environ is None else environ
+    return str(env.get(ACCELERATE_CPU_ENV, "")).strip().lower() in {"1", "true", "yes", "on", "y", "t"}
+
+
+def pick_device(requested: Any | None, *, cuda_count: int, local_rank: int = 0, world_size: int = 1,
+                cpu_only: bool = False) -> str:
     """The device a model is built on (pure: every input is an argument).
 
     Args:
         requested: what the user asked (``None``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``, a torch.device).
         cuda_count: GPUs visible to this process (``torch.cuda.device_count()``; 0 without CUDA).
         local_rank, world_size: this process under a launcher (see :func:`launcher_rank`).
+        cpu_only: the launcher asked for the CPU (``accelerate launch --cpu``, :func:`launcher_wants_cpu`).
 
     Returns:
         A torch device string: ``None`` -> this process's GPU (``cuda:LOCAL_RANK`` under a launcher,
-        ``cuda`` in a plain process) or ``cpu``; a bare ``cuda`` under a launcher -> ``cuda:LOCAL_RANK``;
-        anything explicit as given.
+        ``cuda`` in a plain process) or ``cpu`` (always ``cpu`` with ``cpu_only``); a bare ``cuda``
+        under a launcher -> ``cuda:LOCAL_RANK``; anything explicit as given.
 
     Raises:
-        EncoderOptionError: an unknown device, CUDA without a visible GPU, or ``cuda:N`` past the count.
+        EncoderOptionError: an unknown device, CUDA without a visible GPU, ``cuda:N`` past the count,
+            or CUDA asked for under ``accelerate launch --cpu``.
     """
     import torch
 
@@ -72,7 +93,7 @@ def pick_device(requested: Any | None, *, cuda_count: int, local_rank: int = 0, 
 
     launched = world_size > 1
     if requested is None:
-        if cuda_count == 0:
+        if cuda_count == 0 or cpu_only:
             return "cpu"
         requested = "cuda"
     try:
@@ -81,6 +102,10 @@ def pick_device(requested: Any | None, *, cuda_count: int, local_rank: int = 0, 
         raise EncoderOptionError(f"unknown device {requested!r}: {err}") from None
     if device.type != "cuda":
         return str(device)
+    if cpu_only:
+        raise EncoderOptionError(
+            f"device {str(device)!r} asked for, but this process was started by `accelerate launch --cpu` "
+            f"({ACCELERATE_CPU_ENV} is set): drop --cpu from the launch, or drop --device")
     if cuda_count == 0:
         raise EncoderOptionError(
             f"device {str(device)!r} asked for, but no CUDA GPU is visible to this process "
@@ -101,7 +126,7 @@ def this_process_device(requested: Any | None) -> str:
 
     local, world = launcher_rank()
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return pick_device(requested, cuda_count=count, local_rank=local, world_size=world)
+    return pick_device(requested, cuda_count=count, local_rank=local, world_size=world, cpu_only=launcher_wants_cpu())
 
 
 #: The operations whose float32 precision torch's ``fp32_precision`` settings govern, per backend.
@@ -285,8 +310,11 @@ def model_forward(device: Any, float32: bool) -> Iterator[dict[str, Any]]:
 
 
 def distributed_state(timeout_s: float = DEFAULT_DIST_TIMEOUT_S):
-    """This process's ``accelerate.PartialState`` (CPU/gloo when no GPU is visible), its process
-    group created with a ``timeout_s`` timeout; an existing state is returned as it is."""
+    """This process's ``accelerate.PartialState``, its process group created with a ``timeout_s``
+    timeout (also the time the processes have to find each other at the start); an existing state
+    is returned as it is. CPU (gloo) when no GPU is visible or when ``accelerate launch --cpu``
+    started this process (:func:`launcher_wants_cpu`; accelerate's own ``PartialState`` does not
+    read that flag, only its ``Accelerator`` does)."""
     from datetime import timedelta
 
     import torch
@@ -294,20 +322,118 @@ def distributed_state(timeout_s: float = DEFAULT_DIST_TIMEOUT_S):
 
     if PartialState._shared_state:
         return PartialState()
-    return PartialState(cpu=not torch.cuda.is_available(), timeout=timedelta(seconds=float(timeout_s)))
+    cpu = process_group_on_cpu(launcher_wants_cpu(), torch.cuda.is_available())
+    try:
+        return PartialState(cpu=cpu, timeout=timedelta(seconds=float(timeout_s)))
+    except torch.distributed.DistError as err:  # a process that never came, a port taken, an unreachable host
+        _, world = launcher_rank()
+        where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+        raise ProcessGroupError(
+            f"the {world} processes of this launch could not form their process group at {where} within "
+            f"{float(timeout_s):g} s (--dist-timeout): {str(err).rstrip('.')}; check that every machine was started with the "
+            "same --main_process_ip/--main_process_port and --num_machines, and that the port is reachable") from None
+
+
+def process_group_on_cpu(launcher_cpu: bool, cuda_available: bool) -> bool:
+    """Whether the process group and the default device are the CPU's (gloo): asked for with
+    ``accelerate launch --cpu`` (``launcher_cpu``), or no GPU visible."""
+    return bool(launcher_cpu) or not cuda_available
+
+
+class ProcessGroupError(GeoFidelityError, RuntimeError):
+    """The processes of a launch could not form their process group (one never came within the
+    timeout, the port is taken, the main host cannot be reached)."""
+
+
+class ProcessFailedError(GeoFidelityError, RuntimeError):
+    """Another process of a multi-process run failed; this one stopped too (its message names the
+    failing process and its error)."""
+
+
+def raise_if_any_process_failed(state: Any, error: BaseException | None, *, stopped: str = "") -> None:
+    """A collective every process of ``state`` calls (after its own work, with the error it caught
+    or ``None``): the failing process re-raises its own error, every other one raises
+    :class:`ProcessFailedError` naming the first failing process and its error; nothing happens
+    when no process failed. ``stopped`` ends the message of the others (what they kept, how to
+    resume). A plain process (one of one) just re-raises its own error."""
+    if int(state.num_processes) == 1:
+        if error is not None:
+            raise error
+        return
+    from accelerate.utils import gather_object
+
+    mine = None if error is None else (int(state.process_index), type(error).__name__, str(error))
+    failures = [f for f in gather_object([mine]) if f is not None]
+    if error is not None:
+        raise error
+    if failures:
+        index, kind, message = min(failures)
+        raise ProcessFailedError(f"process {index} of {state.num_processes} failed with {kind}: {message}"
+                                 + (f"; {stopped}" if stopped else ""))
+
+
+class FailureNotice:
+    """A flag in the process group's key-value store that a failing process raises and the others
+    check between work units, so that they stop at once rather than finish their share first.
+
+    Every process creates one (the main process clears a flag left by an earlier run in the same
+    process group, so create it before a barrier that precedes the work). Without a process group,
+    or where torch does not expose its store, :meth:`is_raised` is always False and the failure is
+    still shared at :func:`raise_if_any_process_failed`."""
+
+    KEY = "geofidelity_bench/failed_process"
+
+    def __init__(self, state: Any):
+        self._store = None
+        if int(state.num_processes) > 1:
+            try:
+                from torch.distributed import distributed_c10d
+
+                self._store = distributed_c10d._get_default_store()  # no public accessor (torch 2.x)
+            except Exception:  # noqa: BLE001 - the notice is an early stop only; the gather still reports
+                self._store = None
+        if self._store is not None and state.is_main_process:
+            try:
+                self._store.delete_key(self.KEY)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def raise_flag(self, text: str) -> None:
+        """Tells the other processes that this one failed (never raises)."""
+        if self._store is not None:
+            try:
+                self._store.set(self.KEY, text)
+            except Exception:  # noqa: BLE001 - the gather still reports the failure
+                pass
+
+    def is_raised(self) -> bool:
+        """Whether any process has raised the flag (a non-blocking look-up)."""
+        if self._store is None:
+            return False
+        try:
+            return bool(self._store.check([self.KEY]))
+        except Exception:  # noqa: BLE001
+            return False
 
 
 __all__ = [
+    "ACCELERATE_CPU_ENV",
     "DEFAULT_DIST_TIMEOUT_S",
+    "FailureNotice",
+    "ProcessFailedError",
+    "ProcessGroupError",
     "FLOAT32_PRECISION_KEY",
     "distributed_state",
     "exact_float32",
     "float32_settings_in_force",
     "fp32_precision_settings",
     "launcher_rank",
+    "launcher_wants_cpu",
     "model_forward",
     "no_autocast",
     "pick_device",
+    "process_group_on_cpu",
+    "raise_if_any_process_failed",
     "tf32_flags",
     "this_process_device",
 ]

@@ -13,6 +13,14 @@ unit writes its file; at the end the main process merges the manifest after
 (``dist_timeout_s``, ``--dist-timeout``, default :data:`DEFAULT_DIST_TIMEOUT_S`), never NCCL's
 10-minute default, and the summary records it.
 
+Failure in one process. A process whose generator raises tells the others at once (a flag in the
+process group's store, checked after every batch: :class:`~geofidelity_bench.encoders.devices.FailureNotice`);
+they stop after their current batch, and at the end every process learns the first failure
+(:func:`~geofidelity_bench.encoders.devices.raise_if_any_process_failed`): the failing process
+re-raises its own error, the others raise ``ProcessFailedError`` naming it. So the run ends with
+that error right away, not when a barrier times out; the images written so far are whole and
+recorded in the journals, and running the same command again resumes.
+
 Reproducibility. Every image has its own seed (docs/benchmark.md section 3, :func:`image_seed`) and its own
 ``torch.Generator``, so the noise of an image does not depend on the batch it is in, on the
 number of processes, or on whether the run was interrupted. With ``--batch-size 1`` (the
@@ -46,7 +54,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from ..encoders.devices import DEFAULT_DIST_TIMEOUT_S, distributed_state, float32_settings_in_force
+from ..encoders.devices import (
+    DEFAULT_DIST_TIMEOUT_S,
+    FailureNotice,
+    distributed_state,
+    float32_settings_in_force,
+    raise_if_any_process_failed,
+    this_process_device,
+)
 from ..provenance import installed_version, utc_timestamp
 from ..record_checks import reserved_method_problem
 from ..prompts import CONDITIONS, PromptError, build_prompt
@@ -357,6 +372,7 @@ def run_generation(
     log: Callable[[str], None] | None = None,
     unit_delay_s: float | None = None,
     dist_timeout_s: float = DEFAULT_DIST_TIMEOUT_S,
+    device: Any = None,
 ) -> GenerationSummary:
     """Generates the panels of ``models`` x ``conditions`` x blocks into ``out_dir``.
 
@@ -380,11 +396,17 @@ def run_generation(
         progress: show a tqdm bar per process.
         state: an ``accelerate.PartialState`` (default: one for this process).
         dist_timeout_s: timeout of the process group when ``state`` is created here (seconds).
+        device: where the models run (``cpu``, ``cuda``, ``cuda:1``; a bare ``cuda`` under a launcher is
+            this process's GPU); default: the device ``state`` gives this process (its GPU, or the CPU
+            when none is visible or under ``accelerate launch --cpu``).
         log: where messages go (default: print to stdout, refusals to stderr).
         unit_delay_s: sleep after each image (tests); default from ``GEOFIDELITY_BENCH_UNIT_DELAY_S``.
 
     Returns:
         A :class:`GenerationSummary` (totals on the main process).
+
+    Raises:
+        ProcessFailedError: another process of the launch failed (this one stopped after its batch).
 
     Example:
         >>> from geofidelity_bench import load_benchmark
@@ -410,6 +432,7 @@ def run_generation(
         raise PromptError(format_refusals(refused))
     if dist_timeout_s <= 0:
         raise ValueError(f"dist_timeout_s must be > 0, got {dist_timeout_s}")
+    chosen_device = this_process_device(device) if device is not None else None  # a bad one fails here
     made_state = state is None
     state = state if state is not None else default_state(dist_timeout_s)
     rank, world = int(state.process_index), int(state.num_processes)
@@ -430,16 +453,19 @@ def run_generation(
             path.unlink(missing_ok=True)
         say(f"--overwrite: removed {len(stale)} image(s) with k >= {images_per_block} left by an earlier run")
     remaining, done = remaining_units(units, by_key, out)
+    notice = FailureNotice(state)  # before the barrier: the main process clears an earlier run's flag
     if world > 1:
         state.wait_for_everyone()  # every process has its to-do list before any file changes
     todo = remaining[rank::world]
     skipped = len(done[rank::world])  # the already-done units, shared out for the counts only
 
     versions = library_versions()
-    device = state.device
+    device = chosen_device if chosen_device is not None else state.device
     device_label = _device_label(device)
     fingerprint = benchmark.fingerprint
     generated = 0
+    failure: Exception | None = None  # this process's error, shared with the others below
+    stopped_early = False  # another process failed: this one stopped after its batch
     t_start = time.perf_counter()
     bar = None
     if progress:
@@ -459,7 +485,7 @@ def run_generation(
         with ManifestJournal(out) as journal:
             for spec in specs:
                 model_units = [u for u in todo if u.model == spec.key]
-                if not model_units:
+                if not model_units or stopped_early:
                     continue
                 if bar is not None:
                     bar.set_description(f"[{rank}/{world}] {spec.key}")
@@ -467,6 +493,9 @@ def run_generation(
                                      batch_size=batch_size)
                 try:
                     for i in range(0, len(model_units), batch_size):
+                        if notice.is_raised():
+                            stopped_early = True
+                            break
                         batch = model_units[i : i + batch_size]
                         requests = [
                             ImageRequest(
@@ -513,9 +542,17 @@ def run_generation(
                                 time.sleep(delay)
                 finally:
                     gen.close()
+    except Exception as err:  # noqa: BLE001 - alone: raised as it is; launched: shared with every process below
+        if world == 1:
+            raise
+        failure = err
+        notice.raise_flag(f"process {rank}: {type(err).__name__}: {err}")
     finally:
         if bar is not None:
             bar.close()
+    kept = ("the images written so far are whole and recorded; run the same command again to resume "
+            "(already-done images are skipped)")
+    raise_if_any_process_failed(state, failure, stopped=f"process {rank} stopped too; {kept}")
     seconds = time.perf_counter() - t_start
     mine_stats = {
         "process_index": rank,
@@ -534,7 +571,6 @@ def run_generation(
     if world > 1:
         from accelerate.utils import gather_object
 
-        state.wait_for_everyone()
         per_process = sorted(gather_object([mine_stats]), key=lambda s: s["process_index"])
     summary = GenerationSummary(
         models=[s.key for s in specs],
@@ -555,28 +591,40 @@ def run_generation(
         dist_timeout_s=float(dist_timeout_s) if made_state else None,
         started_at=started,
     )
+    merge_failure: Exception | None = None
     if is_main:
-        total = sum(p["generated"] for p in per_process)
-        wall = max(p["seconds"] for p in per_process)
-        summary.generated = total
-        summary.skipped = sum(p["skipped"] for p in per_process)
-        summary.seconds = wall
-        summary.images_per_s = round(total / wall, 4) if wall > 0 and total else 0.0
-        sweep_tmp_files(out, {str(Path(u.relpath).parent) for u in units})
-        report = merge_manifest(out)
-        summary.manifest_rows = report.rows
-        summary.finished_at = _utcnow()
-        atomic_write_bytes(out / SUMMARY_FILE, json.dumps(summary.to_dict(), indent=2).encode("utf-8"))
-        dropped = report.dropped_missing + report.dropped_changed
-        say(
-            f"generation summary: {total} image(s) generated, {summary.skipped} already done, "
-            f"{len(refused)} (condition, block) pair(s) refused, {world} process(es), {wall:.1f} s, "
-            f"{summary.images_per_s:.3f} images/s; manifest {report.path} has {report.rows} row(s)"
-            + (f" ({dropped} stale row(s) dropped: file missing or changed)" if dropped else "")
-        )
-    if world > 1:
-        state.wait_for_everyone()
+        try:
+            _finish_on_main(summary, per_process, out, units, refused, world, say)
+        except Exception as err:  # noqa: BLE001 - alone: raised as it is; launched: shared below
+            if world == 1:
+                raise
+            merge_failure = err
+    if world > 1:  # the others learn at once when the main process could not merge
+        raise_if_any_process_failed(state, merge_failure, stopped=f"process {rank} generated its images; {kept}")
     return summary
+
+
+def _finish_on_main(summary: GenerationSummary, per_process: list[dict], out: Path, units, refused, world: int,
+                    say: Callable[[str], None]) -> None:
+    """The main process's totals, manifest merge, summary file and summary line."""
+    total = sum(p["generated"] for p in per_process)
+    wall = max(p["seconds"] for p in per_process)
+    summary.generated = total
+    summary.skipped = sum(p["skipped"] for p in per_process)
+    summary.seconds = wall
+    summary.images_per_s = round(total / wall, 4) if wall > 0 and total else 0.0
+    sweep_tmp_files(out, {str(Path(u.relpath).parent) for u in units})
+    report = merge_manifest(out)
+    summary.manifest_rows = report.rows
+    summary.finished_at = _utcnow()
+    atomic_write_bytes(out / SUMMARY_FILE, json.dumps(summary.to_dict(), indent=2).encode("utf-8"))
+    dropped = report.dropped_missing + report.dropped_changed
+    say(
+        f"generation summary: {total} image(s) generated, {summary.skipped} already done, "
+        f"{len(refused)} (condition, block) pair(s) refused, {world} process(es), {wall:.1f} s, "
+        f"{summary.images_per_s:.3f} images/s; manifest {report.path} has {report.rows} row(s)"
+        + (f" ({dropped} stale row(s) dropped: file missing or changed)" if dropped else "")
+    )
 
 
 def _sha256(data: bytes) -> str:
