@@ -526,7 +526,7 @@ def check_offload(ctx: Context) -> str:
     for mode, run in (("resident", resident), ("offload", offload)):
         ctx.rows.append({"mode": mode, "device": ctx.device, "images": len(run["files"]),
                          "images_per_s": run["images_per_s"], "peak_mib": run["peak_mib"]})
-    ctx.notes.append(f"hooks: {hooks}")
+    ctx.rows[-1].update(hooks=hooks, hooks_from=where)
     mem = (f"; peak GPU MiB resident {resident['peak_mib']}, offload {offload['peak_mib']}" if ctx.cuda else "")
     return (f"hooks {', '.join(f'{k}: {v}' for k, v in hooks.items())} ({where}); offload vs resident max pixel "
             f"difference {worst}, mean {mean:.3f}; images/s resident {resident['images_per_s']:.2f}, offload "
@@ -658,39 +658,56 @@ def bound_of(decode: float, model: float) -> str:
 
 
 def throughput_cases(ctx: Context, name: str, weights: Path | None, plan: ThroughputPlan, paths: list[Path]) -> None:
+    """The rows of one encoder: per dtype and batch size the model-only rate and peak memory; at the
+    largest batch also the end-to-end rate and the input pipeline's (measured once per encoder: it
+    does not depend on the dtype). A case that raises (e.g. out of memory) is a row with its error,
+    and the others still run."""
     from geofidelity_bench.encoders import get_encoder
 
     ref: np.ndarray | None = None
+    arrays: list[np.ndarray] | None = None
+    decode_s: float | None = None
+    largest = max(plan.batch_sizes)
+    kind = "pip (real)" if weights is None else ("random, real config" if plan.real_sizes else "random, tiny config (dry run)")
     for dtype in ALL_DTYPES:
-        base = {"encoder": name, "weights": "pip (real)" if weights is None else
-                ("random, real config" if plan.real_sizes else "random, tiny config (dry run)"), "dtype": dtype}
+        base = {"encoder": name, "weights": kind, "dtype": dtype}
         if dtype not in plan.dtypes:
             ctx.rows.extend({**base, "batch_size": b, "skipped": NO_CUDA if not ctx.cuda else "not planned"}
                             for b in plan.batch_sizes)
             continue
-        encoder = get_encoder(name, weights=weights, device=ctx.device, dtype=dtype)
-        weights_mib = round(torch.cuda.memory_allocated(ctx.device) / 2**20, 1) if ctx.cuda else None
-        arrays = [encoder.preprocess(p) for p in paths[: max(plan.batch_sizes)]]
-        for b in plan.batch_sizes:
-            with peak_gpu_memory(ctx.device) as peak:
-                model_s, emb = model_rate(encoder, arrays, b, plan.min_seconds)
-            row = {**base, "batch_size": b, "model_images_per_s": model_s, "peak_mib": peak["peak_mib"],
-                   "weights_mib": weights_mib}
-            if b == max(plan.batch_sizes):
-                decode_s = decode_rate(encoder, paths, b)
-                t0 = time.perf_counter()
-                encoder.embed(paths, batch_size=b, progress=False)
-                e2e_s = images_per_s(len(paths), time.perf_counter() - t0)
-                row.update(decode_images_per_s=decode_s, e2e_images_per_s=e2e_s,
-                           e2e_over_model=round(e2e_s / model_s, 3), bound=bound_of(decode_s, model_s))
-            if dtype == "float32":
-                ref = emb if ref is None else ref
-            elif ref is not None:  # for the record: random weights say little about real error
-                row["rel_err_vs_float32"] = rel_err(emb[: len(ref)], ref[: len(emb)])
-                row["finite"] = bool(np.isfinite(emb).all())
-            ctx.rows.append(row)
-        del encoder
-        free_gpu()
+        encoder = None
+        try:
+            encoder = get_encoder(name, weights=weights, device=ctx.device, dtype=dtype)
+            weights_mib = round(torch.cuda.memory_allocated(ctx.device) / 2**20, 1) if ctx.cuda else None
+            if arrays is None:  # the distinct files, decoded once (preprocessing does not depend on the dtype)
+                with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                    arrays = list(pool.map(encoder.preprocess, list(dict.fromkeys(paths))))
+            if decode_s is None:
+                decode_s = decode_rate(encoder, paths, largest)
+            for b in plan.batch_sizes:
+                with peak_gpu_memory(ctx.device) as peak:
+                    model_s, emb = model_rate(encoder, arrays, b, plan.min_seconds)
+                row = {**base, "batch_size": b, "model_images_per_s": model_s, "peak_mib": peak["peak_mib"],
+                       "weights_mib": weights_mib}
+                if b == largest:
+                    t0 = time.perf_counter()
+                    encoder.embed(paths, batch_size=b, progress=False)
+                    e2e_s = images_per_s(len(paths), time.perf_counter() - t0)
+                    row.update(decode_images_per_s=decode_s, e2e_images_per_s=e2e_s,
+                               e2e_over_model=round(e2e_s / model_s, 3), bound=bound_of(decode_s, model_s))
+                if dtype == "float32":
+                    ref = emb if ref is None else ref
+                elif ref is not None:  # for the record: random weights say little about real error
+                    n = min(len(ref), len(emb))
+                    row["rel_err_vs_float32"] = rel_err(emb[:n], ref[:n])
+                    row["finite"] = bool(np.isfinite(emb).all())
+                ctx.rows.append(row)
+        except Exception as err:  # noqa: BLE001 - record it, measure the rest, fail the check at the end
+            traceback.print_exc(file=sys.stderr)
+            ctx.rows.append({**base, "error": f"{type(err).__name__}: {err}"[:500]})
+        finally:
+            del encoder
+            free_gpu()
 
 
 def check_throughput(ctx: Context) -> str:
@@ -706,6 +723,8 @@ def check_throughput(ctx: Context) -> str:
                      f"mean {np.mean([p.stat().st_size for p in files]) / 1024:.0f} KiB")
     for name, weights in encoders:
         throughput_cases(ctx, name, weights, plan, paths)
+    errors = [f"{r['encoder']} {r['dtype']}: {r['error']}" for r in ctx.rows if "error" in r]
+    assert not errors, "; ".join(errors)
     done = [r for r in ctx.rows if "model_images_per_s" in r]
     bounds = sorted({f"{r['encoder']} {r['dtype']}: {r['bound']}" for r in done if "bound" in r})
     skipped = "" if ctx.cuda else f"; bfloat16/float16 and peak memory skipped: {NO_CUDA}"
@@ -861,6 +880,9 @@ def format_summary(summary: dict[str, Any], json_path: Path | None) -> str:
             if "skipped" in r:
                 if r["batch_size"] == rows[0]["batch_size"]:
                     lines.append(f"  {r['encoder']:<19}{r['dtype']:<9}  skipped: {r['skipped']}")
+                continue
+            if "error" in r:
+                lines.append(f"  {r['encoder']:<19}{r['dtype']:<9}  error: {r['error'][:100]}")
                 continue
             lines.append(f"  {r['encoder']:<19}{r['dtype']:<9}{r['batch_size']:>5}{r['model_images_per_s']:>9.1f}"
                          f"{_num(r.get('decode_images_per_s')):>9}{_num(r.get('e2e_images_per_s')):>9}"

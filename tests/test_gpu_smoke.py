@@ -92,6 +92,7 @@ def test_gpu_smoke_cpu_dry_run(smoke, tmp_path):
     offload = checks["offload"]
     assert "text_encoder: CpuOffload" in offload["line"] and "unet: CpuOffload" in offload["line"]
     assert [r["mode"] for r in offload["rows"]] == ["resident", "offload"]
+    assert offload["rows"][1]["hooks"] == {"vae": "CpuOffload", "text_encoder": "CpuOffload", "unet": "CpuOffload"}
 
 
 def test_a_value_over_its_limit_fails_the_run(smoke, tmp_path, monkeypatch):
