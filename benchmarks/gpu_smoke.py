@@ -694,7 +694,7 @@ def throughput_cases(ctx: Context, name: str, weights: Path | None, plan: Throug
                     encoder.embed(paths, batch_size=b, progress=False)
                     e2e_s = images_per_s(len(paths), time.perf_counter() - t0)
                     row.update(decode_images_per_s=decode_s, e2e_images_per_s=e2e_s,
-                               e2e_over_model=round(e2e_s / model_s, 3), bound=bound_of(decode_s, model_s))
+                               e2e_over_model=float(f"{e2e_s / model_s:.3g}"), bound=bound_of(decode_s, model_s))
                 if dtype == "float32":
                     ref = emb if ref is None else ref
                 elif ref is not None:  # for the record: random weights say little about real error
