@@ -1,4 +1,4 @@
-"""GPU smoke run, offline: agreement with the CPU, speed and memory, in one run (under 8 minutes on one GPU).
+"""GPU smoke run, offline: agreement with the CPU, speed and memory, in one run (sized for 8 minutes on one GPU).
 
     timeout 480 python benchmarks/gpu_smoke.py --out gpu-smoke   # on a CUDA machine
     python benchmarks/gpu_smoke.py cpu                           # dry run of every check on the CPU
