@@ -11,7 +11,10 @@ may use), no cache:
 It checks that both paths give identical embeddings (max abs difference 0) and prints img/s,
 the speedup and the number of cores.
 
-    python benchmarks/bench_embedding.py [--repeats 2] [--num-workers N]
+    python benchmarks/bench_embedding.py [--repeats 2] [--num-workers N] [--device cpu|cuda|cuda:N]
+
+``--device`` is where the models run (default ``cpu``; ``cuda`` picks this process's GPU); a device
+that is not there is one line on stderr and exit status 2, before any file is written.
 """
 
 from __future__ import annotations
@@ -45,14 +48,14 @@ def write_jpegs(folder: Path, n: int = 48, size=(2048, 1536), seed: int = 0) -> 
     return paths
 
 
-def tiny_dinov2(folder: Path):
+def tiny_dinov2(folder: Path, device: str = "cpu"):
     import torch
     from transformers import Dinov2Config, Dinov2Model
 
     torch.manual_seed(0)
     Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                              image_size=224, patch_size=14)).eval().save_pretrained(folder)
-    return get_encoder("dinov2-base", weights=folder, device="cpu")
+    return get_encoder("dinov2-base", weights=folder, device=device)
 
 
 def timed(encoder, images, num_workers: int, repeats: int) -> tuple[float, np.ndarray]:
@@ -74,28 +77,38 @@ def compare(name: str, encoder, images, workers: int, repeats: int) -> None:
         sys.exit(f"{name}: the parallel path changed the embeddings (max abs difference {diff})")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2, help="best of N runs per path (default: 2)")
     parser.add_argument("--num-workers", type=int, default=None, help="worker threads (default: the cores)")
-    args = parser.parse_args()
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    args = parser.parse_args(argv)
+    from geofidelity_bench.encoders.devices import this_process_device
+    from geofidelity_bench.errors import GeoFidelityError
+
+    try:
+        device = this_process_device(args.device)
+    except GeoFidelityError as err:  # e.g. cuda where no GPU is visible
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
     workers = default_num_workers() if args.num_workers is None else args.num_workers
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     import torch
 
+    where = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "CPU"
     print(f"{platform.processor() or platform.machine()}, {cores} cores available, torch threads "
-          f"{torch.get_num_threads()}, {workers} worker threads; best of {args.repeats}")
+          f"{torch.get_num_threads()}, {workers} worker threads; models on {device} ({where}); best of {args.repeats}")
     print(f"{'setup':<44} {'serial':>9} {'parallel':>11} {'speedup':>9} {'max|diff|':>9}  (img/s)")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         paths = write_jpegs(tmp)
-        compare("(a) 48 JPEG 2048x1536, tiny random DINOv2", tiny_dinov2(tmp / "dinov2"), paths, workers,
+        compare("(a) 48 JPEG 2048x1536, tiny random DINOv2", tiny_dinov2(tmp / "dinov2", device), paths, workers,
                 args.repeats)
     from geofidelity_bench.benchmark import load_benchmark
 
     bench = load_benchmark("demo")
     images = [r.image_bytes for r in bench.references] + [w.image_bytes for w in bench.world]
-    compare(f"(b) demo, {len(images)} images, efficientnet-lite0", get_encoder("efficientnet-lite0", device="cpu"),
+    compare(f"(b) demo, {len(images)} images, efficientnet-lite0", get_encoder("efficientnet-lite0", device=device),
             images, workers, args.repeats)
 
 

@@ -1,34 +1,99 @@
-"""GPU smoke checks, offline: tiny random models built from configs plus the pip EfficientNet-Lite0.
+"""GPU smoke run, offline: agreement with the CPU, speed and memory, in one run (sized for 8 minutes on one GPU).
 
-One line per check, ``ok``/``FAIL``/``skipped (...)``, and a non-zero exit status if any check failed:
+    timeout 480 python benchmarks/gpu_smoke.py --out gpu-smoke   # on a CUDA machine
+    python benchmarks/gpu_smoke.py cpu                           # dry run of every check on the CPU
 
-* encoders (tiny DINOv2, EfficientNet-Lite0) in float32/bfloat16/float16 against float32 on the CPU;
-* TF32: a float32 EfficientNet forward with PyTorch's TF32 flags on equals the one with them off
-  (the library turns TF32 off inside float32 forwards) and the flags are restored;
-* segmenters (tiny SegFormer): group shares against the CPU;
-* MFP (tiny ViT): loss forward and backward, with and without autocast; terms in float32;
-* VQA batch 1 vs 8: skipped (the library has no tiny VQA builder; tests/test_geodiv_pipeline.py has one);
-* tiny generation: batch 1 vs batch 3 on the device, and against the same images made on the CPU;
-* CPU offload vs resident (tiny pipeline);
-* the CLI: ``embed --device cuda --dtype float16`` and ``generate --model tiny``;
-* with 2+ GPUs: ``torchrun --nproc_per_node 2`` runs of ``embed`` and ``generate``, each rank on
-  its own GPU, files equal to the one-process run.
+One line per check while it runs (``ok``, ``FAIL`` or ``skipped: <why>``), then a compact summary,
+printed last and written as JSON (``--json PATH``, default ``OUT/gpu_smoke.json``; rewritten after
+every check, so a run cut short still leaves what it measured). Exit status 1 if a check failed.
+On the CPU every part that needs CUDA says ``skipped: no CUDA device``.
 
-    python benchmarks/gpu_smoke.py          # on a CUDA machine (under 10 minutes on one GPU)
-    python benchmarks/gpu_smoke.py cpu      # dry run of every check on the CPU
+Checks, in order (``--only a,b`` runs some of them):
 
-In the dry run every check that needs CUDA prints ``skipped (no CUDA)``.
+* ``encoders``: EfficientNet-Lite0 (the pip weights) and a tiny DINOv2 in float32 / bfloat16 /
+  float16 on the device against float32 on the CPU; the same half-precision forwards emulated on
+  the CPU (weights and activations cast, as the library runs them on CUDA) re-measure the evidence
+  behind the limits on every run.
+* ``tf32``: a float32 forward with PyTorch's TF32 flags on equals the CPU (the library turns TF32
+  off inside float32 forwards) and the flags are restored.
+* ``segmenters``: tiny SegFormer group shares against the CPU.
+* ``mfp``: the MFP loss (tiny ViT) and its gradient on the device against the CPU, in float32 and
+  under bfloat16 autocast; terms in float32, gradients finite.
+* ``vqa``: skipped (the library has no tiny VQA builder; tests/test_geodiv_pipeline.py has one).
+* ``generation``: the tiny pipeline, batch 1 vs batch 3 on the device (bit-identical), the device
+  against the CPU with the same seeds (max and mean pixel difference of the saved panels), images/s.
+* ``offload``: a real model-CPU-offload run. The tiny pipeline is saved with ``save_pretrained`` and
+  loaded from that folder, as a Hub model is; on CUDA through the library's own path
+  (``load_generator(..., cpu_offload=True)``), and the accelerate ``CpuOffload`` hooks are checked
+  on its text encoder, UNet and VAE before the offload run is compared with the resident one
+  (pixels, images/s, peak GPU memory). The library offloads on CUDA only, so the dry run installs the
+  hooks itself (``enable_model_cpu_offload(device="cpu")``), checks them and generates through them.
+* ``throughput``: images/s and peak GPU memory (``torch.cuda.max_memory_allocated``, reset per
+  case) of embedding with ``efficientnet-lite0`` (real weights) and with ``dinov2-base``,
+  ``clip-vit-b32`` and ``siglip-so400m`` built from their real configs with random weights (speed
+  and memory do not depend on the values), in float32 / bfloat16 / float16 at batch 32 and 128.
+  *model/s* runs the library's forward (``embed_arrays``: host-to-device copy, forward, copy back)
+  on pre-decoded arrays; *decode/s* runs only the input pipeline (decode + preprocess of 2048x1536
+  JPEG files by the library's worker threads); *e2e/s* is ``embed`` from the JPEG files. ``bound``
+  says which of the two limits the run: ``decode`` when the input pipeline is slower than the model
+  (the GPU waits for images), ``model`` otherwise; *e2e/model* is the share of the model-only speed
+  reached end to end. Half-precision embeddings of the random-weight models are compared with their
+  float32 ones for the record only (random weights say little about real error). The dry run uses
+  tiny configs of the same three families, float32 only, small batches.
+* ``cli``: ``embed --device cuda --dtype float16`` and ``generate --model tiny``.
+* ``torchrun``: with 2+ GPUs, ``torchrun --nproc_per_node 2`` runs of ``embed`` and ``generate``,
+  each rank on its own GPU, files equal to the one-process run.
+
+Limits (:data:`TOLERANCES`; each one's evidence is recorded beside it and in the JSON)
+-----------------------------------------------------------------------------------------
+Errors of embeddings are ``max |a - b| / max |b|`` against float32 on the CPU. A format with ``p``
+significand bits rounds each value with a relative error up to ``u = 2**-p``: bfloat16 ``u = 2**-8
+= 3.9e-3``, float16 ``2**-11 = 4.9e-4``, TF32 ``2**-11`` (10 stored bits, like float16), float32
+``2**-24 = 6.0e-8``. A network rounds every activation, so its output error is some multiple of
+``u`` that depends on depth and conditioning, not on the device: GPU and CPU kernels alike
+accumulate half-precision products in float32, only their summation order differs. So the multiple
+is measured where it can be, on the CPU with the same weights and activations in the same dtype
+(EfficientNet-Lite0 on 6 demo photos, torch 2.13: bfloat16 4.4e-2 = 11 u, float16 3.8e-3 = 8 u;
+tiny DINOv2 7.2e-3 and 8.4e-4; a random DINOv2-base in bfloat16 1.2e-2), and the limit is about 2.5x
+the largest value measured (room for a different summation order and kernel choice, which move the
+error by a factor of order one), never below 16 u, rounded up: bfloat16 ``0.11`` (28 u), float16
+``1e-2`` (20 u). The ``encoders`` check re-measures the emulation on every run and holds it to the
+same limits, so a limit can never drift below its evidence.
+A limit below what the CPU emulation gives would fail on any GPU; the old bfloat16 limit 5e-2 sat
+just above 4.4e-2. float32 on the device against the CPU: ``1e-4``. TF32 would give about 1/8 of
+the bfloat16 error (its ``u`` is 8x smaller), 5.5e-3 for EfficientNet-Lite0, so 1e-4 catches a
+TF32 leak by a factor of 50 while leaving float32 summation-order noise (measured on the CPU across
+batch sizes: 1.7e-7) a factor of 500.
+
+Saved panels are JPEG: a difference of one grey level in a raw pixel (what the CPU's thread count
+changes) becomes up to 5 levels (mean 0.003) after the 512 px resize and JPEG coding; the tiny
+pipeline with bfloat16 weights differs from float32 by 12 levels (mean 1.25); a different seed by
+239 (mean 42). The device against the CPU (float32, but cuDNN convolutions may use TF32 in a
+pipeline, about 1/8 of bfloat16's error): max 24, mean 3.0, twice the bfloat16 emulation and a
+tenth of a wrong seed. The same device with and without offload (only where the weights wait
+changes): max 10, mean 0.01, twice / three times the thread-order noise.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import dataclasses
+import gc
 import hashlib
+import io
+import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -36,21 +101,143 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+NO_CUDA = "no CUDA device"
+DEFAULT_OUT = Path(tempfile.gettempdir()) / "geofidelity-gpu-smoke"
+
+
+# -- limits -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """An upper limit on a measured difference, with the evidence it was set from."""
+
+    limit: float
+    measured: str
+    basis: str
+
+
+TOLERANCES: dict[str, Tolerance] = {
+    "float32": Tolerance(
+        1e-4, "CPU float32 batch 1 vs 6: 1.7e-7; TF32 would give ~5.5e-3 (EfficientNet-Lite0)",
+        "between float32 summation-order noise (x500) and a TF32 leak (/50)"),
+    "bfloat16": Tolerance(
+        0.11, "CPU bf16 emulation: EfficientNet-Lite0 4.4e-2 (11 u), random DINOv2-base 1.2e-2, tiny 7.2e-3",
+        "2.5x the largest emulated error, >= 16 u (u = 2**-8)"),
+    "float16": Tolerance(
+        1e-2, "CPU fp16 emulation: EfficientNet-Lite0 3.8e-3 (8 u), tiny DINOv2 8.4e-4 (2 u)",
+        "2.5x the largest emulated error (9.5e-3), >= 16 u (u = 2**-11), rounded up"),
+    "segmenter shares": Tolerance(
+        1e-2, "CPU vs CPU 0; no GPU measurement yet",
+        "a float32 forward flips only near-tied argmaxes: under 1% of the pixels of a group"),
+    "mfp float32": Tolerance(
+        1e-4, "same reasoning as float32 (the extractor runs with TF32 off)",
+        "between float32 noise and a TF32 leak"),
+    "mfp bfloat16": Tolerance(
+        2.5e-2, "CPU bf16 autocast vs float32 (tiny ViT): loss 3.4e-4, gradient 1.0e-2",
+        "2.5x the largest measured (the gradient), >= 4 u (u = 2**-8)"),
+    "pixels max, device vs CPU": Tolerance(
+        24, "CPU: bf16 weights 12, other thread count 5, a wrong seed 239 (JPEG panels, 0-255)",
+        "2x the bf16 emulation, a tenth of a wrong seed"),
+    "pixels mean, device vs CPU": Tolerance(
+        3.0, "CPU: bf16 weights 1.25, other thread count 0.003, a wrong seed 42",
+        "2.4x the bf16 emulation"),
+    "pixels max, same device": Tolerance(
+        10, "CPU: other thread count (last-bit noise) 5; offload vs resident on the CPU 0",
+        "2x the thread-order noise"),
+    "pixels mean, same device": Tolerance(
+        0.01, "CPU: other thread count 0.003; offload vs resident on the CPU 0",
+        "3x the thread-order noise"),
+}
 
 
 class Skip(Exception):
     """A check that cannot run here; its message says why."""
 
 
-def need_cuda(device: str, count: int = 1) -> None:
-    if not device.startswith("cuda"):
-        raise Skip("no CUDA")
+@dataclass
+class Comparison:
+    """One measured difference against its limit."""
+
+    what: str
+    value: float
+    tolerance: str
+    limit: float
+    ok: bool
+
+    def text(self) -> str:
+        return f"{self.what}: {self.value:.2g} {'<=' if self.ok else '>'} {self.limit:g}"
+
+
+@dataclass
+class Context:
+    """What a check gets: the device, a scratch folder, and where its measurements go."""
+
+    device: str
+    tmp: Path
+    comparisons: list[Comparison] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def compare(self, what: str, value: float, tolerance: str) -> Comparison:
+        """Records ``value`` against the limit :data:`TOLERANCES[tolerance]`; a value above it (or a
+        non-finite one) fails the check once the check has finished measuring."""
+        limit = TOLERANCES[tolerance].limit
+        value = float(value)
+        cmp = Comparison(what, value, tolerance, limit, bool(np.isfinite(value) and value <= limit))
+        self.comparisons.append(cmp)
+        return cmp
+
+
+@dataclass
+class CheckResult:
+    name: str
+    status: str  # "ok", "FAIL" or "skipped"
+    seconds: float
+    line: str
+    comparisons: list[Comparison] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "comparisons": [dataclasses.asdict(c) for c in self.comparisons]}
+
+
+def need_cuda(ctx: Context, count: int = 1) -> None:
+    if not ctx.cuda:
+        raise Skip(NO_CUDA)
     if torch.cuda.device_count() < count:
         raise Skip(f"needs {count} GPUs, {torch.cuda.device_count()} visible")
 
 
 def rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-12))
+
+
+@contextlib.contextmanager
+def peak_gpu_memory(device: str) -> Iterator[dict[str, float | None]]:
+    """``{"peak_mib": ...}``: the most GPU memory allocated inside the block (weights already on the
+    GPU included), from a reset of the peak at its start; ``None`` off CUDA."""
+    out: dict[str, float | None] = {"peak_mib": None}
+    if not device.startswith("cuda"):
+        yield out
+        return
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    yield out
+    torch.cuda.synchronize(device)
+    out["peak_mib"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+
+
+def free_gpu() -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def photos() -> list:
@@ -92,134 +279,459 @@ def tiny_vit(folder: Path) -> Path:
     return folder / "vit"
 
 
-# -- checks ---------------------------------------------------------------------------------------------
+# -- agreement --------------------------------------------------------------------------------------
 
 
-def check_encoders(device: str, tmp: Path) -> str:
+def emulated_half(encoder, arrays: list[np.ndarray], dtype: str) -> np.ndarray:
+    """The embeddings ``encoder`` (float32, on the CPU) gives with its weights and activations in
+    ``dtype``, as the library runs a half-precision encoder on CUDA (the library itself refuses half
+    precision on a CPU, so the model is cast here; its float32 weights are put back after, since
+    casting back would keep them rounded)."""
+    saved = {k: v.detach().clone() for k, v in encoder.model.state_dict().items()}
+    encoder.model.to(getattr(torch, dtype))
+    try:
+        return encoder.embed_arrays(arrays)
+    finally:
+        encoder.model.to(torch.float32)
+        encoder.model.load_state_dict(saved)
+
+
+def check_encoders(ctx: Context) -> str:
     from geofidelity_bench.encoders import get_encoder
 
     images, out = photos(), []
-    for name, weights in [("efficientnet-lite0", None), ("dinov2-base", tiny_dinov2(tmp))]:
-        ref = get_encoder(name, weights=weights, device="cpu").embed(images, progress=False)
-        for dtype, tol in [("float32", 1e-3), ("bfloat16", 5e-2), ("float16", 1e-2)]:
-            if dtype != "float32" and not device.startswith("cuda"):
-                out.append(f"{name} {dtype} skipped (no CUDA)")
+    for name, weights in [("efficientnet-lite0", None), ("dinov2-base", tiny_dinov2(ctx.tmp))]:
+        cpu = get_encoder(name, weights=weights, device="cpu")
+        arrays = [cpu.preprocess(i) for i in images]
+        ref = cpu.embed_arrays(arrays)
+        one_by_one = np.concatenate([cpu.embed_arrays([a]) for a in arrays])
+        ctx.compare(f"{name} float32 CPU batch 1 vs 6", rel_err(one_by_one, ref), "float32")
+        for dtype in ("bfloat16", "float16"):
+            c = ctx.compare(f"{name} {dtype} CPU emulation", rel_err(emulated_half(cpu, arrays, dtype), ref), dtype)
+            out.append(f"{name} {dtype} CPU emulation {c.value:.1e}")
+        for dtype in ("float32", "bfloat16", "float16"):
+            if dtype != "float32" and not ctx.cuda:
                 continue
-            got = get_encoder(name, weights=weights, device=device, dtype=dtype).embed(images, progress=False)
-            err = rel_err(got, ref)
-            assert err <= tol, f"{name} {dtype}: relative error {err:.2e} > {tol}"
-            out.append(f"{name} {dtype} rel.err {err:.1e}")
+            got = get_encoder(name, weights=weights, device=ctx.device, dtype=dtype).embed(images, progress=False)
+            c = ctx.compare(f"{name} {dtype} on {ctx.device} vs CPU float32", rel_err(got, ref), dtype)
+            out.append(f"{name} {dtype} {ctx.device} {c.value:.1e}")
+    if not ctx.cuda:
+        out.append(f"bfloat16/float16 on the device skipped: {NO_CUDA}")
     return "; ".join(out)
 
 
-def check_tf32(device: str, tmp: Path) -> str:
+def check_tf32(ctx: Context) -> str:
     from geofidelity_bench.encoders import get_encoder
     from geofidelity_bench.encoders.devices import tf32_flags
 
-    need_cuda(device)
+    need_cuda(ctx)
     images = photos()
-    enc = get_encoder("efficientnet-lite0", device=device)
+    enc = get_encoder("efficientnet-lite0", device=ctx.device)
     ref = get_encoder("efficientnet-lite0", device="cpu").embed(images, progress=False)
     before = tf32_flags()
     try:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         with_flags = enc.embed(images, progress=False)
         assert tf32_flags() == (True, True), "the TF32 flags were not restored"
-        raw = enc.model(torch.from_numpy(np.stack([enc.preprocess(i) for i in images])).to(device)).float()
-        tf32_err = rel_err(raw.detach().cpu().numpy(), ref)
+        batch = torch.from_numpy(np.stack([enc.preprocess(i) for i in images])).to(ctx.device)
+        with torch.inference_mode():
+            raw = enc.model(batch).float().cpu().numpy()
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
-    err = rel_err(with_flags, ref)
-    assert err <= 1e-4, f"float32 forward with TF32 flags on: rel.err {err:.2e} vs CPU"
-    return f"library forward rel.err {err:.1e} (TF32 off inside), raw TF32 forward rel.err {tf32_err:.1e}"
+    c = ctx.compare("float32 forward with TF32 flags on vs CPU", rel_err(with_flags, ref), "float32")
+    return f"library forward rel.err {c.value:.1e} (TF32 off inside); raw TF32 forward rel.err {rel_err(raw, ref):.1e}"
 
 
-def check_segmenters(device: str, tmp: Path) -> str:
+def check_segmenters(ctx: Context) -> str:
     from PIL import Image
-    import io
 
     from geofidelity_bench.segmentation import get_segmenter
 
-    weights = tiny_segformer(tmp)
+    weights = tiny_segformer(ctx.tmp)
     images = [Image.open(io.BytesIO(b)).convert("RGB") for b in photos()[:3]]
     ref = get_segmenter("segformer-cityscapes", weights=weights, device="cpu").shares_of(images)
-    got = get_segmenter("segformer-cityscapes", weights=weights, device=device).shares_of(images)
-    diff = float(np.abs(got - ref).max())
-    assert diff <= 1e-2, f"group shares differ from the CPU by {diff}"
-    return f"segformer shares max diff vs CPU {diff:.1e}"
+    got = get_segmenter("segformer-cityscapes", weights=weights, device=ctx.device).shares_of(images)
+    c = ctx.compare(f"segformer group shares {ctx.device} vs CPU", float(np.abs(got - ref).max()), "segmenter shares")
+    return f"segformer shares max diff vs CPU {c.value:.1e}"
 
 
-def check_mfp(device: str, tmp: Path) -> str:
+def mfp_loss_and_grad(folder: Path, device: str, autocast: bool) -> tuple[float, np.ndarray]:
+    """The mean MFP loss of a fixed pair of batches and its gradient with respect to the generated
+    batch, on ``device``, under bfloat16 autocast when ``autocast``."""
     from geofidelity_bench.encoders.dino_vit_keys import DinoViTFeatureExtractor
     from geofidelity_bench.metrics.mfp import MapFeaturePerceptionLoss
 
-    loss_fn = MapFeaturePerceptionLoss(DinoViTFeatureExtractor(str(tiny_vit(tmp)), image_size=32, device=device))
+    loss_fn = MapFeaturePerceptionLoss(DinoViTFeatureExtractor(str(folder), image_size=32, device=device))
     g = torch.Generator().manual_seed(0)
     x, y = torch.rand(2, 3, 32, 32, generator=g), torch.rand(2, 3, 32, 32, generator=g)
-    results = {}
-    for autocast in (False, True):
-        gen = x.clone().to(device).requires_grad_(True)
-        dtype = torch.bfloat16 if device.startswith("cuda") or autocast else None
-        with torch.autocast(device_type=torch.device(device).type, dtype=dtype, enabled=autocast):
-            terms = loss_fn.terms(gen, y.to(device))
-            loss = terms["loss"].mean()
-        loss.backward()
-        assert all(t.dtype == torch.float32 for t in terms.values()), "MFP terms not float32"
-        assert torch.isfinite(gen.grad).all(), "non-finite gradient"
-        results[autocast] = float(loss.detach())
-    diff = abs(results[True] - results[False]) / max(abs(results[False]), 1e-12)
-    assert diff <= 5e-2, f"autocast loss differs by {diff:.2e}"
-    return f"loss {results[False]:.5f}, under bf16 autocast {results[True]:.5f} (rel.diff {diff:.1e}); grads finite"
+    gen = x.to(device).requires_grad_(True)
+    with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=autocast):
+        terms = loss_fn.terms(gen, y.to(device))
+        loss = terms["loss"].mean()
+    loss.backward()
+    assert all(t.dtype == torch.float32 for t in terms.values()), "MFP terms not float32"
+    grad = gen.grad.detach().float().cpu().numpy()
+    assert np.isfinite(grad).all(), f"non-finite MFP gradient on {device} (autocast={autocast})"
+    return float(loss.detach()), grad
 
 
-def check_vqa(device: str, tmp: Path) -> str:
+def check_mfp(ctx: Context) -> str:
+    folder = tiny_vit(ctx.tmp)
+    ref_loss, ref_grad = mfp_loss_and_grad(folder, "cpu", autocast=False)
+    runs = [("cpu", True)] + ([(ctx.device, False), (ctx.device, True)] if ctx.cuda else [])
+    out = [f"loss {ref_loss:.5f} (CPU float32)"]
+    for device, autocast in runs:
+        loss, grad = mfp_loss_and_grad(folder, device, autocast)
+        tol = "mfp bfloat16" if autocast else "mfp float32"
+        how = f"{device}{' bf16 autocast' if autocast else ' float32'}"
+        lc = ctx.compare(f"mfp loss {how} vs CPU float32", abs(loss - ref_loss) / max(abs(ref_loss), 1e-12), tol)
+        gc_ = ctx.compare(f"mfp gradient {how} vs CPU float32", rel_err(grad, ref_grad), tol)
+        out.append(f"{how}: loss rel.diff {lc.value:.1e}, gradient rel.err {gc_.value:.1e}")
+    if not ctx.cuda:
+        out.append(f"cuda skipped: {NO_CUDA}")
+    return "; ".join(out)
+
+
+def check_vqa(ctx: Context) -> str:
     raise Skip("no tiny VQA builder in the library (tests/test_geodiv_pipeline.py builds one for the tests)")
 
 
-def _generate(out: Path, device: str, batch_size: int, cpu_offload: bool | None = None) -> dict[str, str]:
+# -- generation -------------------------------------------------------------------------------------
+
+
+class _OneProcess:
+    """The state of one process on the chosen device (what ``run_generation`` reads)."""
+
+    process_index, num_processes, is_main_process = 0, 1, True
+
+    def __init__(self, device: str):
+        self.device = torch.device(device)
+
+
+def generate(out: Path, device: str, model: Any = "tiny", batch_size: int = 1,
+             cpu_offload: bool | None = None) -> dict[str, Any]:
+    """Runs the tiny model's L0 panels (2 per block of the demo) into ``out``; returns the files'
+    sha256, images/s and the peak GPU memory."""
     from geofidelity_bench import load_benchmark
     from geofidelity_bench.generation.runner import run_generation
 
-    class _State:  # one process on the chosen device
-        process_index, num_processes, is_main_process = 0, 1, True
-
-        def __init__(self, device):
-            self.device = torch.device(device)
-
-    run_generation(load_benchmark("demo"), ["tiny"], ["L0"], out, images_per_block=2, batch_size=batch_size,
-                   cpu_offload=cpu_offload, progress=False, log=lambda m: None, state=_State(device))
-    return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(out.rglob("*.jpg"))}
+    with peak_gpu_memory(device) as peak:
+        summary = run_generation(load_benchmark("demo"), [model], ["L0"], out, images_per_block=2,
+                                 batch_size=batch_size, cpu_offload=cpu_offload, progress=False, log=lambda m: None,
+                                 state=_OneProcess(device))
+    files = {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.rglob("*.jpg"))}
+    return {"files": files, "images_per_s": summary.images_per_s, "peak_mib": peak["peak_mib"]}
 
 
-def _pixels_diff(a: Path, b: Path) -> int:
+def pixel_diff(a: Path, b: Path) -> tuple[int, float]:
+    """(max, mean) absolute difference of the grey levels of the panels of two output folders."""
     from PIL import Image
 
-    worst = 0
+    worst, total, count = 0, 0.0, 0
     for p in sorted(a.rglob("*.jpg")):
         x = np.asarray(Image.open(p), dtype=np.int16)
         y = np.asarray(Image.open(b / p.relative_to(a)), dtype=np.int16)
-        worst = max(worst, int(np.abs(x - y).max()))
-    return worst
+        d = np.abs(x - y)
+        worst, total, count = max(worst, int(d.max())), total + float(d.sum()), count + d.size
+    assert count, f"no panels in {a}"
+    return worst, total / count
 
 
-def check_generation(device: str, tmp: Path) -> str:
-    one, three = _generate(tmp / "b1", device, 1), _generate(tmp / "b3", device, 3)
-    assert one == three, "batch 1 and batch 3 files differ"
-    if not device.startswith("cuda"):
-        return f"{len(one)} images, batch 1 == batch 3 (bit-identical); vs CPU skipped (no CUDA)"
-    _generate(tmp / "cpu", "cpu", 1)
-    worst = _pixels_diff(tmp / "b1", tmp / "cpu")
-    return f"{len(one)} images, batch 1 == batch 3; max pixel difference vs CPU-seeded run {worst}"
+def check_generation(ctx: Context) -> str:
+    one, three = generate(ctx.tmp / "b1", ctx.device, batch_size=1), generate(ctx.tmp / "b3", ctx.device, batch_size=3)
+    assert one["files"] == three["files"], "batch 1 and batch 3 files differ"
+    ctx.rows.append({"device": ctx.device, "batch_size": 1, "images": len(one["files"]),
+                     "images_per_s": one["images_per_s"], "peak_mib": one["peak_mib"]})
+    ctx.rows.append({"device": ctx.device, "batch_size": 3, "images": len(three["files"]),
+                     "images_per_s": three["images_per_s"], "peak_mib": three["peak_mib"]})
+    line = f"{len(one['files'])} images, batch 1 == batch 3 (bit-identical), {one['images_per_s']:.2f} images/s"
+    if not ctx.cuda:
+        return f"{line}; vs CPU skipped: {NO_CUDA}"
+    cpu = generate(ctx.tmp / "cpu", "cpu", batch_size=1)
+    ctx.rows.append({"device": "cpu", "batch_size": 1, "images": len(cpu["files"]),
+                     "images_per_s": cpu["images_per_s"], "peak_mib": None})
+    worst, mean = pixel_diff(ctx.tmp / "b1", ctx.tmp / "cpu")
+    ctx.compare("panels, device vs CPU same seeds: max", worst, "pixels max, device vs CPU")
+    ctx.compare("panels, device vs CPU same seeds: mean", mean, "pixels mean, device vs CPU")
+    return f"{line} (CPU {cpu['images_per_s']:.2f}); vs CPU with the same seeds: max pixel difference {worst}, mean {mean:.3f}"
 
 
-def check_offload(device: str, tmp: Path) -> str:
-    need_cuda(device)
-    resident = _generate(tmp / "resident", device, 1, cpu_offload=False)
-    _generate(tmp / "offload", device, 1, cpu_offload=True)
-    worst = _pixels_diff(tmp / "resident", tmp / "offload")
-    assert worst <= 2, f"offload vs resident differ by {worst}"
-    return f"{len(resident)} images, max pixel difference offload vs resident {worst}"
+def save_tiny_pipeline(folder: Path) -> Path:
+    """The tiny pipeline written with ``save_pretrained``, so that it loads as a Hub model does."""
+    from geofidelity_bench.generation.tiny import build_tiny_pipeline
+
+    build_tiny_pipeline().save_pretrained(folder)
+    return folder
+
+
+def tiny_from_folder(folder: Path, **changes: Any):
+    """The ``tiny`` generator's spec, loading its pipeline from ``folder`` (a diffusers spec)."""
+    from geofidelity_bench.generation.registry import get_generator
+
+    return get_generator("tiny").replace(weights=str(folder), pipeline_factory=None, **changes)
+
+
+def offload_hooks(pipe) -> dict[str, str | None]:
+    """For each model component of ``pipe`` (text encoder, UNet, VAE, ...), the accelerate hook that
+    model CPU offload put on it (``"CpuOffload"``), or ``None`` when it has none."""
+    from accelerate.hooks import CpuOffload, SequentialHook
+
+    found: dict[str, str | None] = {}
+    for name, module in pipe.components.items():
+        if not isinstance(module, torch.nn.Module):
+            continue
+        hook = getattr(module, "_hf_hook", None)
+        hooks = hook.hooks if isinstance(hook, SequentialHook) else [hook]
+        found[name] = next((type(h).__name__ for h in hooks if isinstance(h, CpuOffload)), None)
+    return found
+
+
+def assert_offloaded(pipe) -> dict[str, str | None]:
+    hooks = offload_hooks(pipe)
+    missing = sorted(k for k, v in hooks.items() if v is None)
+    assert hooks and not missing, f"no CPU-offload hook on {missing} of {sorted(hooks)}"
+    return hooks
+
+
+def check_offload(ctx: Context) -> str:
+    from diffusers import StableDiffusionPipeline
+
+    from geofidelity_bench.generation.backends import load_generator
+    from geofidelity_bench.generation.registry import get_generator
+
+    folder = save_tiny_pipeline(ctx.tmp / "tiny-pipeline")
+    resident = generate(ctx.tmp / "resident", ctx.device, tiny_from_folder(folder), cpu_offload=False)
+    if ctx.cuda:
+        loaded = load_generator(tiny_from_folder(folder), device=ctx.device, cpu_offload=True)
+        try:
+            hooks = assert_offloaded(loaded.pipe)
+            at_rest = sorted({str(p.device) for m in loaded.pipe.components.values()
+                              if isinstance(m, torch.nn.Module) for p in m.parameters()})
+            assert at_rest == ["cpu"], f"offloaded weights at rest on {at_rest}, not the CPU"
+        finally:
+            loaded.close()
+        offload = generate(ctx.tmp / "offload", ctx.device, tiny_from_folder(folder), cpu_offload=True)
+        where = "load_generator(cpu_offload=True) on CUDA; weights at rest on the CPU"
+    else:
+        pipe = StableDiffusionPipeline.from_pretrained(folder)
+        pipe.enable_model_cpu_offload(device="cpu")
+        hooks = assert_offloaded(pipe)
+        hooked = get_generator("tiny").replace(pipeline_factory=lambda: pipe)  # the library moves it .to("cpu"): hooks stay
+        offload = generate(ctx.tmp / "offload", ctx.device, hooked)
+        assert_offloaded(pipe)  # still in place after the run
+        where = f"enable_model_cpu_offload(device='cpu'), the library offloads on CUDA only; GPU run skipped: {NO_CUDA}"
+    worst, mean = pixel_diff(ctx.tmp / "resident", ctx.tmp / "offload")
+    ctx.compare("panels, offload vs resident: max", worst, "pixels max, same device")
+    ctx.compare("panels, offload vs resident: mean", mean, "pixels mean, same device")
+    for mode, run in (("resident", resident), ("offload", offload)):
+        ctx.rows.append({"mode": mode, "device": ctx.device, "images": len(run["files"]),
+                         "images_per_s": run["images_per_s"], "peak_mib": run["peak_mib"]})
+    ctx.rows[-1].update(hooks=hooks, hooks_from=where)
+    mem = (f"; peak GPU MiB resident {resident['peak_mib']}, offload {offload['peak_mib']}" if ctx.cuda else "")
+    return (f"hooks {', '.join(f'{k}: {v}' for k, v in hooks.items())} ({where}); offload vs resident max pixel "
+            f"difference {worst}, mean {mean:.3f}; images/s resident {resident['images_per_s']:.2f}, offload "
+            f"{offload['images_per_s']:.2f}{mem}")
+
+
+# -- throughput -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ThroughputPlan:
+    """What the throughput check runs: real sizes on CUDA, a quick version of every step on the CPU."""
+
+    dtypes: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    images: int  # images per end-to-end and decode run (JPEG files, repeated)
+    files: int  # distinct JPEG files written
+    jpeg_size: tuple[int, int]
+    min_seconds: float  # each model-only measurement runs at least this long (and 2 batches)
+    real_sizes: bool
+
+
+CUDA_PLAN = ThroughputPlan(("float32", "bfloat16", "float16"), (32, 128), 256, 32, (2048, 1536), 1.5, True)
+CPU_PLAN = ThroughputPlan(("float32",), (2, 4), 8, 4, (640, 480), 0.0, False)
+ALL_DTYPES = ("float32", "bfloat16", "float16")
+
+#: SigLIP so400m-patch14-384's towers (google/siglip-so400m-patch14-384 config.json); SiglipConfig()'s
+#: defaults are the base model.
+SO400M_TOWER = dict(hidden_size=1152, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16)
+_TINY_TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
+
+
+def hf_encoder_config(name: str, real: bool):
+    """The transformers model class and config of an encoder: the real size of the library's weights
+    (``dinov2-base``: Dinov2Config() is ViT-B/14, image_size 518 as facebook/dinov2-base; ``clip-vit-b32``:
+    CLIPConfig() is ViT-B/32 with its text tower; ``siglip-so400m``: :data:`SO400M_TOWER`), or a tiny one."""
+    from transformers import CLIPConfig, CLIPModel, Dinov2Config, Dinov2Model, SiglipConfig, SiglipModel
+
+    ids = dict(bos_token_id=0, eos_token_id=1, pad_token_id=1)
+    if name == "dinov2-base":
+        return Dinov2Model, (Dinov2Config(image_size=518) if real else Dinov2Config(**_TINY_TOWER, image_size=224))
+    if name == "clip-vit-b32":
+        if real:
+            return CLIPModel, CLIPConfig()
+        return CLIPModel, CLIPConfig(text_config=dict(_TINY_TOWER, vocab_size=600, max_position_embeddings=77, **ids),
+                                     vision_config=dict(_TINY_TOWER, image_size=32, patch_size=8), projection_dim=16)
+    if name == "siglip-so400m":
+        tower = SO400M_TOWER if real else _TINY_TOWER
+        return SiglipModel, SiglipConfig(
+            text_config=dict(tower, vocab_size=32000 if real else 600, max_position_embeddings=64 if real else 16, **ids),
+            vision_config=dict(tower, image_size=384 if real else 32, patch_size=14 if real else 8))
+    raise ValueError(name)
+
+
+def random_encoder_weights(name: str, folder: Path, *, real: bool, device: str) -> Path:
+    """A save_pretrained folder of encoder ``name`` with random weights (and a small tokenizer for the
+    text towers, which embedding images never calls). Built on ``device`` (initializing 0.9 B
+    parameters takes a minute on a CPU, milliseconds on a GPU) and saved in bfloat16 to halve the
+    bytes; every dtype then loads the same values."""
+    from geofidelity_bench.generation.tiny import build_tiny_tokenizer
+
+    cls, cfg = hf_encoder_config(name, real)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = cls(cfg).eval()
+    model.to(torch.bfloat16).save_pretrained(folder)
+    del model
+    if name != "dinov2-base":
+        build_tiny_tokenizer().save_pretrained(folder)
+    free_gpu()
+    return folder
+
+
+def write_photos(folder: Path, n: int, size: tuple[int, int]) -> list[Path]:
+    """``n`` JPEG files of ``size`` (quality 90): demo photos upscaled, with noise so that their bit
+    rate (and decode cost) is that of a camera photo rather than of a smooth upscale."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    sources = photos()
+
+    def one(i: int) -> Path:
+        img = Image.open(io.BytesIO(sources[i % len(sources)])).convert("RGB").resize(size, Image.Resampling.BICUBIC)
+        noise = np.random.default_rng(i).normal(0, 6, (size[1], size[0], 3))
+        arr = np.clip(np.asarray(img, dtype=np.float32) + noise, 0, 255).astype(np.uint8)
+        path = folder / f"photo_{i:03d}.jpg"
+        Image.fromarray(arr).save(path, quality=90)
+        return path
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def images_per_s(n: int, seconds: float) -> float:
+    return round(n / seconds, 2) if seconds > 0 else float("inf")
+
+
+def model_rate(encoder, arrays: list[np.ndarray], batch_size: int, min_seconds: float) -> tuple[float, np.ndarray]:
+    """Images/s of the library's forward on one batch of pre-decoded arrays (after one warm-up
+    batch): at least 2 batches and ``min_seconds``. ``embed_arrays`` ends with a copy to the host,
+    so each call has finished on the GPU when it returns."""
+    batch = [arrays[i % len(arrays)] for i in range(batch_size)]
+    first = encoder.embed_arrays(batch)
+    done, t0 = 0, time.perf_counter()
+    while done < 2 or time.perf_counter() - t0 < min_seconds:
+        encoder.embed_arrays(batch)
+        done += 1
+    return images_per_s(done * batch_size, time.perf_counter() - t0), first
+
+
+def decode_rate(encoder, paths: list[Path], batch_size: int) -> float:
+    """Images/s of the input pipeline alone: decode + preprocess by the library's worker threads."""
+    from contextlib import closing
+
+    from geofidelity_bench.prefetch import default_num_workers, ordered_map, prefetch_items
+
+    workers = default_num_workers()
+    t0 = time.perf_counter()
+    with closing(ordered_map(encoder.preprocess, paths, num_workers=workers,
+                             ahead=prefetch_items(workers, batch_size))) as prepared:
+        for _ in prepared:
+            pass
+    return images_per_s(len(paths), time.perf_counter() - t0)
+
+
+def bound_of(decode: float, model: float) -> str:
+    """Which side limits an end-to-end run: ``decode`` when the input pipeline is slower than the model."""
+    return "decode" if decode < model else "model"
+
+
+def throughput_cases(ctx: Context, name: str, weights: Path | None, plan: ThroughputPlan, paths: list[Path]) -> None:
+    """The rows of one encoder: per dtype and batch size the model-only rate and peak memory; at the
+    largest batch also the end-to-end rate and the input pipeline's (measured once per encoder: it
+    does not depend on the dtype). A case that raises (e.g. out of memory) is a row with its error,
+    and the others still run."""
+    from geofidelity_bench.encoders import get_encoder
+
+    ref: np.ndarray | None = None
+    arrays: list[np.ndarray] | None = None
+    decode_s: float | None = None
+    largest = max(plan.batch_sizes)
+    kind = "pip (real)" if weights is None else ("random, real config" if plan.real_sizes else "random, tiny config (dry run)")
+    for dtype in ALL_DTYPES:
+        base = {"encoder": name, "weights": kind, "dtype": dtype}
+        if dtype not in plan.dtypes:
+            ctx.rows.extend({**base, "batch_size": b, "skipped": NO_CUDA if not ctx.cuda else "not planned"}
+                            for b in plan.batch_sizes)
+            continue
+        encoder = None
+        try:
+            encoder = get_encoder(name, weights=weights, device=ctx.device, dtype=dtype)
+            weights_mib = round(torch.cuda.memory_allocated(ctx.device) / 2**20, 1) if ctx.cuda else None
+            if arrays is None:  # the distinct files, decoded once (preprocessing does not depend on the dtype)
+                with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                    arrays = list(pool.map(encoder.preprocess, list(dict.fromkeys(paths))))
+            if decode_s is None:
+                decode_s = decode_rate(encoder, paths, largest)
+            for b in plan.batch_sizes:
+                with peak_gpu_memory(ctx.device) as peak:
+                    model_s, emb = model_rate(encoder, arrays, b, plan.min_seconds)
+                row = {**base, "batch_size": b, "model_images_per_s": model_s, "peak_mib": peak["peak_mib"],
+                       "weights_mib": weights_mib}
+                if b == largest:
+                    t0 = time.perf_counter()
+                    encoder.embed(paths, batch_size=b, progress=False)
+                    e2e_s = images_per_s(len(paths), time.perf_counter() - t0)
+                    row.update(decode_images_per_s=decode_s, e2e_images_per_s=e2e_s,
+                               e2e_over_model=float(f"{e2e_s / model_s:.3g}"), bound=bound_of(decode_s, model_s))
+                if dtype == "float32":
+                    ref = emb if ref is None else ref
+                elif ref is not None:  # for the record: random weights say little about real error
+                    n = min(len(ref), len(emb))
+                    row["rel_err_vs_float32"] = rel_err(emb[:n], ref[:n])
+                    row["finite"] = bool(np.isfinite(emb).all())
+                ctx.rows.append(row)
+        except Exception as err:  # noqa: BLE001 - record it, measure the rest, fail the check at the end
+            traceback.print_exc(file=sys.stderr)
+            ctx.rows.append({**base, "error": f"{type(err).__name__}: {err}"[:500]})
+        finally:
+            del encoder
+            free_gpu()
+
+
+def check_throughput(ctx: Context) -> str:
+    plan = CUDA_PLAN if ctx.cuda else CPU_PLAN
+    t0 = time.perf_counter()
+    files = write_photos(ctx.tmp / "jpeg", plan.files, plan.jpeg_size)
+    paths = [files[i % len(files)] for i in range(plan.images)]
+    encoders: list[tuple[str, Path | None]] = [("efficientnet-lite0", None)]
+    for name in ("dinov2-base", "clip-vit-b32", "siglip-so400m"):
+        encoders.append((name, random_encoder_weights(name, ctx.tmp / name, real=plan.real_sizes, device=ctx.device)))
+    ctx.notes.append(f"setup (JPEG files, random weights) {time.perf_counter() - t0:.1f} s; "
+                     f"{plan.images} images from {plan.files} files of {plan.jpeg_size[0]}x{plan.jpeg_size[1]}, "
+                     f"mean {np.mean([p.stat().st_size for p in files]) / 1024:.0f} KiB")
+    for name, weights in encoders:
+        throughput_cases(ctx, name, weights, plan, paths)
+    errors = [f"{r['encoder']} {r['dtype']}: {r['error']}" for r in ctx.rows if "error" in r]
+    assert not errors, "; ".join(errors)
+    done = [r for r in ctx.rows if "model_images_per_s" in r]
+    bounds = sorted({f"{r['encoder']} {r['dtype']}: {r['bound']}" for r in done if "bound" in r})
+    skipped = "" if ctx.cuda else f"; bfloat16/float16 and peak memory skipped: {NO_CUDA}"
+    return f"{len(done)} cases measured{skipped}; bound by: {', '.join(bounds)}"
+
+
+# -- command line -----------------------------------------------------------------------------------
 
 
 def _cli(*args: str, launcher: list[str] | None = None, timeout: int = 300) -> str:
@@ -230,24 +742,26 @@ def _cli(*args: str, launcher: list[str] | None = None, timeout: int = 300) -> s
     return proc.stdout
 
 
-def check_cli(device: str, tmp: Path) -> str:
-    if device.startswith("cuda"):
+def check_cli(ctx: Context) -> str:
+    tmp = ctx.tmp
+    if ctx.cuda:
         _cli("embed", "--encoder", "efficientnet-lite0", "--device", "cuda", "--dtype", "float16",
              "--cache-dir", str(tmp / "cache"), "--out", str(tmp / "emb.parquet"), "--no-progress")
         embed = "embed --device cuda --dtype float16 ok"
     else:
         _cli("embed", "--encoder", "efficientnet-lite0", "--device", "cpu", "--no-cache", "--out",
              str(tmp / "emb.parquet"), "--no-progress")
-        embed = "embed --device cpu ok (--device cuda --dtype float16 skipped: no CUDA)"
+        embed = f"embed --device cpu ok (--device cuda --dtype float16 skipped: {NO_CUDA})"
     _cli("generate", "--model", "tiny", "--conditions", "L0", "--images-per-block", "1", "--out",
          str(tmp / "gen"), "--no-progress")
     return f"{embed}; generate --model tiny ok"
 
 
-def check_torchrun(device: str, tmp: Path) -> str:
-    need_cuda(device, count=2)
-    import json
+def check_torchrun(ctx: Context) -> str:
     import socket
+
+    need_cuda(ctx, count=2)
+    tmp = ctx.tmp
 
     def port() -> int:
         with socket.socket() as s:
@@ -261,47 +775,189 @@ def check_torchrun(device: str, tmp: Path) -> str:
     summary = json.loads((tmp / "g2" / "generation_summary.json").read_text())
     devices = sorted(p["device"].split(" ")[0] for p in summary["per_process"])
     assert devices == ["cuda:0", "cuda:1"], f"ranks on {devices}"
-    worst = _pixels_diff(tmp / "g1", tmp / "g2")
+    worst, _ = pixel_diff(tmp / "g1", tmp / "g2")
     emb_args = ["embed", "--encoder", "efficientnet-lite0", "--no-progress"]
     _cli(*emb_args, "--cache-dir", str(tmp / "c1"), "--out", str(tmp / "e1.parquet"))
     _cli(*emb_args, "--cache-dir", str(tmp / "c2"), "--out", str(tmp / "e2.parquet"), launcher=[*run, str(port())])
     import pandas as pd
 
     e1, e2 = (np.stack(pd.read_parquet(tmp / f)["embedding"].to_numpy()) for f in ("e1.parquet", "e2.parquet"))
-    err = rel_err(e2.astype(np.float32), e1.astype(np.float32))
-    assert worst == 0 and err <= 1e-4, f"2-GPU runs differ: pixels {worst}, embeddings {err:.1e}"
+    err = ctx.compare("embed 2 GPUs vs 1", rel_err(e2, e1), "float32").value
+    assert worst == 0, f"2-GPU generation differs from the 1-process run by {worst} grey levels"
     return f"generate on {devices}, files equal the 1-process run; embed rel.err {err:.1e}"
 
 
-CHECKS = [check_encoders, check_tf32, check_segmenters, check_mfp, check_vqa, check_generation, check_offload,
-          check_cli, check_torchrun]
+CHECKS: list[Callable[[Context], str]] = [
+    check_encoders, check_tf32, check_segmenters, check_mfp, check_vqa, check_generation, check_offload,
+    check_throughput, check_cli, check_torchrun,
+]
+
+
+def label(check: Callable) -> str:
+    return check.__name__.removeprefix("check_")
+
+
+# -- running and reporting --------------------------------------------------------------------------
+
+
+def run_check(check: Callable[[Context], str], device: str) -> CheckResult:
+    """Runs one check in its own scratch folder; a comparison over its limit fails it (after every
+    value of the check was measured), as does an exception."""
+    name, t0 = label(check), time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"gpu-smoke-{name}-") as tmp:
+        ctx = Context(device, Path(tmp))
+        try:
+            line = check(ctx)
+            failed = [c for c in ctx.comparisons if not c.ok]
+            status = "FAIL" if failed else "ok"
+            if failed:
+                line = "over the limit: " + "; ".join(c.text() for c in failed) + f" | {line}"
+        except Skip as why:
+            status, line = "skipped", str(why)
+        except Exception as err:  # noqa: BLE001 - report every check, then fail
+            status, line = "FAIL", f"{type(err).__name__}: {err}"
+            traceback.print_exc(file=sys.stderr)
+        finally:
+            free_gpu()
+    return CheckResult(name, status, round(time.perf_counter() - t0, 1), line, ctx.comparisons, ctx.rows, ctx.notes)
+
+
+def environment(device: str) -> dict[str, Any]:
+    cuda = device.startswith("cuda")
+    return {
+        "device": torch.cuda.get_device_name(0) if cuda else "CPU dry run",
+        "mode": "cuda" if cuda else "cpu",
+        "gpus": torch.cuda.device_count(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "python": platform.python_version(),
+        "cpu_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+    }
+
+
+def summary_dict(results: list[CheckResult], env: dict[str, Any], seconds: float, complete: bool) -> dict[str, Any]:
+    counts = {s: sum(r.status == s for r in results) for s in ("ok", "FAIL", "skipped")}
+    return {
+        "environment": env,
+        "complete": complete,
+        "passed": counts["FAIL"] == 0,
+        "counts": counts,
+        "seconds": round(seconds, 1),
+        "checks": [r.to_dict() for r in results],
+        "tolerances": {k: dataclasses.asdict(t) for k, t in TOLERANCES.items()},
+    }
+
+
+def _num(value: Any, fmt: str = "{:.1f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def format_summary(summary: dict[str, Any], json_path: Path | None) -> str:
+    """The compact summary printed last: checks, the worst value of every limit, throughput."""
+    env, lines = summary["environment"], []
+    lines.append(f"== gpu_smoke summary: {env['device']}, torch {env['torch']}, CUDA {env['cuda']}, "
+                 f"{env['gpus']} GPU(s), {summary['seconds']:.0f} s ==")
+    for c in summary["checks"]:
+        text = c["line"] if len(c["line"]) <= 150 else c["line"][:147] + "..."
+        lines.append(f"{c['name']:<11} {c['status']:<8} {c['seconds']:>6.1f}s  {text}")
+    worst: dict[str, dict[str, Any]] = {}
+    for c in summary["checks"]:
+        for cmp in c["comparisons"]:
+            if cmp["tolerance"] not in worst or not (cmp["value"] <= worst[cmp["tolerance"]]["value"]):
+                worst[cmp["tolerance"]] = cmp
+    if worst:
+        lines.append("limits (worst value measured / limit):")
+        for key, cmp in worst.items():
+            lines.append(f"  {'ok  ' if cmp['ok'] else 'FAIL'} {key:<27} {cmp['value']:.2g} / {cmp['limit']:g}  ({cmp['what']})")
+    rows = next((c["rows"] for c in summary["checks"] if c["name"] == "throughput"), [])
+    if rows:
+        lines.append("throughput (images/s; model = forward on pre-decoded arrays, decode = input pipeline, "
+                     "e2e = from JPEG files; peak = max GPU MiB):")
+        lines.append(f"  {'encoder':<19}{'dtype':<9}{'batch':>5}{'model':>9}{'decode':>9}{'e2e':>9}{'e2e/model':>10}"
+                     f"{'peak MiB':>10}  bound")
+        for r in rows:
+            if "skipped" in r:
+                if r["batch_size"] == rows[0]["batch_size"]:
+                    lines.append(f"  {r['encoder']:<19}{r['dtype']:<9}  skipped: {r['skipped']}")
+                continue
+            if "error" in r:
+                lines.append(f"  {r['encoder']:<19}{r['dtype']:<9}  error: {r['error'][:100]}")
+                continue
+            lines.append(f"  {r['encoder']:<19}{r['dtype']:<9}{r['batch_size']:>5}{r['model_images_per_s']:>9.1f}"
+                         f"{_num(r.get('decode_images_per_s')):>9}{_num(r.get('e2e_images_per_s')):>9}"
+                         f"{_num(r.get('e2e_over_model'), '{:.2f}'):>10}{_num(r.get('peak_mib')):>10}  "
+                         f"{r.get('bound', '')}")
+    counts = summary["counts"]
+    lines.append(f"gpu_smoke: {'PASSED' if summary['passed'] else 'FAILED'}: {counts['ok']} ok, {counts['FAIL']} failed, "
+                 f"{counts['skipped']} skipped" + (f"; JSON: {json_path}" if json_path else ""))
+    return "\n".join(lines)
+
+
+def json_clean(obj: Any) -> Any:
+    """``obj`` with every non-finite float (a NaN error, an infinite rate) as ``None``: strict JSON."""
+    if isinstance(obj, dict):
+        return {k: json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_clean(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+def write_json(path: Path, summary: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(json_clean(summary), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run(checks: list[Callable[[Context], str]], device: str, json_path: Path | None) -> dict[str, Any]:
+    """Runs ``checks`` on ``device``, one line each as it ends; the summary (also rewritten to
+    ``json_path`` after each check, ``complete`` once all ran)."""
+    env, t0, results = environment(device), time.perf_counter(), []
+    print(f"gpu_smoke: {env['device']}; torch {env['torch']}, {env['gpus']} GPU(s)", flush=True)
+    for check in checks:
+        result = run_check(check, device)
+        results.append(result)
+        text = f"ok: {result.line}" if result.status == "ok" else (
+            f"skipped: {result.line}" if result.status == "skipped" else f"FAIL: {result.line}")
+        print(f"{result.name:<11} {text}", flush=True)
+        if json_path is not None:
+            write_json(json_path, summary_dict(results, env, time.perf_counter() - t0, complete=False))
+    summary = summary_dict(results, env, time.perf_counter() - t0, complete=True)
+    if json_path is not None:
+        write_json(json_path, summary)
+    return summary
 
 
 def main(argv: list[str]) -> int:
-    mode = argv[0] if argv else "cuda"
-    if mode not in ("cpu", "cuda"):
-        print("usage: python benchmarks/gpu_smoke.py [cpu|cuda]", file=sys.stderr)
-        return 2
-    if mode == "cuda" and not torch.cuda.is_available():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", nargs="?", default="cuda", choices=("cuda", "cpu"),
+                        help="cuda (default): the GPU run; cpu: the dry run")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
+    parser.add_argument("--json", type=Path, default=None, help="summary JSON (default: OUT/gpu_smoke.json)")
+    parser.add_argument("--only", default=None, help=f"comma-separated checks: {', '.join(map(label, CHECKS))}")
+    args = parser.parse_args(argv)
+    if args.mode == "cuda" and not torch.cuda.is_available():
         print("no CUDA GPU is visible; run `python benchmarks/gpu_smoke.py cpu` for the dry run", file=sys.stderr)
         return 2
-    device = "cuda" if mode == "cuda" else "cpu"
-    where = torch.cuda.get_device_name(0) if mode == "cuda" else "CPU dry run"
-    print(f"gpu_smoke: {where}; torch {torch.__version__}, {torch.cuda.device_count()} GPU(s)")
-    failed = 0
-    for check in CHECKS:
-        label = check.__name__.removeprefix("check_")
-        with tempfile.TemporaryDirectory(prefix=f"gpu-smoke-{label}-") as tmp:
-            try:
-                print(f"{label:<11} ok: {check(device, Path(tmp))}", flush=True)
-            except Skip as why:
-                print(f"{label:<11} skipped ({why})", flush=True)
-            except Exception as err:  # noqa: BLE001 - report every check, then fail
-                failed += 1
-                print(f"{label:<11} FAIL: {type(err).__name__}: {err}", flush=True)
-                traceback.print_exc(file=sys.stderr)
-    print(f"gpu_smoke: {len(CHECKS) - failed}/{len(CHECKS)} checks passed or skipped")
-    return 1 if failed else 0
+    checks = CHECKS
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        unknown = sorted(set(wanted) - {label(c) for c in CHECKS})
+        if unknown:
+            print(f"unknown check(s) {unknown}; choose from {[label(c) for c in CHECKS]}", file=sys.stderr)
+            return 2
+        checks = [c for c in CHECKS if label(c) in wanted]
+    json_path = args.json if args.json is not None else args.out / "gpu_smoke.json"
+    summary = run(checks, "cuda" if args.mode == "cuda" else "cpu", json_path)
+    print(format_summary(summary, json_path), flush=True)
+    return 0 if summary["passed"] else 1
 
 
 if __name__ == "__main__":
