@@ -152,7 +152,8 @@ def test_killed_run_resumes_to_the_uninterrupted_result(baseline, tmp_path):
 def test_resumed_two_process_run_splits_the_remaining_work(baseline, tmp_path):
     """First --images-per-block 1, then 2 on two processes: with all units split round-robin,
     process 0 would own only k = 0 images (all done) and sit idle at the barrier; the remaining
-    work must be shared instead, within a process-group timeout shorter than the test's own (a hang fails, not waits); 150 s leaves room for a loaded machine."""
+    work must be shared instead, within a process-group timeout shorter than the test's own (a hang
+    fails rather than waits; 150 s leaves room for a loaded machine)."""
     import json
 
     out = tmp_path / "resumed"
