@@ -339,7 +339,23 @@ def check_tf32(ctx: Context) -> str:
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
     c = ctx.compare("float32 forward with TF32 flags on vs CPU", rel_err(with_flags, ref), "float32")
-    return f"library forward rel.err {c.value:.1e} (TF32 off inside); raw TF32 forward rel.err {rel_err(raw, ref):.1e}"
+    text = f"library forward rel.err {c.value:.1e} (TF32 off inside); raw TF32 forward rel.err {rel_err(raw, ref):.1e}"
+    if hasattr(torch.backends, "fp32_precision"):  # torch >= 2.9: the settings PyTorch now recommends
+        from geofidelity_bench.encoders.devices import fp32_precision_settings
+
+        saved = fp32_precision_settings()
+        try:
+            torch.backends.cuda.matmul.fp32_precision = "tf32"
+            torch.backends.cudnn.conv.fp32_precision = "tf32"
+            with_new = enc.embed(images, progress=False)  # crashed before issue 30 ("mix of the legacy and new APIs")
+            now = fp32_precision_settings()
+            assert (now["cuda.matmul"], now["cuda.conv"]) == ("tf32", "tf32"), f"fp32_precision not restored: {now}"
+        finally:
+            torch.backends.cuda.matmul.fp32_precision = saved["cuda.matmul"]
+            torch.backends.cudnn.conv.fp32_precision = saved["cuda.conv"]
+        c2 = ctx.compare("float32 forward with fp32_precision='tf32' vs CPU", rel_err(with_new, ref), "float32")
+        text += f"; under fp32_precision='tf32' rel.err {c2.value:.1e}"
+    return text
 
 
 def check_segmenters(ctx: Context) -> str:
