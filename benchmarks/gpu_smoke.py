@@ -14,11 +14,13 @@ Checks, in order (``--only a,b`` runs some of them):
   float16 on the device against float32 on the CPU; the same half-precision forwards emulated on
   the CPU (weights and activations cast, as the library runs them on CUDA) re-measure the evidence
   behind the limits on every run.
-* ``tf32``: a float32 forward with PyTorch's TF32 flags on equals the CPU (the library turns TF32
-  off inside float32 forwards) and the flags are restored.
+* ``tf32``: a float32 forward with PyTorch's TF32 flags on (the legacy ``allow_tf32`` flags, then
+  the ``fp32_precision`` settings of torch >= 2.9) equals the CPU (the library turns TF32 off inside
+  float32 forwards) and the caller's settings are restored.
 * ``segmenters``: tiny SegFormer group shares against the CPU.
 * ``mfp``: the MFP loss (tiny ViT) and its gradient on the device against the CPU, in float32 and
-  under bfloat16 autocast; terms in float32, gradients finite.
+  under a caller's bfloat16 autocast (which the library switches off in the forward, so both are held
+  to the float32 limit); terms in float32, gradients finite.
 * ``vqa``: skipped (the library has no tiny VQA builder; tests/test_geodiv_pipeline.py has one).
 * ``generation``: the tiny pipeline, batch 1 vs batch 3 on the device (bit-identical), the device
   against the CPU with the same seeds (max and mean pixel difference of the saved panels), images/s.
