@@ -93,6 +93,14 @@ CSS = """
 #lb-plots .caption-label, #hub-plots .caption-label, #explore-gallery .caption-label { position: static !important; max-width: 100% !important; white-space: normal !important; overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; transform: none !important; margin: 4px 0 0 0; }
 /* About: headers break between words only ("range", never "rang e") */
 #about th, #about th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: none; white-space: nowrap; }
+/* About on a phone: words are never broken into pieces; the table scrolls sideways instead */
+#about td, #about td * { word-break: normal !important; overflow-wrap: normal !important; hyphens: none; }
+@media (max-width: 700px) {
+  #about table { display: block; overflow-x: auto; max-width: 100%; }
+  #about td:nth-child(3) { min-width: 7em; }
+  #about td:nth-child(4) { min-width: 14em; }
+  #submit-text pre code { white-space: pre-wrap; overflow-wrap: anywhere; }
+}
 /* Submit: commands keep their lines and scroll sideways inside their box */
 #submit-text pre { overflow-x: auto; max-width: 100%; }
 #submit-text pre code { white-space: pre; }
