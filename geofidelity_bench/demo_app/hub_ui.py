@@ -37,9 +37,14 @@ def hub_tabs(board: HubBoard | None) -> None:
 
             def reload():
                 board.refresh()
-                return board.status, board.markdown, board.plots, _plots_note(board)
+                return board.status, board.markdown
 
-            refresh.click(reload, outputs=[status, body, plots, note], api_name="hub_refresh", concurrency_limit=1)
+            def shown_plots():
+                return board.plots, _plots_note(board)
+
+            # the API answer stays (status, tables); the page then shows the plots of the same refresh
+            refresh.click(reload, outputs=[status, body], api_name="hub_refresh", concurrency_limit=1).then(
+                shown_plots, outputs=[plots, note], api_visibility="private")
     with gr.Tab("Submit", id="submit"):
         # rendered (not Markdown source in a code box); its commands scroll sideways inside their box
         gr.Markdown(submit_markdown(board.repo_id if board else None, hub_tab=board is not None),
