@@ -99,7 +99,7 @@ CSS = """
   #about table { display: block; overflow-x: auto; max-width: 100%; }
   #about td:nth-child(3) { min-width: 7em; }
   #about td:nth-child(4) { min-width: 14em; }
-  #submit-text pre code { white-space: pre-wrap; overflow-wrap: anywhere; }
+  #submit-text pre, #submit-text pre code, #submit-text pre code * { white-space: pre-wrap !important; overflow-wrap: anywhere !important; }
 }
 /* Submit: commands keep their lines and scroll sideways inside their box */
 #submit-text pre { overflow-x: auto; max-width: 100%; }
