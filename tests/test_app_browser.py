@@ -292,6 +292,7 @@ def test_score_tab_warns_about_copied_photos_and_shows_them_side_by_side(app_url
             sync_api.expect(warning).to_be_visible()
             pairs = page.locator("#score-copy-pairs img")
             sync_api.expect(pairs).to_have_count(2 * len(files))
+            page.locator("#score-copy-pairs").scroll_into_view_if_needed()  # the images load lazily, once near the screen
             page.wait_for_function(
                 "() => [...document.querySelectorAll('#score-copy-pairs img')].every(i => i.complete && i.naturalWidth > 0)")
             for ref_id in refs:  # each matched photo is captioned under its picture
