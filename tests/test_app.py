@@ -169,9 +169,11 @@ def test_leaderboard_table_sorts_and_filters(app_data):
     worst_first = lb.leaderboard_table(res, condition="anchor", sort_by="DCSF ↓", best_first=False)
     assert worst_first["DCSF ↓"].tolist() == dcsf[::-1]
     per_block = lb.leaderboard_table(res, view=lb.VIEWS[1], sort_by="CosSim ↑")
-    copied = per_block["notes"].str.contains(COPIED_MARK, regex=False)  # the sanity panels: listed after the rest
-    assert len(per_block) == len(res) and not copied.iloc[: int((~copied).sum())].any()
-    assert per_block[~copied]["CosSim ↑"].is_monotonic_decreasing and per_block[copied]["CosSim ↑"].is_monotonic_decreasing
+    assert len(per_block) == len(res)
+    for _, rows in per_block.groupby("block_id"):  # ranked within each block (issue 31)
+        copied = rows["notes"].str.contains(COPIED_MARK, regex=False)  # the sanity panels: listed after the rest
+        assert not copied.iloc[: int((~copied).sum())].any()
+        assert rows[~copied]["CosSim ↑"].is_monotonic_decreasing and rows[copied]["CosSim ↑"].is_monotonic_decreasing
     with pytest.raises(lb.ResultsError, match="unknown condition"):
         lb.leaderboard_table(res, condition="L9")
     with pytest.raises(lb.ResultsError, match="no column"):
@@ -654,3 +656,81 @@ def test_copied_rows_never_head_the_app_leaderboard(app_data):
         clean = table[~copied]
         col = sort_by
         assert list(clean[col]) == sorted(clean[col], reverse=sort_by.endswith("↑"))
+
+
+# -- issue 31 section 2: the app on a laptop (what the page shows, checked without a browser) ----------------
+
+
+def test_block_map_labels_stay_inside_the_map(app_data):
+    """Every negative's name on the map is drawn inside the axes (none cut at the map's edge), for every block."""
+    from geofidelity_bench.demo_app import figures
+
+    bench = app_data.benchmark
+    for block in bench.blocks:
+        fig = figures.block_map_figure(bench, block.block_id)
+        renderer = fig.canvas.get_renderer()
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        box = ax.get_window_extent(renderer)
+        names = {t.get_text(): t for t in ax.texts}
+        same_city = [n for n in figures.negatives_by_block(bench, block.block_id)
+                     if bench.block(n).city == block.city]
+        assert sorted(names) == sorted(same_city)
+        for name, text in names.items():
+            ext = text.get_window_extent(renderer)
+            assert box.x0 <= ext.x0 and ext.x1 <= box.x1 and box.y0 <= ext.y0 and ext.y1 <= box.y1, \
+                (block.block_id, name, ext, box)
+
+
+def test_leaderboard_numbers_have_one_format_and_missing_reads_n_a(app_data):
+    """Every score and chance cell of the shown table reads like 0.900 (three decimals) or n/a; the
+    value is the table's number, rounded; GAAS (not computed by the demo) reads n/a, never blank."""
+    from geofidelity_bench.demo_app import results as lb
+
+    for view in lb.VIEWS:
+        numbers = lb.leaderboard_table(app_data.results, view=view)
+        shown = lb.display_table(numbers)
+        columns = [h for _, h in lb.LEADERBOARD_METRICS] + [h for _, h in lb.CHANCE_COLUMNS.values()]
+        for col in columns:
+            for value, cell in zip(numbers[col], shown[col]):
+                if value is None or (isinstance(value, float) and math.isnan(value)):
+                    assert cell == "n/a", (col, cell)
+                else:
+                    assert re.fullmatch(r"-?\d+\.\d{3}", cell), (col, cell)
+                    assert abs(float(cell) - float(value)) <= 0.0005 + 1e-12
+        assert set(shown["GAAS ↓"]) == {"n/a"}
+        assert not shown.isna().any().any()
+        # the integers stay integers (rank, blocks)
+        assert shown["#"].tolist() == numbers["#"].tolist()
+
+
+def test_per_block_view_ranks_within_each_block(app_data):
+    """In "one row per block", # is the rank inside the block (1 for the block's best row), checked against
+    an independent ranking of the result rows by CosSim (copied sanity panels after the rest)."""
+    from geofidelity_bench.caveats import copied_mask
+    from geofidelity_bench.demo_app import results as lb
+
+    res = app_data.results
+    table = lb.leaderboard_table(res, view=lb.VIEWS[1], sort_by="CosSim ↑")
+    assert len(table) == len(res)
+    copied = copied_mask(res)
+    for block, rows in res.assign(_copied=copied).groupby("block_id"):
+        expected = rows.sort_values(["_copied", "cos_sim"], ascending=[True, False], kind="mergesort")
+        got = table[table["block_id"] == block]
+        assert got["#"].tolist() == list(range(1, len(rows) + 1))
+        assert [round(v, 3) for v in got["CosSim ↑"]] == [round(v, 3) for v in expected["cos_sim"]]
+    # the rows of one block are together
+    blocks = table["block_id"].tolist()
+    assert blocks == sorted(blocks, key=blocks.index) and len({b for b in blocks}) == res["block_id"].nunique()
+    runs = [b for i, b in enumerate(blocks) if i == 0 or blocks[i - 1] != b]
+    assert len(runs) == res["block_id"].nunique()
+
+
+def test_submit_text_says_what_the_running_app_has():
+    from geofidelity_bench.demo_app.hub_board import submit_markdown
+
+    without = submit_markdown(None, hub_tab=False)
+    assert "Hub leaderboard tab" not in without and "--results-repo" in without
+    assert "push-results results --repo-id ORG/NAME" in without
+    with_board = submit_markdown("me/results", hub_tab=True)
+    assert 'Press "Refresh" on the Hub leaderboard tab' in with_board and "`me/results`" in with_board

@@ -145,14 +145,9 @@ def test_score_tab_end_to_end(app_url, browser, tmp_path):
 
 
 def _open_tab(page, name: str) -> None:
-    """Clicks a tab, through Gradio's overflow menu ("...") when a narrow screen hides it there."""
-    page.get_by_role("tab", name="Explore").wait_for()  # the tab bar is laid out (the first tab always shows)
-    tab = page.get_by_role("tab", name=name)
-    if not tab.is_visible():
-        page.locator(".overflow-menu > button").first.click()
-        page.locator(".overflow-dropdown button", has_text=name).first.click()
-    else:
-        tab.click()
+    """Clicks a tab: every tab is in the tab bar, on a phone too (it wraps; no overflow menu)."""
+    page.get_by_role("tab", name="Explore").wait_for()  # the tab bar is laid out
+    page.get_by_role("tab", name=name, exact=True).click()
 
 
 def _shots_dir(tmp_path):
@@ -249,7 +244,7 @@ def _berlin_originals() -> list[Path] | None:
 
 
 def _open_score_tab(page) -> None:
-    """Clicks the Score tab; on a narrow screen Gradio moves tabs that do not fit into an overflow menu."""
+    """Clicks the Score tab and waits for its button."""
     _open_tab(page, "Score your images")
     sync_api.expect(page.locator("#score-button")).to_be_visible()
 
@@ -297,6 +292,7 @@ def test_score_tab_warns_about_copied_photos_and_shows_them_side_by_side(app_url
             sync_api.expect(warning).to_be_visible()
             pairs = page.locator("#score-copy-pairs img")
             sync_api.expect(pairs).to_have_count(2 * len(files))
+            page.locator("#score-copy-pairs").scroll_into_view_if_needed()  # the images load lazily, once near the screen
             page.wait_for_function(
                 "() => [...document.querySelectorAll('#score-copy-pairs img')].every(i => i.complete && i.naturalWidth > 0)")
             for ref_id in refs:  # each matched photo is captioned under its picture
@@ -336,5 +332,193 @@ def test_score_tab_shows_no_copy_warning_for_new_images(app_url, browser, tmp_pa
         sync_api.expect(page.locator("#score-status")).to_contain_text("Scored 3 images", timeout=60_000)
         sync_api.expect(page.locator("#score-copy-warning")).not_to_contain_text("copies")
         sync_api.expect(page.locator("#score-copy-pairs")).to_be_hidden()
+    finally:
+        page.close()
+
+
+
+# -- issue 31 sections 1-2: every tab at 1280x900 and at 390x844 --------------------------------------------
+
+#: Visible elements whose right edge is beyond the viewport, unless inside a container that scrolls
+#: sideways (and itself fits); plus the page's own width. An empty list: nothing overflows the page.
+OVERFLOW_JS = """() => {
+  const W = window.innerWidth, bad = [];
+  const page = document.documentElement.scrollWidth;
+  if (page > W) bad.push('page: scrollWidth ' + page + ' > ' + W);
+  const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '');
+  for (const el of document.querySelectorAll('body *')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0 || r.right <= W + 1) continue;
+    if (!el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) continue;
+    let p = el.parentElement, inside = false;
+    while (p && p !== document.body) {
+      const ox = getComputedStyle(p).overflowX;
+      if ((ox === 'auto' || ox === 'scroll') && p.getBoundingClientRect().right <= W + 1) { inside = true; break; }
+      p = p.parentElement;
+    }
+    if (!inside) bad.push(name(el) + ' ends at ' + Math.round(r.right) + ': ' + (el.innerText || '').slice(0, 40));
+  }
+  return bad;
+}"""
+#: The number of text lines of an element (distinct tops of its text's boxes).
+LINES_JS = """e => { const r = document.createRange(); r.selectNodeContents(e);
+  return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; }"""
+APP_TABS = ("Explore", "Score your images", "Leaderboard", "Submit", "About")
+
+
+def _images_loaded(page, selector: str) -> None:
+    for img in page.locator(selector).all():
+        img.scroll_into_view_if_needed()
+    page.wait_for_function(
+        "s => [...document.querySelectorAll(s)].every(i => i.complete && i.naturalWidth > 0)", arg=selector)
+
+
+def _every_tab_in_the_bar(page, tabs, width: int) -> None:
+    """Each tab is in the tab bar itself, on screen: one tap away (no "More tabs" menu)."""
+    for name in tabs:
+        tab = page.get_by_role("tab", name=name, exact=True)
+        sync_api.expect(tab).to_be_visible()
+        box = tab.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, (name, box)
+    assert not page.locator(".overflow-menu button").first.is_visible()
+
+
+def _no_overflow(page, what: str) -> None:
+    bad = page.evaluate(OVERFLOW_JS)
+    assert bad == [], f"{what}: {bad[:10]}"
+
+
+@pytest.mark.parametrize("viewport", [(1280, 900), (390, 844)], ids=["laptop", "phone"])
+def test_every_tab_fits_and_reads_at_both_widths(app_url, browser, tmp_path, viewport):
+    """Every tab one tap away; nothing wider than the page; plots at their own aspect ratio with their
+    captions under them; gallery captions whole; the Submit tab rendered and true for this app (no Hub
+    tab); one number format with n/a in the leaderboard; the About headers on one line. Screenshots of
+    every tab go to $GFB_SCREENSHOTS (to look at them)."""
+    url, data = app_url
+    width, height = viewport
+    shots = _shots_dir(tmp_path)
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(30_000)
+    sync_api.expect.set_options(timeout=30_000)
+    try:
+        page.goto(url, wait_until="domcontentloaded")
+        page.get_by_role("tab", name="Explore").wait_for()
+        _every_tab_in_the_bar(page, APP_TABS, width)
+        assert page.get_by_role("tab", name="Hub leaderboard").count() == 0  # no --results-repo here
+
+        # Explore: the photos' captions are whole (not cut with an ellipsis)
+        sync_api.expect(page.locator("#explore-meta")).to_contain_text("by chance here")
+        captions = page.locator("#explore-gallery .caption-label")
+        sync_api.expect(captions.first).to_contain_text("HELD-OUT")
+        _images_loaded(page, "#explore-gallery img")
+        for cap in captions.all():
+            assert cap.evaluate("e => e.scrollWidth <= e.clientWidth + 1 && e.scrollHeight <= e.clientHeight + 1"), \
+                cap.inner_text()
+        sync_api.expect(page.locator("#explore-gallery")).to_contain_text("gallery · ")
+        page.evaluate("() => window.scrollTo(0, 0)")
+        _no_overflow(page, "Explore")
+        page.screenshot(path=str(shots / f"tab_explore_{width}x{height}.png"), full_page=True)
+
+        _open_tab(page, "Score your images")
+        sync_api.expect(page.locator("#score-button")).to_be_visible()
+        _no_overflow(page, "Score")
+        page.screenshot(path=str(shots / f"tab_score_{width}x{height}.png"), full_page=True)
+
+        # Leaderboard: each plot at its own aspect ratio (never stretched, never in a square box), caption below
+        _open_tab(page, "Leaderboard")
+        table = page.locator("#lb-table")
+        sync_api.expect(table).to_contain_text("chance acc")
+        _images_loaded(page, "#lb-plots img")
+        plots = page.locator("#lb-plots img")
+        assert plots.count() >= 3
+        for img in plots.all():
+            nat_w, nat_h, w, h, cap_top = img.evaluate(
+                "i => { const r = i.getBoundingClientRect(); const c = i.parentElement.querySelector('.caption-label');"
+                " return [i.naturalWidth, i.naturalHeight, r.width, r.height, c ? c.getBoundingClientRect().top : 1e9]; }")
+            assert abs(w / h - nat_w / nat_h) < 0.02 * nat_w / nat_h, (nat_w, nat_h, w, h)
+            assert w <= nat_w + 1  # never blown up beyond its pixels
+            box = img.bounding_box()
+            assert cap_top >= box["y"] + box["height"] - 1  # the caption is under the plot, not over it
+        # numbers: one format (three decimals) or n/a, never a blank cell (GAAS is not computed by the demo)
+        import re
+
+        shown = table.inner_text()
+        decimals = re.findall(r"(?<![\w.])-?\d+\.(\d+)(?![\w.])", shown)
+        assert decimals and all(len(d) == 3 for d in decimals), sorted(set(decimals))
+        assert "n/a" in shown  # GAAS (tests/test_app.py checks every cell)
+        page.evaluate("() => window.scrollTo(0, 0)")
+        _no_overflow(page, "Leaderboard")
+        page.screenshot(path=str(shots / f"tab_leaderboard_{width}x{height}.png"), full_page=True)
+
+        # Submit: rendered Markdown (no code editor), true for this app: it has no Hub leaderboard tab
+        _open_tab(page, "Submit")
+        submit = page.locator("#submit-text")
+        sync_api.expect(submit).to_contain_text("geofidelity-bench push-results results --repo-id ORG/NAME")
+        assert submit.locator(".cm-editor, .cm-gutters").count() == 0
+        assert submit.locator("h3", has_text="Submit your model").count() == 1
+        assert "###" not in submit.inner_text() and "```" not in submit.inner_text()
+        sync_api.expect(submit).to_contain_text("started without --results-repo")
+        sync_api.expect(submit).not_to_contain_text("Hub leaderboard tab")
+        for pre in submit.locator("pre").all():  # each command is whole: wrapped, or scrolling inside its box
+            assert pre.evaluate("e => getComputedStyle(e).overflowX === 'auto' || e.scrollWidth <= e.clientWidth + 1")
+        _no_overflow(page, "Submit")
+        page.screenshot(path=str(shots / f"tab_submit_{width}x{height}.png"), full_page=True)
+
+        # About: each header on one line ("range", never "rang / e")
+        _open_tab(page, "About")
+        about = page.locator("#about")
+        sync_api.expect(about).to_contain_text("What GeoFidelity-Bench measures")
+        for th in about.locator("th").all():
+            assert th.evaluate(LINES_JS) == 1, th.inner_text()
+        for td in about.locator("tbody tr").first.locator("td").all():  # no word broken inside ("CosSi / m")
+            word_lines = td.evaluate("e => e.innerText.split(/\\s+/).length")
+            assert td.evaluate(LINES_JS) <= word_lines, td.inner_text()
+        _no_overflow(page, "About")
+        page.screenshot(path=str(shots / f"tab_about_{width}x{height}.png"), full_page=True)
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("viewport", [(1280, 900), (390, 844)], ids=["laptop", "phone"])
+def test_score_values_are_visible_after_scoring_four_images(app_url, browser, tmp_path, viewport):
+    """After scoring four images, every score's name, value, meaning and comparison lies within the screen's
+    width (on a phone each score is a card), and nothing overflows the page."""
+    from geofidelity_bench.demo_app.texts import SCORES
+
+    url, data = app_url
+    width, height = viewport
+    shots = _shots_dir(tmp_path)
+    photos = []
+    for i, world in enumerate(data.benchmark.world[8:12]):
+        path = tmp_path / f"four_{i}.jpg"
+        path.write_bytes(world.image_bytes)
+        photos.append(str(path))
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(60_000)
+    sync_api.expect.set_options(timeout=60_000)
+    try:
+        page.goto(url, wait_until="domcontentloaded")
+        _open_tab(page, "Score your images")
+        page.locator("#score-files input[type=file]").set_input_files(photos)
+        sync_api.expect(page.locator("#score-files")).to_contain_text("four_3")
+        page.locator("#score-button").click()
+        sync_api.expect(page.locator("#score-status")).to_contain_text("Scored 4 images")
+        rows = page.locator("#score-table tbody tr")
+        sync_api.expect(rows).to_have_count(len(SCORES))
+        for row in rows.all():
+            cells = row.locator("td")
+            value = cells.nth(1)
+            value.scroll_into_view_if_needed()
+            sync_api.expect(value).to_be_visible()
+            text = value.inner_text().strip()
+            assert text == "n/a" or text.lstrip("+-").replace(".", "", 1).isdigit(), text
+            for i in range(4):
+                box = cells.nth(i).bounding_box()
+                assert box and box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (row.inner_text(), i, box)
+                assert box["height"] < 400, (row.inner_text(), i, box)  # never a column of one word per line
+        page.evaluate("() => window.scrollTo(0, 0)")
+        _no_overflow(page, "Score (scored)")
+        page.locator("#score-table").scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / f"tab_score_scored_{width}x{height}.png"), full_page=True)
     finally:
         page.close()

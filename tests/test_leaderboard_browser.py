@@ -9,11 +9,11 @@ import socket
 import pytest
 
 try:  # the fake Hub (`hub`, `online`), results folders, and the browser of the app's browser test
-    from test_app_browser import browser, pytestmark  # noqa: F401
+    from test_app_browser import OVERFLOW_JS, browser, pytestmark  # noqa: F401
     from test_generation_hub import hub, online  # noqa: F401
     from test_leaderboard_hub import REPO, demo_runs, make_results  # noqa: F401
 except ImportError:  # tests/ imported as a package
-    from tests.test_app_browser import browser, pytestmark  # noqa: F401
+    from tests.test_app_browser import OVERFLOW_JS, browser, pytestmark  # noqa: F401
     from tests.test_generation_hub import hub, online  # noqa: F401
     from tests.test_leaderboard_hub import REPO, demo_runs, make_results  # noqa: F401
 
@@ -98,11 +98,10 @@ def test_hub_tab_after_the_demo_and_a_one_block_run(hub, online, browser, demo_r
                 page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
                 page.locator("[role=tablist]").first.wait_for()
                 tab = page.get_by_role("tab", name="Hub leaderboard")
-                if tab.count() and tab.is_visible():
-                    tab.click()
-                else:  # tabs that do not fit are folded into Gradio's "More tabs" menu
-                    page.get_by_role("button", name="More tabs").click()
-                    page.locator(".overflow-dropdown button", has_text="Hub leaderboard").click()
+                sync_api.expect(tab).to_be_visible()  # one tap away at both widths (the tab bar wraps)
+                box = tab.bounding_box()
+                assert box["x"] + box["width"] <= width
+                tab.click()
                 board_text = page.locator("#hub-board")
                 sync_api.expect(board_text).to_contain_text("Listed apart")
                 text = board_text.inner_text()
@@ -113,7 +112,25 @@ def test_hub_tab_after_the_demo_and_a_one_block_run(hub, online, browser, demo_r
                 assert "Sanity" not in ranking and "tiny" not in ranking
                 assert "tiny" in apart and "partial: covers 1 of the group's 7 block(s)" in apart
                 assert ranking.count("Held-out Real") == 1
+                # the group's plots, which the text refers to (whiskers, leaderboard.png), at their own aspect ratio
+                plots = page.locator("#hub-plots img")
+                sync_api.expect(page.locator("#hub-plots")).to_contain_text("Leaderboard with real-image anchors")
+                assert plots.count() >= 1
+                page.locator("#hub-plots").scroll_into_view_if_needed()  # the plots load lazily, once on screen
+                page.wait_for_function("() => [...document.querySelectorAll('#hub-plots img')]"
+                                       ".every(i => i.complete && i.naturalWidth > 0)")
+                for img in plots.all():
+                    nw, nh, w, h = img.evaluate("i => [i.naturalWidth, i.naturalHeight, "
+                                                "i.getBoundingClientRect().width, i.getBoundingClientRect().height]")
+                    assert abs(w / h - nw / nh) < 0.02 * nw / nh and w <= nw + 1, (nw, nh, w, h)
+                page.evaluate("() => window.scrollTo(0, 0)")
+                assert page.evaluate(OVERFLOW_JS) == []
                 page.screenshot(path=f"{shots}/hub_tab_{width}x{height}.png", full_page=True)
+                page.get_by_role("tab", name="Submit").click()
+                submit = page.locator("#submit-text")
+                sync_api.expect(submit).to_contain_text('Press "Refresh" on the Hub leaderboard tab of this app')
+                assert page.evaluate(OVERFLOW_JS) == []
+                page.screenshot(path=f"{shots}/submit_tab_{width}x{height}.png", full_page=True)
             finally:
                 page.close()
     finally:

@@ -81,6 +81,7 @@ def block_map_figure(bench: Benchmark, block_id: str):
         if ref.lat is not None and ref.lon is not None:
             lats.append(ref.lat)
             lons.append(ref.lon)
+    labels = []  # the negatives' names, turned towards the middle of the map below (never cut at its edge)
     for neg, roles in negatives_by_block(bench, block_id).items():
         other = bench.block(neg)
         if other.city != block.city:
@@ -92,14 +93,15 @@ def block_map_figure(bench: Benchmark, block_id: str):
         ax.plot(olon, olat, "-", color=color, linewidth=1.5, alpha=0.6, zorder=2)
         ax.plot([other.centroid[1]], [other.centroid[0]], marker="o", markersize=10, color=color,
                 markeredgecolor="black", linestyle="none", label=f"{label}: {neg}", zorder=4)
-        ax.annotate(neg, (other.centroid[1], other.centroid[0]), textcoords="offset points", xytext=(6, 6),
-                    fontsize=8, color=color, annotation_clip=True, clip_on=True)
+        labels.append(ax.annotate(neg, (other.centroid[1], other.centroid[0]), textcoords="offset points",
+                                  xytext=(6, 6), fontsize=8, color=color))
         lats += olat + [other.centroid[0]]
         lons += olon + [other.centroid[1]]
     pad_lat = max((max(lats) - min(lats)) * 0.12, 0.0003)
     pad_lon = max((max(lons) - min(lons)) * 0.12, 0.0003)
     ax.update_datalim([(min(lons) - pad_lon, min(lats) - pad_lat), (max(lons) + pad_lon, max(lats) + pad_lat)])
     ax.autoscale_view()
+    _labels_inward(ax, labels)
     ax.set_xlabel("longitude")
     ax.set_ylabel("latitude")
     ax.ticklabel_format(useOffset=False)
@@ -113,6 +115,20 @@ def block_map_figure(bench: Benchmark, block_id: str):
     else:
         fig.tight_layout(rect=(0, 0, 1, 0.94))  # room for the Gradio label drawn over the top left
     return fig
+
+
+def _labels_inward(ax, labels) -> None:
+    """Puts each point's label on the side of the point that faces the middle of the map: a label of a
+    point near the right (top) edge is written to its left (below it), so no label runs off the axes."""
+    x0, x1 = ax.get_xlim()
+    y0, y1 = ax.get_ylim()
+    for ann in labels:
+        x, y = ann.xy
+        right = x > (x0 + x1) / 2
+        top = y > (y0 + y1) / 2
+        ann.set_position((-6 if right else 6, -6 if top else 6))
+        ann.set_horizontalalignment("right" if right else "left")
+        ann.set_verticalalignment("top" if top else "bottom")
 
 
 #: Scores shown against the anchors (2 x 4 grid; the last cell shows the similarity profile).

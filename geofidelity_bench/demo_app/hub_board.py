@@ -24,12 +24,17 @@ class HubBoard:
     loaded_at: str | None = None
     status: str = ""
     tables: dict[str, Any] = field(default_factory=dict)
+    #: the group's report plots (leaderboard.png with its whiskers, CosSim by condition, ...): (PIL image, caption)
+    plots: list[tuple[Any, str]] = field(default_factory=list)
+    #: why there are no plots ("" when there are)
+    plots_note: str = ""
 
     def refresh(self) -> "HubBoard":
         """Loads the repo again; on failure keeps the last loaded state and records the reason."""
         from ..errors import GeoFidelityError, redact_url
         from ..hub.results_repo import load_submissions
         from ..report.leaderboard import leaderboard_tables, leaderboard_view
+        from .results import report_images
 
         try:
             df, infos = load_submissions(self.repo_id, endpoint=self.endpoint)
@@ -39,6 +44,11 @@ class HubBoard:
             when = f"the state loaded at {self.loaded_at}" if self.loaded_at else "nothing (never loaded)"
             self.status = redact_url(f"Could not load {self.repo_id} ({err}); showing {when}.")
             return self
+        used = [infos[r] for r in sorted(set(view.rows["run_id"].astype(str))) if r in infos]
+        rows = view.rows.drop(columns=["stored_as", "anchor_check", "anchor_check_detail"], errors="ignore")
+        # the same rows, bootstrap and seed as the tables: the whiskers of leaderboard.png are their intervals
+        plots, note = report_images(rows, used, n_resamples=self.n_resamples, seed=self.seed, rank_resamples=1)
+        self.plots, self.plots_note = plots, ("" if plots else note)
         self.tables, self.loaded_at = tables, utc_timestamp()
         self.markdown = render_board(self.repo_id, view, tables, n_resamples=self.n_resamples, seed=self.seed)
         gen = df[~df["condition"].isin(("anchor", "sanity"))]
@@ -64,9 +74,19 @@ def render_board(repo_id: str, view, tables, *, n_resamples: int = BOOTSTRAP_RES
     return "\n".join(lines)
 
 
-def submit_markdown(repo_id: str | None) -> str:
-    """How to submit: generate -> evaluate -> push-results (no token ever goes through the app)."""
+def submit_markdown(repo_id: str | None, *, hub_tab: bool | None = None) -> str:
+    """How to submit: generate -> evaluate -> push-results (no token ever goes through the app).
+
+    ``hub_tab``: whether the running app has the "Hub leaderboard" tab (default: when ``repo_id`` is
+    given, as ``geofidelity-bench app --results-repo``); the last sentence says where to see the result."""
     repo = repo_id or "ORG/NAME"
+    hub_tab = bool(repo_id) if hub_tab is None else hub_tab
+    if hub_tab:
+        see = f'Press "Refresh" on the Hub leaderboard tab of this app to see yours (it shows `{repo}`).'
+    else:
+        see = ("This app shows no Hub leaderboard (it was started without `--results-repo`): run "
+               "`geofidelity-bench app --results-repo ORG/NAME` to add that tab, or build the report of the "
+               "repo with `geofidelity-bench report --results ORG/NAME --out report`.")
     return f"""### Submit your model
 
 Run these three commands on your own machine (the app never asks for a token: `push-results`
@@ -84,6 +104,5 @@ image flagged by the copy audit unless `--allow-copies`) and uploads each genera
 `submissions/{{method}}/{{run_id}}/`. The real-image anchors are stored once per comparable group and
 your run's anchors are checked against them; sanity methods are not submitted. Only submissions
 with the same benchmark, encoder config and protocol that cover all of the group's blocks are
-ranked together (GAAS only with the same segmenter). Press "Refresh" on the Hub leaderboard tab to
-see yours.
+ranked together (GAAS only with the same segmenter). {see}
 """

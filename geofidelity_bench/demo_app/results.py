@@ -256,10 +256,32 @@ def leaderboard_table(
                           na_position="last", kind="mergesort")
              .drop(columns="_copied"))
     table = _round(table.reset_index(drop=True), metric_cols + [c for c, _ in CHANCE_COLUMNS.values()])
-    table.insert(0, "#", np.arange(1, len(table) + 1))
+    if view == VIEWS[0]:
+        table.insert(0, "#", np.arange(1, len(table) + 1))
+    else:  # one row per block: the rows of a block together, ranked within their block (#1 is the block's best)
+        table = table.sort_values("block_id", kind="mergesort").reset_index(drop=True)
+        table.insert(0, "#", table.groupby("block_id", sort=False).cumcount().to_numpy() + 1)
     table["method"] = [METHOD_LABELS.get(m, m) if m in METHOD_LABELS else m for m in table["method"]]
     table = table.rename(columns={**dict(LEADERBOARD_METRICS), **dict(CHANCE_COLUMNS.values())})
     return table.head(MAX_ROWS_SHOWN)
+
+
+#: How a number of the leaderboard reads: one format for every score and chance column, "n/a" when missing.
+NUMBER_FORMAT = "{:.3f}"
+MISSING = "n/a"
+
+
+def display_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The leaderboard as the page shows it: every score and chance column as text in one format
+    (``0.900``, never ``0.9`` next to ``0.884``), a missing value as ``n/a`` (never a blank cell)."""
+    out = table.copy()
+    numeric = [h for _, h in LEADERBOARD_METRICS] + [h for _, h in CHANCE_COLUMNS.values()]
+    for col in (c for c in numeric if c in out.columns):
+        values = pd.to_numeric(out[col], errors="coerce").astype(float)
+        out[col] = [NUMBER_FORMAT.format(v) if math.isfinite(v) else MISSING for v in values]
+    if NOTES_HEADER in out:
+        out[NOTES_HEADER] = out[NOTES_HEADER].fillna("")
+    return out
 
 
 def _finite_mean(rows: pd.DataFrame, score: str, column: str) -> float:
@@ -267,8 +289,10 @@ def _finite_mean(rows: pd.DataFrame, score: str, column: str) -> float:
     return float(values.mean()) if values.notna().any() else float("nan")
 
 
-def report_images(results: pd.DataFrame, run_info: dict | None = None) -> tuple[list[tuple[Any, str]], str]:
-    """The report's plots (PIL images with captions) and its Markdown, built in a temporary folder.
+def report_images(results: pd.DataFrame, run_info: dict | list[dict] | None = None,
+                  **options: Any) -> tuple[list[tuple[Any, str]], str]:
+    """The report's plots (PIL images with captions) and its Markdown, built in a temporary folder
+    (``options``: bootstrap settings of :func:`geofidelity_bench.report.build_report`).
 
     Nothing is left on disk: the PNGs are decoded into memory before the folder is removed.
     A report that cannot be built gives no plots and a one-line reason.
@@ -286,7 +310,7 @@ def report_images(results: pd.DataFrame, run_info: dict | None = None) -> tuple[
     with tempfile.TemporaryDirectory(prefix="geofidelity-app-report-") as tmp:
         try:
             build_report(results, tmp, run_info=run_info, allow_mixed_encoders=True,
-                         title="GeoFidelity-Bench leaderboard report")
+                         title="GeoFidelity-Bench leaderboard report", **options)
         except (ReportError, ValueError) as err:
             return [], f"The report could not be built: {err}"
         root = Path(tmp)

@@ -70,12 +70,42 @@ CSS = """
 /* the block's anchors: numbers never break; a narrow screen scrolls the table sideways */
 #explore-meta table { display: block; width: fit-content; max-width: 100%; overflow-x: auto; }
 #explore-meta th, #explore-meta td { white-space: nowrap; }
-/* a phone: the score table scrolls sideways instead of squeezing its sentences to one letter per line */
+/* a phone: each score is a card (score and value on top, then what it means and how it compares with the
+   anchors), instead of a four-column table squeezed into 330 px */
 @media (max-width: 700px) {
-  #score-table table { display: block; width: fit-content; max-width: 100%; overflow-x: auto; }
-  #score-table td:nth-child(1) { white-space: normal; min-width: 8em; }
-  #score-table td:nth-child(3), #score-table td:nth-child(4) { min-width: 15em; }
+  #score-table table, #score-table tbody, #score-table tr, #score-table td { display: block; width: auto; }
+  #score-table table { border: none; }
+  #score-table thead { display: none; }
+  #score-table tr { border: 1px solid var(--border-color-primary); border-radius: 8px; margin: 0 0 10px 0; padding: 6px 10px; }
+  #score-table td { border: none !important; padding: 2px 0 !important; white-space: normal !important; }
+  #score-table td:nth-child(1), #score-table td:nth-child(2) { display: inline-block; font-weight: 600; }
+  #score-table td:nth-child(2) { float: right; font-variant-numeric: tabular-nums; }
+  #score-table td:nth-child(3)::before { content: "what it means here: "; font-style: italic; color: var(--body-text-color-subdued); }
+  #score-table td:nth-child(4)::before { content: "vs the anchors: "; font-style: italic; color: var(--body-text-color-subdued); }
 }
+/* the tab bar wraps onto a second row on a narrow screen (gr.Tabs overflow_behavior="wrap") */
+.tabs [role=tablist] { flex-wrap: wrap; row-gap: 2px; }
+/* plots and photos at their own aspect ratio, captions under the picture, never cut */
+#lb-plots .grid-wrap, #hub-plots .grid-wrap, #explore-gallery .grid-wrap { height: auto !important; max-height: none !important; overflow: visible !important; }
+#lb-plots .thumbnail-item, #hub-plots .thumbnail-item, #explore-gallery .thumbnail-item { aspect-ratio: auto !important; height: auto !important; display: flex; flex-direction: column; align-items: center; }
+#lb-plots .thumbnail-item img, #hub-plots .thumbnail-item img { width: auto !important; max-width: 100% !important; height: auto !important; object-fit: contain; }
+#explore-gallery .thumbnail-item img { width: 100% !important; aspect-ratio: 4 / 3; height: auto !important; object-fit: cover; }
+#lb-plots .caption-label, #hub-plots .caption-label, #explore-gallery .caption-label { position: static !important; max-width: 100% !important; white-space: normal !important; overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; transform: none !important; margin: 4px 0 0 0; }
+/* About: headers break between words only ("range", never "rang e") */
+#about th, #about th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: none; white-space: nowrap; }
+/* About on a phone: words are never broken into pieces; the table scrolls sideways instead */
+#about td, #about td * { word-break: normal !important; overflow-wrap: normal !important; hyphens: none; }
+@media (max-width: 700px) {
+  #about table { display: block; overflow-x: auto; max-width: 100%; }
+  #about td:nth-child(3) { min-width: 7em; }
+  #about td:nth-child(4) { min-width: 14em; }
+  #submit-text pre, #submit-text pre code, #submit-text pre code * { white-space: pre-wrap !important; overflow-wrap: anywhere !important; }
+}
+/* Submit: commands keep their lines and scroll sideways inside their box */
+#submit-text pre { overflow-x: auto; max-width: 100%; }
+#submit-text pre code { white-space: pre; }
+/* tables of numbers: digits line up */
+#lb-table td, #hub-board td { font-variant-numeric: tabular-nums; }
 /* the copy warning: impossible to miss, above the scores */
 #score-copy-warning:not(:empty) { border: 2px solid #c2410c; background: #fff7ed; color: #7c2d12; border-radius: 8px; padding: 10px 14px; }
 #score-copy-warning:not(:empty) * { color: #7c2d12 !important; }
@@ -326,7 +356,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
     all_blocks = block_choices(bench)
     upload_root = None  # set from the File component below (Gradio's upload folder)
     default_images, default_report = lb.report_images(data.results, data.run_info)
-    default_table = lb.leaderboard_table(data.results)
+    default_table = lb.display_table(lb.leaderboard_table(data.results))
 
     @_friendly("list the city's blocks")
     def city_blocks(city_key: str):
@@ -402,7 +432,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         run_info = data.run_info if results is data.results else None  # an uploaded table has no run.json
         images, report = lb.report_images(results, run_info)
         images = answers.write(getattr(request, "session_hash", None), "report", images, fmt="png")
-        table = lb.leaderboard_table(results)
+        table = lb.display_table(lb.leaderboard_table(results))
         return (results, _source_text(results, source, lb.provenance_text(run_info, data.own_info)),
                 gr.Dropdown(choices=lb.conditions_of(results), value=lb.ALL_CONDITIONS),
                 gr.Dropdown(value=lb.SORT_CHOICES[0]), gr.Checkbox(value=True), gr.Radio(value=lb.VIEWS[0]),
@@ -410,9 +440,9 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
 
     @_friendly("show the leaderboard")
     def leaderboard(results: pd.DataFrame, condition: str, sort_by: str, best_first: bool, view: str):
-        return lb.leaderboard_table(results, condition=condition or lb.ALL_CONDITIONS,
-                                    sort_by=sort_by or lb.SORT_CHOICES[0], best_first=bool(best_first),
-                                    view=view or lb.VIEWS[0])
+        return lb.display_table(lb.leaderboard_table(results, condition=condition or lb.ALL_CONDITIONS,
+                                                     sort_by=sort_by or lb.SORT_CHOICES[0], best_first=bool(best_first),
+                                                     view=view or lb.VIEWS[0]))
 
     @_friendly("read the results file", refusals)
     def upload_results(file, request: gr.Request):
@@ -445,7 +475,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
     with gr.Blocks(title="GeoFidelity-Bench", delete_cache=(1800, 3600), analytics_enabled=False) as demo:
         results_state = gr.State(data.results)
         gr.Markdown(header)
-        with gr.Tabs():
+        with gr.Tabs(overflow_behavior="wrap"):  # every tab in one tap, also on a phone
             with gr.Tab("Explore", id="explore"):
                 with gr.Row():
                     city = gr.Dropdown(choices=cities, value=first_city, label="City")
@@ -455,8 +485,8 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                                            allow_custom_value=True)
                 with gr.Row():
                     with gr.Column(scale=3):
-                        gallery = gr.Gallery(label="Reference photos (held-out real queries first)", columns=4,
-                                             height=420, object_fit="cover", format="jpeg")
+                                gallery = gr.Gallery(label="Reference photos (held-out real queries first)", columns=4,
+                                             height="auto", object_fit="cover", format="jpeg", elem_id="explore-gallery")
                     with gr.Column(scale=2):
                         block_map = gr.Plot(label="The block (blue) and its negatives")
                 metadata = gr.Markdown(elem_id="explore-meta")
