@@ -116,14 +116,22 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             **({"dist_timeout_s": args.dist_timeout} if args.dist_timeout is not None else {}),
         )
     except GeneratorError as err:
+        _close_process_group()
         raise CLIError(str(err)) from None
     except OSError as err:
+        _close_process_group()
         from ..atomic import is_no_space, write_error_text
 
         if not is_no_space(err):
             raise
         raise CLIError(f"cannot write to {args.out}: {write_error_text(err)}; every image written so far is whole "
                        "and kept: free space and run the same command again to resume") from None
+    except BaseException:
+        # after the failure collective a failing process re-raises its own error and the others
+        # ProcessFailedError: each leaves through a clean shutdown, since a process that exits holding
+        # the group can be aborted by gloo at interpreter exit (SIGABRT instead of exit status 2)
+        _close_process_group()
+        raise
     is_main = summary.process_index == 0
     if args.push_to_hub and is_main:
         _push(args.out, args.push_to_hub, [s.key for s in specs], args)
