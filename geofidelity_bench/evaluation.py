@@ -944,6 +944,8 @@ def summarize(results: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """Mean of every metric per group (NaN-skipping) with ``n_blocks`` (rows) per group, and, where
     the rows carry them, the chance levels of retrieval accuracy and MRR averaged over the same rows
     as the retrieval mean (those with a finite retrieval accuracy; docs/benchmark.md section 5)."""
+    results = results.copy(deep=False)
+    results.attrs = {}  # the rows only: pandas deep-copies attrs into every derived frame
     grouped = results.groupby(list(by), sort=True, dropna=False)
     out = grouped[METRIC_COLUMNS].mean(numeric_only=True)
     out.insert(0, "n_blocks", grouped.size())

@@ -82,6 +82,9 @@ class Context:
             if isinstance(names, dict):
                 self.city_names.update({str(k): str(v) for k, v in names.items()})
         df = df.copy()
+        # the rows only: pandas deep-copies ``attrs`` (nan_reasons, the copy audit's per-image records)
+        # into every frame derived from this one, which made each table operation cost milliseconds
+        df.attrs = {}
         if "run" not in df.columns:
             df["run"] = "run0"
         for col in stats.METRIC_COLUMNS:
