@@ -734,3 +734,15 @@ def test_submit_text_says_what_the_running_app_has():
     assert "push-results results --repo-id ORG/NAME" in without
     with_board = submit_markdown("me/results", hub_tab=True)
     assert 'Press "Refresh" on the Hub leaderboard tab' in with_board and "`me/results`" in with_board
+
+
+def test_startup_plots_name_cities_by_their_names(app_data):
+    """The app's own run record carries the benchmark's city names, so its heatmap reads "Arezzo
+    (3 blocks)" as the report of an `evaluate` folder does, not the key "arezzo"."""
+    from geofidelity_bench.report.context import Context
+
+    names = app_data.own_info["benchmark"]["city_names"]
+    assert names == {k: c.name for k, c in app_data.benchmark.cities.items()}
+    assert any(k != v for k, v in names.items())  # the demo's keys are not its names
+    ctx = Context(app_data.results, [app_data.own_info], seed=0, n_resamples=10, rank_resamples=1, confidence=0.95)
+    assert ctx.city_names == names

@@ -250,7 +250,9 @@ class AppData:
         from .results import annotate_results
 
         own_info = {
-            "benchmark": {"name": benchmark.name, "source": benchmark.source, "fingerprint": benchmark.fingerprint},
+            "benchmark": {"name": benchmark.name, "source": benchmark.source, "fingerprint": benchmark.fingerprint,
+                          # city names for the plots (as evaluate's run.json records them)
+                          "city_names": {str(k): str(c.name) for k, c in benchmark.cities.items()}},
             "encoder": {"name": encoder.name, "dim": encoder.dim, "config_hash": getattr(encoder, "config_hash", None)},
             "protocol": protocol_record(),
         }
