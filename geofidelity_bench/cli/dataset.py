@@ -61,6 +61,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
             args.dir,
             args.out,
             generations=not args.no_generations,
+            published=not args.no_published,
             keep_model_names=args.keep_model_names,
             hardlink=args.hardlink,
             overwrite=args.overwrite,
@@ -117,12 +118,16 @@ def register(sub) -> None:
             "Reads metadata/*.csv, data/processed/v3/benchmark_v3.json and the image folders of the published "
             "release and writes OUT/benchmark (canonical benchmark folder), OUT/generations "
             "({model}/{condition}/{block_id}/{k:02d}.jpg + manifest.parquet, for `evaluate --generated`) and "
+            "OUT/published (the release's published per-block scores, outputs/eval_v3/raw_results.csv, as a results "
+            "folder that `report` and `compare` read; the numbers are the release's, not recomputed) and "
             "OUT/import_report.json, which lists every row or value that was not imported as it was."
         ),
     )
     r.add_argument("dir", help="the release folder (with metadata/, data/, generations_v3/)")
     r.add_argument("--out", required=True, help="output folder")
-    r.add_argument("--no-generations", action="store_true", help="import the benchmark only")
+    r.add_argument("--no-generations", action="store_true", help="do not import the generated panels")
+    r.add_argument("--no-published", action="store_true",
+                   help="do not convert the published scores (outputs/eval_v3/raw_results.csv) to OUT/published")
     r.add_argument("--keep-model-names", action="store_true",
                    help="keep the release's model names (e.g. sdxl_base) instead of this package's keys (sdxl)")
     r.add_argument("--hardlink", action="store_true", help="hard-link generated images instead of copying them")

@@ -11,10 +11,15 @@ and described by its README and ``croissant.json``; paths are relative to ``DIR`
     data/raw/mapillary_v3/{block_id}/mapillary_{image_id}.jpg
     generations_v3/{model}/{level}/{block_id}/{sample_index:02d}.jpg
 
+    outputs/eval_v3/raw_results.csv        optional: the paper's published scores (+ its summaries,
+                                           results/main_scores_by_model_prompt.csv, outputs/stability/*.csv)
+
 Output: ``OUT/benchmark/`` (a canonical benchmark folder: ``blocks``, ``references``, ``cities``),
 ``OUT/generations/`` (``{model}/{condition}/{block_id}/{k:02d}.jpg`` + ``manifest.parquet``,
 read by ``geofidelity-bench evaluate --generated``, plus ``release_index.csv`` with the
-release's own names of every copied image), and ``OUT/import_report.json``.
+release's own names of every copied image), ``OUT/published/`` (the release's published
+per-block scores as a results folder, :mod:`.published`: ``results.csv``, the summaries and a
+``run.json`` that says they are the release's, not recomputed) and ``OUT/import_report.json``.
 
 Nothing is dropped silently: every row that is not imported, and every value that is changed
 or set to null, is an :class:`ImportIssue` (kind, file, CSV line, action, reason, values) in the
@@ -76,8 +81,8 @@ Assumptions (the real files could not be inspected here; each is checked and rep
 
 Modules: :mod:`.layout` (file paths, limits, column spellings), :mod:`.names` (release names -> ours,
 block ids, seeds), :mod:`.parsers` (cell values), :mod:`.files` (reading tables and images, writing the
-output), :mod:`.importer` (the importer), :mod:`.report` (issues and the report); :func:`import_release`
-(here) runs them.
+output), :mod:`.importer` (the importer), :mod:`.published` (the published scores -> ``OUT/published/``),
+:mod:`.report` (issues and the report); :func:`import_release` (here) runs them.
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ from typing import Any, Callable
 from ..benchmark import save_benchmark
 from .files import _prepare_out
 from .importer import _Importer
-from .layout import BLOCKS_CSV, GENERATED_CSV, REFERENCES_CSV, REPORT_FILE
+from .layout import BLOCKS_CSV, GENERATED_CSV, PUBLISHED_DIR, RAW_RESULTS_CSV, REFERENCES_CSV, REPORT_FILE
 from .names import (
     LEVEL_ALIASES,
     MODEL_ALIASES,
@@ -102,6 +107,7 @@ from .names import (
     release_seed,
 )
 from .parsers import _s
+from .published import RELEASE_ANCHORS, read_published_tables, write_published
 from .report import ImportIssue, ImportReport, ReleaseImportError
 
 
@@ -110,6 +116,7 @@ def import_release(
     out: str | os.PathLike,
     *,
     generations: bool = True,
+    published: bool = True,
     keep_model_names: bool = False,
     hardlink: bool = False,
     overwrite: bool = False,
@@ -119,11 +126,12 @@ def import_release(
 
     Args:
         release_dir: a local copy of the published release (``metadata/``, ``data/``, ``generations_v3/``).
-        out: output folder (``benchmark/``, ``generations/``, ``import_report.json``).
+        out: output folder (``benchmark/``, ``generations/``, ``published/``, ``import_report.json``).
         generations: also import the generated panels (needs ``metadata/generated_images.csv``).
+        published: also convert the published scores (``outputs/eval_v3/raw_results.csv``) to ``out/published/``.
         keep_model_names: keep the release's model names (e.g. ``sdxl_base``) instead of ours.
         hardlink: hard-link generated images instead of copying them (same file system only).
-        overwrite: replace ``benchmark/``, ``generations/`` and the report of a previous import.
+        overwrite: replace ``benchmark/``, ``generations/``, ``published/`` and the report of a previous import.
         log: where progress messages go (default: print).
 
     Returns:
@@ -138,6 +146,7 @@ def import_release(
             raise ReleaseImportError(f"{root}: missing required file {rel}")
     imp = _Importer(root, out, keep_model_names=keep_model_names, hardlink=hardlink)
     imp.read_tables(generations)  # every CSV is read (and refused) before anything is written
+    published_tables = read_published_tables(root) if published else {}
     _prepare_out(out, overwrite)
     imp.read_json()
     manifest_path = root / "dataset_manifest.json"
@@ -148,6 +157,10 @@ def import_release(
             pass
     say(f"reading the release at {root}")
     blocks = imp.read_blocks()
+    # what the release's evaluator saw, kept before assemble() drops blocks: each block's negatives (release ids)
+    # and the blocks it knew (benchmark_v3.json's, else blocks.csv's)
+    release_negatives = {rid: dict(rec["negatives"]) for rid, rec in blocks.items()}
+    release_blocks = set(imp.json_blocks) or (set(blocks) | set(imp.dropped))
     refs = imp.read_references(blocks)
     bench = imp.assemble(blocks, refs)
     bench_dir = out / "benchmark"
@@ -184,6 +197,16 @@ def import_release(
             counts["generations_dir"] = str(out / "generations")
         else:
             imp.issue("missing_optional_file", GENERATED_CSV, None, "not used", "not found; no generated panels imported")
+    counts["published_dir"] = None
+    if published:
+        if published_tables:
+            say(f"converting the published scores to {out / PUBLISHED_DIR}")
+            counts["published"] = write_published(imp, published_tables, bench, bench_dir, out, release_negatives,
+                                                  release_blocks, imp.version)
+            counts["published_dir"] = counts["published"]["published_dir"]
+        else:
+            imp.issue("missing_optional_file", RAW_RESULTS_CSV, None, "not used",
+                      "not found; no published scores converted (no published/ folder)")
     report = ImportReport(
         source=str(root),
         out=str(out),
@@ -201,6 +224,7 @@ def import_release(
 
 __all__ = [
     "LEVEL_ALIASES",
+    "RELEASE_ANCHORS",
     "MODEL_ALIASES",
     "NEGATIVE_ALIASES",
     "ImportIssue",

@@ -7,11 +7,11 @@ import io
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .layout import GENERATION_DIR, REPORT_FILE
+from .layout import GENERATION_DIR, PUBLISHED_DIR, REPORT_FILE
 from .report import ReleaseImportError
 
 
@@ -21,6 +21,8 @@ class _Table:
     header: list[str]
     rows: list[tuple[int, dict[str, str]]]
     columns: dict[str, str | None]  # our name -> the file's column (None when absent)
+    #: CSV lines whose number of fields differs from the header's (their values cannot be trusted by position)
+    ragged: dict[int, int] = field(default_factory=dict)  # line -> number of fields
 
     def get(self, row: Mapping[str, str], name: str) -> str | None:
         col = self.columns.get(name)
@@ -58,16 +60,19 @@ def _parse_table(
                 raise ReleaseImportError(
                     f"{rel}: missing required column {spellings[0]!r}{alts}; the file has columns {header}"
                 )
-        rows = []
+        rows, ragged = [], {}
         try:
             for row in reader:
+                extra, short = row.get(None), [k for k, v in row.items() if k is not None and v is None]
+                if extra or short:
+                    ragged[reader.line_num] = len(header) + len(extra or ()) - len(short)
                 rows.append((reader.line_num, {k: v for k, v in row.items() if k is not None}))
         except csv.Error as err:  # e.g. a field over the csv module's limit (csv.field_size_limit())
             raise ReleaseImportError(
                 f"{rel}: the row after line {reader.line_num} cannot be read as CSV ({err}; the limit is "
                 f"{csv.field_size_limit():,} characters per field): fix or remove that row and import again"
             ) from None
-    return _Table(rel, header, rows, columns)
+    return _Table(rel, header, rows, columns, ragged)
 
 
 def _escapes(norm: str) -> bool:
@@ -153,7 +158,7 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _prepare_out(out: Path, overwrite: bool) -> None:
-    managed = ("benchmark", "generations", REPORT_FILE)
+    managed = ("benchmark", "generations", PUBLISHED_DIR, REPORT_FILE)
     present = [name for name in managed if (out / name).exists()]
     if present and not overwrite:
         raise ReleaseImportError(f"{out} already holds {', '.join(present)}; pass --overwrite to replace them")

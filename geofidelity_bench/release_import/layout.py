@@ -16,6 +16,13 @@ BENCHMARK_JSON = "data/processed/v3/benchmark_v3.json"
 REFERENCE_DIR = "data/raw/mapillary_v3"
 GENERATION_DIR = "generations_v3"
 REPORT_FILE = "import_report.json"
+#: The release's published evaluation outputs (eval/run_eval_v3.py, eval/reviewer_analysis_v3.py).
+RAW_RESULTS_CSV = "outputs/eval_v3/raw_results.csv"
+SUMMARY_CSV = "outputs/eval_v3/summary_by_method_level.csv"
+MAIN_SCORES_CSV = "results/main_scores_by_model_prompt.csv"
+STABILITY_DIR = "outputs/stability"
+#: The results folder ``import-release`` writes the published scores to, inside OUT.
+PUBLISHED_DIR = "published"
 RELEASE_INDEX_FILE = "release_index.csv"
 DEFAULT_LICENSE = "CC-BY-SA-4.0"
 MIN_REFERENCES = 3

@@ -73,6 +73,17 @@ class ImportReport:
             )
         else:
             lines.append("  generations  none imported")
+        pub = c.get("published")
+        if c.get("published_dir") and pub:
+            dis = sum(n for n in (pub.get("summary_disagreements") or {}).values() if n)
+            lines.append(
+                f"  published    {c['published_dir']}: {pub['rows']} of the release's {pub['release_rows']} score rows "
+                f"({', '.join(pub['methods'])}; conditions {', '.join(pub['conditions'])}), as published, not "
+                f"recomputed; {pub['similarities_reassigned']} similarity value(s) moved to their negative's column; "
+                f"summaries: {dis} disagreement(s) with the raw rows"
+            )
+        else:
+            lines.append("  published    none (no outputs/eval_v3/raw_results.csv converted)")
         if self.block_id_map:
             lines.append(f"  block ids    {len(self.block_id_map)} rewritten to safe ids (see block_id_map)")
         if not self.issues:

@@ -13,7 +13,15 @@ the images are tiny generated JPEGs. What it contains on purpose (``EXPECTED`` l
 * generated images of two models (``sdxl_base``, ``flux_schnell``) under L0, L1, L2, the three
   controls (``C_SHUFFLED_NBHD`` spelled short), plus rows with an unmappable level, an unknown
   block, the dropped block, a one-image ``GPS`` panel and a seed that cannot be verified; the
-  seed column is blank for L0 and float-rounded elsewhere, as in v3.1.0 (L2 seeds use ``L3``).
+  seed column is blank for L0 and float-rounded elsewhere, as in v3.1.0 (L2 seeds use ``L3``);
+* with ``published=...``, the release's published evaluation outputs as its ``eval/run_eval_v3.py``
+  writes them: ``outputs/eval_v3/raw_results.csv`` (the three anchors under L0, both models under
+  L0 and L1; the similarity columns POSITIONAL, as the release's evaluator fills them: Oberkampf
+  has all four negatives, Rivoli lacks same-driving-side so its random-city value sits in the
+  driving-side column, Tokyo has two; rows of the dropped London block, of Rome (not in
+  blocks.csv) and of an unmappable level), ``summary_by_method_level.csv`` (the rounded means,
+  one value off: ``SUMMARY_WRONG``), its copy ``results/main_scores_by_model_prompt.csv`` and a
+  stability file.
 """
 
 from __future__ import annotations
@@ -51,12 +59,13 @@ NEG_COLUMNS = ("neg_same_neighborhood_diff_block", "neg_same_city_diff_neighborh
                "neg_same_driving_side_diff_city", "neg_random_city")
 NEGATIVES_CSV = {
     B_RIVOLI: (B_OBERKAMPF, B_OBERKAMPF, "", B_TOKYO),
-    B_OBERKAMPF: (B_RIVOLI, B_RIVOLI, "", B_LONDON),
+    # the fixture has no other right-hand city, so Oberkampf's driving-side negative is Tokyo: it has all four
+    B_OBERKAMPF: (B_RIVOLI, B_RIVOLI, B_TOKYO, B_LONDON),
     B_TOKYO: ("", "", B_LONDON, B_RIVOLI),
     B_LONDON: ("", "", B_TOKYO, B_OBERKAMPF),
 }
 # benchmark_v3.json disagrees on one value (Oberkampf's random city) and wins.
-NEGATIVES_JSON = {**NEGATIVES_CSV, B_OBERKAMPF: (B_RIVOLI, B_RIVOLI, "", B_TOKYO)}
+NEGATIVES_JSON = {**NEGATIVES_CSV, B_OBERKAMPF: (B_RIVOLI, B_RIVOLI, B_TOKYO, B_TOKYO)}
 
 N_REFS = {B_RIVOLI: 5, B_OBERKAMPF: 4, B_TOKYO: 4, B_LONDON: 2}
 MODELS = ("sdxl_base", "flux_schnell")
@@ -72,6 +81,77 @@ EXPECTED = {
     "generated_images": len(MODELS) * len(LEVELS) * 3 * 2,
     "unverified_seed": ("flux_schnell", "L1", B_TOKYO, 1),
 }
+
+
+ROLES = ("same_neighborhood", "same_city", "same_driving_side", "random_city")
+#: The release's published scores (outputs/eval_v3/raw_results.csv): the columns its evaluator writes.
+RAW_SCORE_COLUMNS = ("cos_sim", "dcsf", "mmd", "diversity_gap", "gaas", "retrieval_acc", "mrr", "sim_same_block")
+RAW_SIM_COLUMNS = ("sim_neg_same_neighborhood_diff_block", "sim_neg_same_city_diff_neighborhood",
+                   "sim_neg_same_driving_side_diff_city", "sim_neg_random_city")
+RAW_HEADER = ("method", "level", "block_id", "city", "country", "stratum", "neighborhood", "street_name", "n_gen",
+              "n_ref", *RAW_SCORE_COLUMNS, *RAW_SIM_COLUMNS)
+PUBLISHED_ANCHORS = ("oracle_nn", "random_global", "random_same_country")
+PUBLISHED_LEVELS = ("L0", "L1")
+#: (method, level, column) of the one value of summary_by_method_level.csv that disagrees with the raw rows.
+SUMMARY_WRONG = ("sdxl_base", "L1", "cos_sim")
+
+
+def published_roles(bid: str) -> list[str]:
+    """The roles of the negatives the release's evaluator scores for ``bid``, in order (benchmark_v3.json's
+    negatives that name one of its blocks)."""
+    known = set(BLOCKS) | {B_ROME}
+    return [role for role, nid in zip(ROLES, NEGATIVES_JSON.get(bid, ("", "", "", ""))) if nid and nid in known]
+
+
+def published_value(method: str, level: str, bid: str, column: str) -> float:
+    """The default published score of a row: a fixed pseudo-random value in [0.05, 0.95] (4 decimals); the
+    negatives' similarities are keyed by ROLE (``sim_same_city``), whatever column the release writes them to."""
+    digest = hashlib.sha256(f"{method}|{level}|{bid}|{column}".encode()).digest()
+    return round(0.05 + 0.9 * int.from_bytes(digest[:4], "big") / 2**32, 4)
+
+
+def _published_rows(value) -> list[dict]:
+    rows = []
+    plan = [(m, "L0") for m in PUBLISHED_ANCHORS] + [(m, lv) for m in MODELS for lv in PUBLISHED_LEVELS]
+    for method, level in plan:
+        for bid in (B_RIVOLI, B_OBERKAMPF, B_TOKYO, B_LONDON, B_ROME):
+            if bid == B_ROME and method != "oracle_nn":
+                continue
+            b = BLOCKS.get(bid, {"city": "rome", "country": "IT", "stratum": "major", "neighborhood": "Trevi",
+                                 "street_name": "Via del Corso"})
+            row = {"method": method, "level": level, "block_id": bid, "city": b["city"], "country": b["country"],
+                   "stratum": b["stratum"], "neighborhood": b["neighborhood"], "street_name": b["street_name"],
+                   "n_gen": 4 if method in PUBLISHED_ANCHORS else 2, "n_ref": N_REFS.get(bid, 3) - 1}
+            for col in RAW_SCORE_COLUMNS:
+                row[col] = value(method, level, bid, col)
+            # positional: the i-th negative the block has goes to the i-th column, whatever its role
+            for col, role in zip(RAW_SIM_COLUMNS, published_roles(bid)):
+                row[col] = value(method, level, bid, f"sim_{role}")
+            rows.append(row)
+    rows.append({**rows[-1], "method": "sdxl_base", "level": "L9_STYLE", "block_id": B_RIVOLI})
+    return rows
+
+
+def _write_published(root: Path, value) -> None:
+    rows = _published_rows(value)
+    _write_csv(root / "outputs/eval_v3/raw_results.csv", list(RAW_HEADER), rows)
+    numeric = [c for c in RAW_HEADER[8:]]
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["method"], row["level"]), []).append(row)
+    summary = []
+    for (method, level), part in sorted(groups.items()):
+        out = {"method": method, "level": level}
+        for col in numeric:
+            vals = [float(r[col]) for r in part if r.get(col) not in (None, "")]
+            out[col] = round(sum(vals) / len(vals), 4) if vals else ""
+        summary.append(out)
+    _write_csv(root / "results/main_scores_by_model_prompt.csv", ["method", "level", *numeric], summary)
+    wrong = next(r for r in summary if (r["method"], r["level"]) == SUMMARY_WRONG[:2])
+    wrong[SUMMARY_WRONG[2]] = round(wrong[SUMMARY_WRONG[2]] + 0.01, 4)
+    _write_csv(root / "outputs/eval_v3/summary_by_method_level.csv", ["method", "level", *numeric], summary)
+    _write_csv(root / "outputs/stability/rank_stability_L1.csv", ["method", "p_rank1", "rank_lo", "rank_hi"],
+               [{"method": m, "p_rank1": 0.5, "rank_lo": 1, "rank_hi": 2} for m in MODELS])
 
 
 def release_seed(model: str, block_id: str, level: str, k: int) -> int:
@@ -117,9 +197,14 @@ def _prompt(block: dict, street: str, hood: str, level: str) -> str:
             f"street scene with buildings, roads, and urban environment characteristic of this block. {suffix}")
 
 
-def write_release_fixture(root: str | Path) -> dict:
-    """Writes the fixture under ``root`` and returns ``EXPECTED``."""
+def write_release_fixture(root: str | Path, published=False) -> dict:
+    """Writes the fixture under ``root`` and returns ``EXPECTED``.
+
+    ``published``: also write the published evaluation outputs; ``True`` for the values of
+    :func:`published_value`, or a function with its signature for other values."""
     root = Path(root)
+    if published:
+        _write_published(root, published_value if published is True else published)
     # -- blocks.csv --------------------------------------------------------------------------
     header = ["block_id", "city", "country", "driving_side", "stratum", "way_id", "street_name", "neighborhood",
               "highway_tag", "length_m", "centroid_lat", "centroid_lon", "polyline", *NEG_COLUMNS, "neg_same_climate",
