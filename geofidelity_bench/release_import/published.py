@@ -11,12 +11,13 @@ The release ships the paper's own evaluation outputs next to the images (written
 ``raw_results.csv`` has the columns ``method, level, block_id, city, country, stratum,
 neighborhood, street_name, n_gen, n_ref, cos_sim, dcsf, mmd, diversity_gap, gaas,
 retrieval_acc, mrr, sim_same_block`` followed by the positional similarity columns (below). Its
-rows become the rows of ``OUT/published/results.csv`` (docs/benchmark.md section 7, columns in
+rows become the rows of ``OUT/published/results.csv`` (docs/benchmark.md section 7, Statistics and analyses; columns in
 ``RESULT_COLUMNS`` order), written by :func:`geofidelity_bench.results.write_results` with the
 summaries and a ``run.json``, so ``report``, the app and ``compare`` read the folder like any
 other. The numbers are the release's, never recomputed; ``run.json["published"]`` says so, names
-each file with its sha256 and lists the documented differences (docs/benchmark.md section 12)
-that apply to them.
+each file with its sha256 and lists the documented differences (docs/benchmark.md section 12,
+Differences from the paper's release code) that apply to them; the folder's format is section 11,
+File formats (Published scores folder).
 
 Conversions (each row that cannot be converted is an :class:`~.report.ImportIssue`, never lost
 silently):
@@ -34,7 +35,7 @@ silently):
 * ``n_gen``, ``n_ref`` -> ``n_generated``, ``n_reference``; ``cos_sim``, ``mmd``, ``dcsf``,
   ``gaas``, ``retrieval_acc``, ``mrr`` as published; ``diversity_gap`` as published, which the
   release clips at 0 (its value is ``max(0, Div(X_r) - Div(X_g))``, this package's is signed:
-  docs/benchmark.md section 12; ``run.json`` records it);
+  docs/benchmark.md section 12, Differences from the paper's release code; ``run.json`` records it);
 * the similarity columns: ``sim_same_block`` is ``sim_target``. The negatives' columns are
   POSITIONAL. The release's evaluator stacks the galleries of the negatives a block has, in the
   order ``neg_same_neighborhood_diff_block``, ``neg_same_city_diff_neighborhood``,
@@ -49,8 +50,8 @@ silently):
   filled similarity columns do not match its block's negatives (more values than negatives) gets
   NaN for every negative's similarity, with an issue. A negative that the imported benchmark
   lacks (it pointed to a dropped block) keeps its published similarity, with an issue;
-* ``local_margin`` and ``strongest_margin`` are derived from the re-assigned similarities (section
-  5); the chance columns, ``n_distinct`` and ``n_copied`` are not published and stay NaN.
+* ``local_margin`` and ``strongest_margin`` are derived from the re-assigned similarities
+  (docs/benchmark.md section 5, Metrics); the chance columns, ``n_distinct`` and ``n_copied`` are not published and stay NaN.
 
 Every NaN score has its reason in ``run.json["nan_reasons"]``. A value that is not a number or
 lies outside its score's range is NaN with an issue naming the file, line and column; a row whose
@@ -126,11 +127,11 @@ _SUMMARY_COLUMNS = {
 }
 #: Rounding of the release's summaries (``.round(4)``): a summary agrees with the raw rows within this.
 SUMMARY_TOLERANCE = 0.5e-4 + 1e-9
-#: The encoder the paper used (docs/benchmark.md section 4), under this package's name for it.
+#: The encoder the paper used (docs/benchmark.md section 4, Embeddings), under this package's name for it.
 PAPER_ENCODER = "dinov2-base"
 PAPER_ENCODER_DIM = 768
 
-#: The documented differences (docs/benchmark.md section 12) that apply to the published numbers.
+#: The documented differences (docs/benchmark.md section 12, Differences from the paper's release code) that apply to the published numbers.
 DOCUMENTED_DIFFERENCES: tuple[dict[str, str], ...] = (
     {"item": "12.1", "name": "anchors", "applies": (
         "the release's random_global draws from every block's references, the target block's and held-out photos "
@@ -392,7 +393,7 @@ class PublishedScores:
         return moved
 
     def _margins(self, out: dict, key) -> None:
-        """local_margin and strongest_margin from the re-assigned similarities (docs/benchmark.md section 5)."""
+        """local_margin and strongest_margin from the re-assigned similarities (docs/benchmark.md section 5, Metrics)."""
         target = out["sim_target"]
         local = [out[f"sim_{r}"] for r in ("same_neighborhood", "same_city") if not math.isnan(out[f"sim_{r}"])]
         every = [out[f"sim_{r}"] for r in NEGATIVE_ROLES if not math.isnan(out[f"sim_{r}"])]
