@@ -365,7 +365,7 @@ def compare_results(
 
     frames, sides = [], []
     for name, folder in (("A", a), ("B", b)):
-        df, infos = load_results(folder)
+        df, infos = load_results(folder, allow_mixed_encoders=True)  # said below, never refused: see _encoder_notes
         info = infos[0]
         _check_unique(df, Path(folder))
         key = comparability_of_run(info)
@@ -545,7 +545,8 @@ def _encoder_notes(sides: list[dict]) -> list[str]:
     if ea and eb and ea != eb:
         return [f"DIFFERENT ENCODERS: A was scored with {ea}, B with {eb}. Scores of different encoders are not "
                 "comparable: the differences below measure the encoders, not a reproduction"]
-    notes = []
+    notes = [f"{s['folder']} mixes encoders ({s['encoder']}) in its results.csv: its scores are not comparable with "
+             "each other" for s in sides if s["encoder"] and ", " in s["encoder"]]
     if not (ea and eb):
         notes.append(f"encoder not recorded for {' and '.join(s['folder'] for s in sides if not s['encoder'])}: "
                      "nothing checks that both folders were scored with the same encoder")

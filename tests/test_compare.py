@@ -297,3 +297,21 @@ def test_catalog_metrics_are_all_compared():
     # the similarities are result columns; nothing of the catalog's result metrics is left out
     assert set(COMPARED_METRICS) == set(RESULT_METRIC_COLUMNS) | set(SIMILARITY_COLUMNS)
     assert set(RANKED_METRICS) == set(HIGHER_IS_BETTER)
+
+
+def test_a_folder_mixing_encoders_is_compared_and_said(demo, tmp_path):
+    def mix(df):
+        df.loc[df.method == "gen_c", "encoder"] = "clip-vit-b32"
+        return df
+
+    # run.json names no encoder here, so the encoder column decides
+    a = _write(tmp_path / "a", demo, edit=mix)
+    b = _write(tmp_path / "b", demo, edit=mix)
+    for folder in (a, b):
+        info = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        del info["encoder"]
+        (folder / "run.json").write_text(json.dumps(info), encoding="utf-8")
+    res = compare_results(a, b)
+    assert res.parameters["a"]["encoder"] == "clip-vit-b32, dinov2-base"
+    assert sum("mixes encoders (clip-vit-b32, dinov2-base)" in w for w in res.warnings) == 2
+    assert res.metric("cos_sim").max_abs_diff == 0
