@@ -34,6 +34,7 @@ _LAZY = {
     "read_results_csv": "geofidelity_bench.results",
     "build_report": "geofidelity_bench.report",
     "report_from_dirs": "geofidelity_bench.report",
+    "compare_results": "geofidelity_bench.compare",
     # the Hub leaderboard (one comparable group of a results repo)
     "load_leaderboard": "geofidelity_bench.hub.results_repo",
     # the evaluate metric

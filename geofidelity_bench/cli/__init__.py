@@ -1,6 +1,6 @@
 """The ``geofidelity-bench`` command.
 
-One module per command family (``evaluate`` with ``demo``, ``audit``, ``info``, ``embed``, ``segment``, ``report``,
+One module per command family (``evaluate`` with ``demo``, ``audit``, ``info``, ``embed``, ``segment``, ``report``, ``compare``,
 ``generate``, ``app``, ``mfp``, ``geodiv``, ``curate``, ``dataset``, ``leaderboard``), each exposing
 ``register(subparsers)``; a command parses its arguments, calls the library and prints. Heavy
 imports happen inside the commands so that ``geofidelity-bench --help`` is instant. Also runs as
@@ -27,7 +27,7 @@ from typing import Callable, Iterator, Sequence
 from ..errors import GeoFidelityError, redact_url
 from ..extras import missing_extra
 from ._common import ArgumentParser
-from . import app, audit, curate, dataset, embed, evaluate, generate, geodiv, info, leaderboard, mfp, report, segment
+from . import app, audit, compare, curate, dataset, embed, evaluate, generate, geodiv, info, leaderboard, mfp, report, segment
 
 # Each entry adds one or more subparsers, in the order of ``geofidelity-bench --help``.
 REGISTRARS: list[Callable] = [
@@ -37,6 +37,7 @@ REGISTRARS: list[Callable] = [
     embed.register,
     segment.register,
     report.register,  # clip-alignment, report
+    compare.register,  # compare (two results folders, row by row)
     generate.register,  # generate, push-generations
     app.register,
     mfp.register,
