@@ -574,6 +574,8 @@ def mfp_figure(df):
         ax.set_title("\n".join(lines), fontsize=9)
         ax.set_ylabel("pairs", fontsize=8)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # small values (spatial MSE) get long labels
+        ax.tick_params(axis="x", labelsize=8)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.suptitle(f"Map Feature Perception, {len(df)} pair(s)")
