@@ -566,6 +566,7 @@ def mfp_figure(df):
             ax.legend(fontsize=8)
         else:
             ax.text(0.5, 0.5, "no finite values", ha="center", va="center", transform=ax.transAxes)
+            ax.set_xticks([])  # no value axis to read
         lines = [title]
         if col == "psnr":
             lines.append(f"{values.size} finite pair(s); {n_inf} identical pair(s) (PSNR = inf) left out")
@@ -574,7 +575,8 @@ def mfp_figure(df):
         ax.set_title("\n".join(lines), fontsize=9)
         ax.set_ylabel("pairs", fontsize=8)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # small values (spatial MSE) get long labels
+        if values.size:
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # small values (spatial MSE) get long labels
         ax.tick_params(axis="x", labelsize=8)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
