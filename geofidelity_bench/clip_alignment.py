@@ -50,7 +50,8 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .errors import GeoFidelityError
+from .encoders.base import EncoderUnavailableError
+from .errors import GeoFidelityError, offline_hint
 from .prompts import CONDITIONS, PromptError, build_prompt, location_text, select_donor, text_l1
 
 if TYPE_CHECKING:
@@ -87,6 +88,25 @@ PANEL_KEYS = ("method", "condition", "block_id")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 
 
+#: The encoder's identity, recorded on every row of ``clip_alignment.csv`` (as ``results.csv``
+#: records ``encoder_config_hash``): registry name, weights (local folder or Hub id), the sha256
+#: of a local folder's weight files or the Hub commit that was loaded, and the config hash.
+IDENTITY_COLUMNS = ("clip_encoder", "clip_weights", "clip_weights_sha256", "clip_weights_commit", "clip_config_hash")
+
+
+def encoder_identity(encoder: Any) -> dict[str, Any]:
+    """:data:`IDENTITY_COLUMNS` of ``encoder`` (None for what an encoder without a recorded config lacks)."""
+    config = getattr(encoder, "config", None)
+    config = config if isinstance(config, Mapping) else {}
+    return {
+        "clip_encoder": str(getattr(encoder, "name", type(encoder).__name__)),
+        "clip_weights": config.get("weights"),
+        "clip_weights_sha256": config.get("weights_sha256"),
+        "clip_weights_commit": config.get("commit"),
+        "clip_config_hash": getattr(encoder, "config_hash", None),
+    }
+
+
 def score_column(text: str, alteration: str | None = None) -> str:
     """``clip_prompt``, ``clip_location_wrong_street``, ..."""
     return f"clip_{text}" if alteration is None else f"clip_{text}_{alteration}"
@@ -108,8 +128,12 @@ def panel_texts(benchmark: "Benchmark", block_id: str, condition: str) -> dict[s
         when it cannot exist), the donors and their scopes, and ``note`` (why texts are
         missing, ``""`` if none).
 
+    A text that cannot exist for this block (its prompt, when the benchmark refuses it: no
+    street name or neighborhood, no control donor, no GPS point; the location texts, when a name
+    is missing) is ``None`` and ``note`` says why: one panel never stops the others.
+
     Raises:
-        PromptError: the condition is unknown or its prompt cannot be built for this block.
+        PromptError: the condition is not a prompt condition.
     """
     if condition not in CONDITIONS:
         raise PromptError(
@@ -122,7 +146,11 @@ def panel_texts(benchmark: "Benchmark", block_id: str, condition: str) -> dict[s
     out: dict[str, Any] = {c: None for c in SCORE_COLUMNS}
     out.update(street_donor=None, street_donor_scope=None, neighborhood_donor=None, neighborhood_donor_scope=None)
     notes: list[str] = []
-    out[score_column("prompt")] = build_prompt(benchmark, block_id, condition).text
+    try:
+        out[score_column("prompt")] = build_prompt(benchmark, block_id, condition).text
+    except PromptError as err:  # this panel's prompt cannot exist (no names, no donor, no GPS): NaN, the reason kept
+        notes.append(f"no {condition} prompt ({err})")
+    has_prompt = out[score_column("prompt")] is not None
     names = {"street_name": block.street_name, "neighborhood": block.neighborhood}
     if not (names["street_name"] and names["neighborhood"]):
         missing = [k for k, v in names.items() if not v]
@@ -148,12 +176,14 @@ def panel_texts(benchmark: "Benchmark", block_id: str, condition: str) -> dict[s
         out[score_column("location", alteration)] = location_text(
             alt["street_name"], alt["neighborhood"], city, country
         )
-        if condition in NAMED_PROMPT_CONDITIONS:
+        if condition in NAMED_PROMPT_CONDITIONS and has_prompt:
             out[score_column("prompt", alteration)] = text_l1(
                 alt["street_name"], alt["neighborhood"], city, country, gps=gps
             )
     if condition not in NAMED_PROMPT_CONDITIONS:
         notes.append(f"{condition} prompt carries no names: no altered prompts")
+    elif not has_prompt:
+        notes.append("no altered prompts")
     out["note"] = "; ".join(notes)
     return out
 
@@ -233,7 +263,8 @@ def score_panels(
     Returns:
         One row per panel: method, condition, block_id, city, n_images, the
         :data:`SCORE_COLUMNS` (mean image-text cosine, NaN where the text cannot exist),
-        street/neighborhood donors and scopes, note, clip_encoder.
+        street/neighborhood donors and scopes, note, and the encoder's identity
+        (:data:`IDENTITY_COLUMNS`: name, weights, their sha256 or Hub commit, config hash).
     """
     items = _panel_list(panels)
     if not items:
@@ -248,7 +279,7 @@ def score_panels(
     if text_emb.shape[0] != len(unique):
         raise ValueError(f"encoder.embed_text returned {text_emb.shape[0]} rows for {len(unique)} texts")
     text_row = {t: i for i, t in enumerate(unique)}
-    encoder_name = str(getattr(encoder, "name", type(encoder).__name__))
+    identity = encoder_identity(encoder)
     rows = []
     for key in items:
         method, condition, block_id = key
@@ -272,7 +303,7 @@ def score_panels(
             row[col] = math.nan if t is None else float(np.mean(img @ text_emb[text_row[t]]))
         for col in ("street_donor", "street_donor_scope", "neighborhood_donor", "neighborhood_donor_scope", "note"):
             row[col] = panel[col]
-        row["clip_encoder"] = encoder_name
+        row.update(identity)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -412,6 +443,87 @@ class ClipAlignmentError(GeoFidelityError, ValueError):
     """A results folder cannot be CLIP-scored as asked (e.g. no rows under the requested conditions)."""
 
 
+class ClipModelUnavailableError(EncoderUnavailableError):
+    """The CLIP weights (or tokenizer) cannot be had; the message says how to run offline."""
+
+
+#: How to run CLIP alignment without the Hub (the one wording of :func:`geofidelity_bench.errors.offline_hint`).
+#: CLIP alignment needs a text tower, so no image-only encoder can stand in.
+OFFLINE_HINT = offline_hint(
+    flag="--clip-weights",
+    python_arg="weights=",
+    weights_id=CLIP_WEIGHTS,
+    saved_with="CLIPModel.save_pretrained() and its tokenizer's save_pretrained()",
+)
+
+
+def load_clip_encoder(weights: str | os.PathLike | None = None, *, device: Any | None = None) -> Any:
+    """``get_encoder("clip-vit-b32", weights=, device=)``, whose unavailability error says how to run
+    CLIP alignment offline (``--clip-weights`` / ``weights=``) instead of the encoders' general hint.
+
+    Raises:
+        ClipModelUnavailableError: the weights or the tokenizer cannot be loaded.
+    """
+    from .encoders import get_encoder
+    from .encoders.base import OFFLINE_HINT as ENCODER_HINT
+
+    try:
+        return get_encoder(CLIP_ENCODER, weights=weights, device=device)
+    except EncoderUnavailableError as err:
+        message = str(err)
+        message = message[: -len(ENCODER_HINT)].rstrip() if message.endswith(ENCODER_HINT) else message
+        raise ClipModelUnavailableError(f"{message} {OFFLINE_HINT}") from err
+
+
+def _read_results(folder: Path) -> pd.DataFrame:
+    from .results import read_results_csv
+
+    path = folder / "results.csv"
+    if not path.is_file():
+        raise ClipAlignmentError(f"{path} not found: --results needs a folder written by `geofidelity-bench evaluate`")
+    results = read_results_csv(path)
+    missing = [c for c in PANEL_KEYS if c not in results.columns]
+    if missing:
+        raise ClipAlignmentError(f"{path} lacks column(s) {missing}")
+    return results
+
+
+def select_panels(results: pd.DataFrame, benchmark: "Benchmark", conditions: Sequence[str],
+                  blocks: Sequence[str] | None = None, *, where: str = "results.csv") -> pd.DataFrame:
+    """The rows of ``results`` to score: under ``conditions`` and, when given, of ``blocks``.
+
+    Raises:
+        ClipAlignmentError: an unknown condition or block id (with a did-you-mean), a requested
+            block without rows under ``conditions``, or no rows at all; each names what is missing.
+    """
+    from .generated_folder import did_you_mean
+
+    conditions = list(dict.fromkeys(conditions))
+    unknown = [c for c in conditions if c not in CONDITIONS]
+    if unknown:
+        raise ClipAlignmentError(
+            "; ".join(f"unknown condition {c!r}{did_you_mean(c, CONDITIONS)}" for c in unknown)
+            + f": CLIP alignment scores generated panels, under one of {list(CONDITIONS)}"
+        )
+    panels = results[results["condition"].isin(conditions)]
+    if panels.empty:
+        raise ClipAlignmentError(f"{where} has no rows under {conditions}")
+    if blocks:
+        blocks = list(dict.fromkeys(str(b) for b in blocks))
+        known = set(benchmark.block_ids)
+        unknown = [b for b in blocks if b not in known]
+        if unknown:
+            raise ClipAlignmentError(
+                "; ".join(f"unknown block id {b!r}{did_you_mean(b, benchmark.block_ids)}" for b in unknown)
+                + f" (not in benchmark {benchmark.name!r})"
+            )
+        absent = [b for b in blocks if b not in set(panels["block_id"])]
+        if absent:
+            raise ClipAlignmentError(f"{where} has no rows under {conditions} for block(s) {absent}")
+        panels = panels[panels["block_id"].isin(blocks)]
+    return panels
+
+
 def run_clip_alignment(
     results_dir: str | os.PathLike,
     benchmark: "Benchmark | str | os.PathLike",
@@ -419,41 +531,46 @@ def run_clip_alignment(
     *,
     encoder: Any = None,
     weights: str | None = None,
+    device: Any | None = None,
     conditions: Sequence[str] = ("L1",),
+    blocks: Sequence[str] | None = None,
     out_name: str = "clip_alignment.csv",
     batch_size: int = 32,
 ) -> pd.DataFrame:
     """Scores the generated panels of a results folder with CLIP and writes ``clip_alignment.csv``.
 
+    The rows to score are checked (conditions, blocks, rows present) before the model is loaded. A
+    panel whose text cannot exist (e.g. a block without a street name under L1) is a row with NaN
+    scores and the reason in ``note``, whatever the condition.
+
     Args:
         results_dir: a folder with ``results.csv`` (from ``geofidelity-bench evaluate``).
         benchmark: the benchmark (object, folder, Hub id or ``"demo"``).
         images: the generated images (lookup or folder, see :func:`score_panels`).
-        encoder: a CLIP encoder; default ``get_encoder("clip-vit-b32", weights=weights)``.
+        encoder: a CLIP encoder; default :func:`load_clip_encoder` (``weights``, ``device``).
         conditions: which conditions' panels to score (paper: L1 only).
+        blocks: only these block ids (default: every block with rows).
 
     Returns:
-        The scores that were written.
+        The scores that were written (with the encoder's :data:`IDENTITY_COLUMNS`).
 
     Raises:
-        ClipAlignmentError: ``results.csv`` has no rows under ``conditions``.
-        FileNotFoundError: ``results.csv`` or a panel's images are missing.
+        ClipAlignmentError: no ``results.csv``, an unknown condition or block, or no rows to score.
+        ClipModelUnavailableError: the CLIP weights cannot be loaded (the message says how offline).
+        FileNotFoundError: a panel's images are missing.
     """
+    from .atomic import atomic_write
     from .benchmark import load_benchmark
 
     folder = Path(results_dir)
-    results = pd.read_csv(folder / "results.csv")
+    results = _read_results(folder)
     if not hasattr(benchmark, "blocks"):
         benchmark = load_benchmark(benchmark)
-    panels = results[results["condition"].isin(list(conditions))]
-    if panels.empty:
-        raise ClipAlignmentError(f"{folder / 'results.csv'} has no rows under {list(conditions)}")
+    panels = select_panels(results, benchmark, conditions, blocks, where=str(folder / "results.csv"))
     if encoder is None:
-        from .encoders import get_encoder
-
-        encoder = get_encoder(CLIP_ENCODER, weights=weights)
+        encoder = load_clip_encoder(weights, device=device)
     scores = score_panels(encoder, benchmark, panels, images, batch_size=batch_size)
-    scores.to_csv(folder / out_name, index=False)
+    atomic_write(folder / out_name, lambda p: scores.to_csv(p, index=False))
     return scores
 
 
@@ -463,12 +580,18 @@ __all__ = [
     "CLIP_TOKEN_LIMIT",
     "CLIP_WEIGHTS",
     "ClipAlignmentError",
+    "ClipModelUnavailableError",
+    "IDENTITY_COLUMNS",
+    "OFFLINE_HINT",
     "SCORE_COLUMNS",
     "TEXT_KINDS",
     "alignment_analysis",
+    "encoder_identity",
     "folder_images",
+    "load_clip_encoder",
     "panel_texts",
     "run_clip_alignment",
     "score_column",
     "score_panels",
+    "select_panels",
 ]

@@ -9,7 +9,10 @@ The MFP family's runner, under the ``geofidelity-bench mfp`` command and the eva
 * :func:`mfp_scores`: one row per pair with the MFP terms of
   :mod:`geofidelity_bench.metrics.mfp` (features from
   :class:`~geofidelity_bench.encoders.dino_vit_keys.DinoViTFeatureExtractor`) and SSIM/PSNR of
-  :mod:`geofidelity_bench.metrics.image_quality`;
+  :mod:`geofidelity_bench.metrics.image_quality`. SSIM/PSNR need equal sizes: pairs of different
+  sizes are a :class:`PixelSizeError` (:func:`check_pixel_sizes`, from the image headers, before
+  the model loads) unless ``resize_pixel_metrics=True`` resizes the generated image to its
+  target's size (bicubic) and marks the row ``pixel_resized`` (docs/benchmark.md section 10);
 * :func:`summarize_scores` (dataset means) and :func:`mfp_compute` (plain dict, for the evaluate module);
 * :func:`write_mfp_folder`: ``mfp.csv``, ``summary.json`` (means, model config, parameters,
   versions) and ``mfp.png`` (:func:`plot_mfp`), what the command writes.
@@ -45,6 +48,18 @@ if TYPE_CHECKING:
 
 class PairingError(GeoFidelityError, ValueError):
     """Generated images and targets cannot be paired (missing folder or file, unmatched names, a bad CSV)."""
+
+
+class PixelSizeError(GeoFidelityError, ValueError):
+    """SSIM/PSNR were asked for pairs of different sizes without ``resize_pixel_metrics``; the message
+    names the pairs and their sizes."""
+
+
+#: What ``resize_pixel_metrics=True`` does to a pair of different sizes (docs/benchmark.md section 10).
+RESIZE_NOTE = ("the generated image is resized to its target's size (PIL bicubic) before SSIM and PSNR; "
+               "the target is never resized")
+#: The per-pair column that marks those pairs (True: SSIM/PSNR of the resized generated image).
+RESIZED_COLUMN = "pixel_resized"
 
 
 # -- pairing -----------------------------------------------------------------------------------
@@ -165,6 +180,69 @@ def _labels(items: Sequence, given: Sequence[str] | None, what: str) -> list[str
     return [str(s) if isinstance(s, (str, os.PathLike)) else f"{what}[{i}]" for i, s in enumerate(items)]
 
 
+def _oriented_size(item: Any) -> tuple[int, int] | None:
+    """(width, height) of an image as :func:`~geofidelity_bench.images.load_image` will see it (EXIF
+    orientation applied), read from the header only; None when that cannot be done cheaply (the
+    decoded size is checked again while scoring)."""
+    import io
+
+    if isinstance(item, np.ndarray):
+        return (int(item.shape[1]), int(item.shape[0])) if item.ndim in (2, 3) else None
+    try:
+        if isinstance(item, Image.Image):
+            img, close = item, False
+        elif isinstance(item, (str, os.PathLike)):
+            img, close = Image.open(item), True
+        elif isinstance(item, (bytes, bytearray)):
+            img, close = Image.open(io.BytesIO(item)), True
+        else:
+            return None
+        try:
+            width, height = img.size
+            orientation = img.getexif().get(0x0112)  # EXIF Orientation: 5-8 swap the axes
+        finally:
+            if close:
+                img.close()
+    except Exception:  # noqa: BLE001 - an undecodable image is named by load_image when scored
+        return None
+    return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+
+
+def _size_text(size: tuple[int, int]) -> str:
+    return f"{size[0]}x{size[1]}"
+
+
+def _size_error(mismatched: list[tuple[str, tuple[int, int], tuple[int, int]]], n_pairs: int) -> PixelSizeError:
+    listed = _listing([f"{name} {_size_text(g)} vs target {_size_text(t)}" for name, g, t in mismatched])
+    return PixelSizeError(
+        f"SSIM and PSNR need images of equal size, but {len(mismatched)} of {n_pairs} pair(s) differ: {listed}. "
+        "Pass --resize-pixel-metrics (resize_pixel_metrics=True in Python) to compare them after resizing the "
+        f"generated image to its target's size (bicubic; each such pair is marked in the {RESIZED_COLUMN!r} column), "
+        "or --no-pixel-metrics (pixel_metrics=False) to leave SSIM and PSNR out"
+    )
+
+
+def check_pixel_sizes(generated: Any, targets: Any, names: Sequence[str] | None = None, *,
+                      resize_pixel_metrics: bool = False) -> list[int]:
+    """The positions of the pairs whose images differ in size (EXIF orientation applied), read from
+    the image headers, before any model is loaded.
+
+    Raises:
+        PixelSizeError: some pairs differ and ``resize_pixel_metrics`` is False; the message names
+            every such pair (the first ten) with both sizes, and the two ways on.
+    """
+    gen_items, tgt_items = _image_list(generated, "generated"), _image_list(targets, "targets")
+    labels = _labels(gen_items, names, "generated")
+    mismatched = []
+    for i, (g, t) in enumerate(zip(gen_items, tgt_items)):
+        gs, ts = _oriented_size(g), _oriented_size(t)
+        if gs is not None and ts is not None and gs != ts:
+            mismatched.append((i, gs, ts))
+    if mismatched and not resize_pixel_metrics:
+        raise _size_error([(labels[i], gs, ts) for i, gs, ts in mismatched], len(gen_items))
+    return [i for i, _, _ in mismatched]
+
+
 def mfp_scores(
     generated: Any,
     targets: Any,
@@ -180,6 +258,7 @@ def mfp_scores(
     names: Sequence[str] | None = None,
     target_names: Sequence[str] | None = None,
     pixel_metrics: bool = True,
+    resize_pixel_metrics: bool = False,
     progress: bool | None = None,
     num_workers: int | None = None,
 ):
@@ -194,17 +273,23 @@ def mfp_scores(
         global_weight, spatial_weight: weights of the ``loss`` column.
         names: the ``pair`` column and how generated images are called in errors (default: the
             path, or ``generated[i]``); ``target_names`` likewise for targets.
-        pixel_metrics: also compute ``ssim`` and ``psnr`` at the target's resolution (a generated
-            image of another size is first resized to it, bicubic; counted in ``attrs``).
+        pixel_metrics: also compute ``ssim`` and ``psnr`` (they need a generated image and its
+            target of equal size).
+        resize_pixel_metrics: for a pair of different sizes, resize the generated image to the
+            target's size (PIL bicubic) before SSIM/PSNR, and mark the row ``pixel_resized=True``;
+            without it such a pair is a :class:`PixelSizeError`, raised before the model runs
+            (the sizes are read from the image headers).
         num_workers: threads decoding and preprocessing images ahead of the model (default: the
             cores this process may use; 0: in the calling thread); it changes no number.
 
     Returns:
         ``pandas.DataFrame`` with columns ``pair, global_score, spatial_distance, spatial_mse, loss``
-        (+ ``ssim, psnr``); ``attrs`` holds ``config`` (extractor), ``parameters`` and
-        ``n_pixel_resized``.
+        (+ ``ssim, psnr, pixel_resized``); ``attrs`` holds ``config`` (extractor), ``parameters``
+        (with ``resize_pixel_metrics``) and ``n_pixel_resized``.
 
     Raises:
+        PixelSizeError: pairs of different sizes with ``pixel_metrics`` and without
+            ``resize_pixel_metrics`` (all named).
         ValueError: unequal counts, empty input, bad arguments.
         ImageDecodeError: an image cannot be decoded; the message names it.
     """
@@ -221,6 +306,8 @@ def mfp_scores(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     gen_labels = _labels(gen_items, names, "generated")
     tgt_labels = _labels(tgt_items, target_names, "target")
+    if pixel_metrics:  # before the model is loaded: sizes from the headers
+        check_pixel_sizes(gen_items, tgt_items, gen_labels, resize_pixel_metrics=resize_pixel_metrics)
     if extractor is None:
         from geofidelity_bench.encoders.dino_vit_keys import DinoViTFeatureExtractor
 
@@ -246,8 +333,8 @@ def mfp_scores(
     tasks = [(is_gen, i) for start in starts for is_gen in (True, False)
              for i in range(start, min(start + batch_size, len(gen_items)))]
     workers = resolve_num_workers(num_workers)
-    columns: dict[str, list[float]] = {c: [] for c in TERM_COLUMNS + (PIXEL_COLUMNS if pixel_metrics else ())}
-    n_resized = 0
+    columns: dict[str, list] = {c: [] for c in TERM_COLUMNS + (PIXEL_COLUMNS + (RESIZED_COLUMN,)
+                                                               if pixel_metrics else ())}
     results = ordered_map(prepared, tasks, num_workers=workers, ahead=prefetch_items(workers, 2 * batch_size))
     with closing(results), tqdm(total=len(gen_items), desc="MFP", unit="pair", disable=not progress) as bar:
         for start in starts:
@@ -266,12 +353,15 @@ def mfp_scores(
                 columns[key].extend(float(v) for v in terms[key])
             columns["loss"].extend(float(v) for v in loss)
             if pixel_metrics:
-                for g, t in zip(gen_imgs, tgt_imgs):
-                    if g.size != t.size:
+                for i, g, t in zip(range(start, stop), gen_imgs, tgt_imgs):
+                    resized = g.size != t.size
+                    if resized:  # a size the headers did not tell (e.g. an image given as another object)
+                        if not resize_pixel_metrics:
+                            raise _size_error([(gen_labels[i], g.size, t.size)], len(gen_items))
                         g = g.resize(t.size, resample=Image.Resampling.BICUBIC)
-                        n_resized += 1
                     columns["ssim"].append(ssim(g, t))
                     columns["psnr"].append(psnr(g, t))
+                    columns[RESIZED_COLUMN].append(resized)
             bar.update(stop - start)
 
     df = pd.DataFrame({"pair": gen_labels, **columns})
@@ -279,9 +369,11 @@ def mfp_scores(
     df.attrs["parameters"] = {
         "global_weight": float(global_weight), "spatial_weight": float(spatial_weight), "batch_size": int(batch_size),
         "num_workers": workers, "loss": "global_weight * (1 - global_score) + spatial_weight * spatial_mse",
+        "pixel_metrics": bool(pixel_metrics),
     }
     if pixel_metrics:
-        df.attrs["n_pixel_resized"] = n_resized
+        df.attrs["parameters"]["resize_pixel_metrics"] = bool(resize_pixel_metrics)
+        df.attrs["n_pixel_resized"] = int(sum(columns[RESIZED_COLUMN]))
         df.attrs["ssim"] = dict(SSIM_CONFIG)
         df.attrs["psnr"] = dict(PSNR_CONFIG)
     return df
@@ -315,6 +407,7 @@ def mfp_compute(
     global_weight: float = GLOBAL_WEIGHT,
     spatial_weight: float = SPATIAL_WEIGHT,
     pixel_metrics: bool = True,
+    resize_pixel_metrics: bool = False,
 ) -> dict[str, Any]:
     """Entry point for the ``mfp`` config of the evaluate module: paired images in, plain dict out.
 
@@ -322,11 +415,14 @@ def mfp_compute(
         predictions: generated images; references: their targets (same length, paired by position).
         model: Hub id, local ``save_pretrained`` folder, or a ready :class:`DinoViTFeatureExtractor`
             (default ``facebook/dino-vitb8``).
+        pixel_metrics, resize_pixel_metrics: as in :func:`mfp_scores` (pairs of different sizes are
+            a :class:`PixelSizeError` unless resized).
 
     Returns:
         ``{"global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"}`` (dataset
         means; PSNR over finite pairs) plus ``n_pairs``, ``psnr_infinite_pairs``, ``per_pair``
-        (a list per column, in input order) and ``config`` (extractor config, image size, weights).
+        (a list per column, in input order; ``pixel_resized`` as booleans) and ``config`` (extractor
+        config, image size, weights, ``n_pixel_resized``).
         All values are JSON-serializable except that per-pair PSNR may be ``inf``.
     """
     from geofidelity_bench.encoders.dino_vit_keys import DinoViTFeatureExtractor
@@ -336,14 +432,15 @@ def mfp_compute(
         predictions, references, extractor,
         model=None if extractor is not None else model, revision=revision, image_size=image_size, device=device,
         batch_size=batch_size, global_weight=global_weight, spatial_weight=spatial_weight,
-        pixel_metrics=pixel_metrics, progress=False,
+        pixel_metrics=pixel_metrics, resize_pixel_metrics=resize_pixel_metrics, progress=False,
     )
     summary = summarize_scores(df)
     out: dict[str, Any] = dict(summary["means"])
     out["n_pairs"] = summary["n_pairs"]
     if "psnr_infinite_pairs" in summary:
         out["psnr_infinite_pairs"] = summary["psnr_infinite_pairs"]
-    out["per_pair"] = {c: [float(v) for v in df[c]] for c in df.columns if c != "pair"}
+    out["per_pair"] = {c: [bool(v) if c == RESIZED_COLUMN else float(v) for v in df[c]]
+                       for c in df.columns if c != "pair"}
     cfg = df.attrs["config"]
     out["config"] = {
         "model": cfg,
@@ -412,9 +509,10 @@ def write_mfp_folder(
             "pairs_csv": pairs_csv,
             "device": extractor.device,
         },
-        "ssim": df.attrs["ssim"],
-        "psnr": df.attrs["psnr"],
-        "n_pixel_resized": df.attrs["n_pixel_resized"],
+        "ssim": df.attrs.get("ssim"),
+        "psnr": df.attrs.get("psnr"),
+        "n_pixel_resized": df.attrs.get("n_pixel_resized"),
+        "pixel_resize": RESIZE_NOTE if df.attrs.get("n_pixel_resized") else None,
         "versions": library_versions(),
         "elapsed_s": round(time.time() - started, 2),
         "files": ["mfp.csv", "summary.json", "mfp.png"],
@@ -427,12 +525,25 @@ def write_mfp_folder(
 
 
 def plot_mfp(path: str | os.PathLike, df) -> None:
-    """Histograms of the per-pair terms (matplotlib, Agg backend)."""
+    """Writes :func:`mfp_figure` of ``df`` as a PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = mfp_figure(df)
+    fig.savefig(path, dpi=100, format="png")  # explicit: the temporary name ends in .tmp
+    plt.close(fig)
+
+
+def mfp_figure(df):
+    """Histograms of the per-pair terms (a matplotlib figure, Agg backend; the caller closes it).
+
+    The pair-count axes have integer ticks; the PSNR panel says how many identical pairs (PSNR
+    ``inf``) it leaves out, and the SSIM/PSNR panels how many pairs were resized (``pixel_resized``)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.ticker import MaxNLocator
 
     panels = [
         ("global_score", "global score G (higher better)"),
@@ -440,12 +551,14 @@ def plot_mfp(path: str | os.PathLike, df) -> None:
         ("spatial_mse", "spatial MSE (lower better)"),
         ("loss", "MFP loss (lower better)"),
         ("ssim", "SSIM (higher better)"),
-        ("psnr", "PSNR dB, finite pairs (higher better)"),
+        ("psnr", "PSNR dB (higher better)"),
     ]
     panels = [p for p in panels if p[0] in df.columns]
+    n_resized = int(np.asarray(df[RESIZED_COLUMN], dtype=bool).sum()) if RESIZED_COLUMN in df.columns else 0
     fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
     for ax, (col, title) in zip(axes.flat, panels):
         values = np.asarray(df[col], dtype=np.float64)
+        n_inf = int(np.isinf(values).sum())
         values = values[np.isfinite(values)]
         if values.size:
             ax.hist(values, bins=min(30, max(5, values.size)), color="#4C72B0", edgecolor="white")
@@ -453,20 +566,34 @@ def plot_mfp(path: str | os.PathLike, df) -> None:
             ax.legend(fontsize=8)
         else:
             ax.text(0.5, 0.5, "no finite values", ha="center", va="center", transform=ax.transAxes)
-        ax.set_title(title, fontsize=9)
+            ax.set_xticks([])  # no value axis to read
+        lines = [title]
+        if col == "psnr":
+            lines.append(f"{values.size} finite pair(s); {n_inf} identical pair(s) (PSNR = inf) left out")
+        if col in PIXEL_COLUMNS and n_resized:
+            lines.append(f"{n_resized} pair(s) with the generated image resized (bicubic)")
+        ax.set_title("\n".join(lines), fontsize=9)
         ax.set_ylabel("pairs", fontsize=8)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        if values.size:
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # small values (spatial MSE) get long labels
+        ax.tick_params(axis="x", labelsize=8)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.suptitle(f"Map Feature Perception, {len(df)} pair(s)")
     fig.tight_layout()
-    fig.savefig(path, dpi=100, format="png")  # explicit: the temporary name ends in .tmp
-    plt.close(fig)
+    return fig
 
 
 __all__ = [
     "IMAGE_SUFFIXES",
     "PairingError",
+    "PixelSizeError",
+    "RESIZED_COLUMN",
+    "RESIZE_NOTE",
+    "check_pixel_sizes",
     "mfp_compute",
+    "mfp_figure",
     "mfp_scores",
     "pair_folders",
     "plot_mfp",

@@ -396,3 +396,127 @@ def test_clip_alignment_command_feeds_the_report_command(tmp_path, tiny_clip_dir
     assert main(["clip-alignment", "--results", str(results_dir), "--generated", str(tmp_path / "gen"),
                  "--benchmark", str(tmp_path / "bench"), "--clip-weights", str(tiny_clip_dir),
                  "--conditions", "L0"]) == 2
+
+
+# -- a block without names, --blocks, the offline hint, the recorded weights ------------------
+
+
+def test_a_block_without_names_is_a_nan_row_under_every_condition():
+    from geofidelity_bench.prompts import CONDITIONS, PromptError
+
+    bench = make_benchmark()
+    for condition in CONDITIONS:
+        t = ca.panel_texts(bench, "gamma_1", condition)  # never raises: one panel never stops a run
+        try:
+            expected = build_prompt(bench, "gamma_1", condition).text
+        except PromptError as err:
+            expected = None
+            assert f"no {condition} prompt" in t["note"] and str(err) in t["note"], condition
+        assert t["clip_prompt"] == expected, condition
+        assert all(t[c] is None for c in ca.SCORE_COLUMNS if c != "clip_prompt"), condition
+        assert "block has no street_name and no neighborhood: no location text" in t["note"], condition
+    # the L1 panel of gamma_1 is refused by the benchmark, so its prompt score is NaN with the reason
+    embs = {("m", c, b): np.stack([_vec(f"img:{c}:{b}:{k}") for k in range(2)])
+            for c in ("L1", "L0") for b in ("alpha_1", "gamma_1")}
+    out = ca.score_panels(StubClip(), bench, list(embs), image_embeddings=embs).set_index(["condition", "block_id"])
+    assert math.isnan(out.loc[("L1", "gamma_1"), "clip_prompt"]) and "no L1 prompt" in out.loc[("L1", "gamma_1"), "note"]
+    assert np.isfinite(out.loc[("L0", "gamma_1"), "clip_prompt"])
+    assert np.isfinite(out.loc[("L1", "alpha_1"), list(ca.SCORE_COLUMNS)].to_numpy(float)).all()
+
+
+def _all_blocks_generated(root, bench, methods, conditions):
+    rng = np.random.default_rng(0)
+    for m in methods:
+        for c in conditions:
+            for b in bench.blocks:
+                folder = root / m / c / b.block_id
+                folder.mkdir(parents=True)
+                for k in range(2):
+                    Image.fromarray(rng.integers(0, 256, size=(24, 24, 3), dtype=np.uint8)).save(folder / f"{k:02d}.jpg")
+
+
+def _all_blocks_results(bench, methods, conditions):
+    rows = []
+    for c in conditions:
+        df = _results_rows(make_benchmark(), methods, condition=c)
+        extra = df[df["block_id"] == "alpha_1"].assign(block_id="gamma_1", city="gamma", country="CC")
+        rows += [df, extra]
+    return pd.concat(rows, ignore_index=True)
+
+
+@pytest.fixture
+def named_and_unnamed(tmp_path):
+    from geofidelity_bench.benchmark import save_benchmark
+
+    bench = make_benchmark()
+    save_benchmark(bench, tmp_path / "bench")
+    methods = ["m1", "m2", "m3"]
+    _all_blocks_generated(tmp_path / "gen", bench, methods, ["L1", "L0"])
+    results = tmp_path / "results"
+    results.mkdir()
+    _all_blocks_results(bench, methods, ["L1", "L0"]).to_csv(results / "results.csv", index=False)
+    base = ["clip-alignment", "--results", str(results), "--generated", str(tmp_path / "gen"),
+            "--benchmark", str(tmp_path / "bench"), "--device", "cpu"]
+    return bench, results, base
+
+
+@pytest.mark.filterwarnings("ignore:.*CLIP tokens, more than the 77-token context")
+def test_command_scores_a_block_without_names_as_nan_and_records_the_weights(named_and_unnamed, tiny_clip_dir, capsys):
+    from geofidelity_bench.cli import main
+    from geofidelity_bench.encoders import get_encoder
+
+    bench, results, base = named_and_unnamed
+    assert main([*base, "--clip-weights", str(tiny_clip_dir)]) == 0
+    out = capsys.readouterr().out
+    scores = pd.read_csv(results / "clip_alignment.csv", dtype={"block_id": str})
+    assert len(scores) == 18 and set(scores["condition"]) == {"L1"}
+    gamma = scores[scores["block_id"] == "gamma_1"]
+    assert len(gamma) == 3 and gamma["clip_prompt"].isna().all() and gamma["clip_location"].isna().all()
+    assert gamma["note"].str.contains("no L1 prompt").all()
+    assert scores.loc[scores["block_id"] != "gamma_1", "clip_prompt"].notna().all()
+    assert "3 panel(s) have no prompt or no location score" in out and "gamma_1 (L1)" in out
+    # the weights and their hashes, as every other output records its model
+    enc = get_encoder("clip-vit-b32", weights=str(tiny_clip_dir), device="cpu")
+    assert set(scores["clip_weights"]) == {str(tiny_clip_dir)}
+    assert set(scores["clip_weights_sha256"]) == {enc.config["weights_sha256"]}
+    assert set(scores["clip_config_hash"]) == {enc.config_hash}
+    assert "now adds the CLIP tables, from the L1 panels" in out and "reads no CLIP scores" not in out
+    # the report still builds its tables from the named panels
+    assert main(["report", "--results", str(results), "--n-resamples", "100", "--rank-resamples", "20",
+                 "--no-plots"]) == 0
+    assert "clip_associations            ok" in capsys.readouterr().out
+
+
+@pytest.mark.filterwarnings("ignore:.*CLIP tokens, more than the 77-token context")
+def test_command_takes_blocks_and_says_which_conditions_the_report_reads(named_and_unnamed, tiny_clip_dir, capsys):
+    from geofidelity_bench.cli import main
+
+    bench, results, base = named_and_unnamed
+    weights = ["--clip-weights", str(tiny_clip_dir)]
+    # unknown blocks are refused before the model loads (weights that do not exist are not reached)
+    assert main([*base, "--clip-weights", str(results / "no-model"), "--blocks", "alpha_1", "Beta_2", "zeta_9"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown block id 'Beta_2' (did you mean 'beta_2'?)" in err and "'zeta_9'" in err
+    assert not (results / "clip_alignment.csv").exists()
+    assert main([*base, *weights, "--blocks", "alpha_1", "gamma_1", "--conditions", "L1", "L0"]) == 0
+    out = capsys.readouterr().out
+    scores = pd.read_csv(results / "clip_alignment.csv", dtype={"block_id": str})
+    assert sorted(set(scores["block_id"])) == ["alpha_1", "gamma_1"] and len(scores) == 12
+    assert set(scores["condition"]) == {"L1", "L0"}
+    assert "from the L1 panels; it reads no CLIP scores of L0" in out
+    assert main([*base, *weights, "--conditions", "L0", "--blocks", "beta_1"]) == 0
+    out = capsys.readouterr().out
+    assert "from L1 panels only, so it reads none of these (L0)" in out and "now adds" not in out
+
+
+def test_offline_error_names_the_clip_flag(named_and_unnamed, tmp_path, capsys):
+    from geofidelity_bench.cli import main
+
+    _, results, base = named_and_unnamed
+    for weights in (str(tmp_path / "no-such-folder"), "no-such-org/no-such-clip"):
+        assert main([*base, "--clip-weights", weights]) == 2
+        err = capsys.readouterr().err
+        assert weights in err and "--clip-weights PATH" in err and "openai/clip-vit-base-patch32" in err
+        assert "--encoder-weights" not in err and "efficientnet" not in err.lower()
+        assert len(err.strip().splitlines()) == 1
+    assert not (results / "clip_alignment.csv").exists()

@@ -191,7 +191,8 @@ def test_scores_equal_an_independent_recomputation_from_the_extracted_features(e
 def test_identical_images_give_ideal_terms(extractor):
     maps = [synthetic_map(i) for i in range(3)]
     df = R.mfp_scores(maps, [m.copy() for m in maps], extractor)
-    assert list(df.columns) == ["pair", "global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"]
+    assert list(df.columns) == ["pair", "global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr",
+                                "pixel_resized"]
     np.testing.assert_allclose(df["global_score"], 1.0, atol=1e-6)
     np.testing.assert_allclose(df["spatial_distance"], 0.0, atol=1e-5)
     np.testing.assert_allclose(df["spatial_mse"], 0.0, atol=1e-10)
@@ -401,9 +402,39 @@ def test_missing_local_path_gives_a_clear_error(tmp_path):
         E.DinoViTFeatureExtractor(tmp_path / "nope", device="cpu")
 
 
-def test_pixel_metrics_resize_generated_to_target_size(extractor):
-    df = R.mfp_scores([synthetic_map(0, 96)], [synthetic_map(0, 64)], extractor)
-    assert df.attrs["n_pixel_resized"] == 1 and 0.5 < df["ssim"][0] <= 1.0
+def test_pixel_metrics_refuse_pairs_of_different_sizes_by_default(extractor, tmp_path):
+    big, small = tmp_path / "big.png", tmp_path / "small.png"
+    synthetic_map(0, 96).save(big)
+    synthetic_map(0, 64).save(small)
+    with pytest.raises(R.PixelSizeError, match=r"1 of 2 pair\(s\) differ: tile_b 96x96 vs target 64x64.*"
+                                               r"--resize-pixel-metrics.*bicubic.*--no-pixel-metrics"):
+        R.mfp_scores([small, big], [small, small], extractor, names=["tile_a", "tile_b"])
+    # EXIF orientation counts: a 64x48 file stored rotated is a 48x64 image, as load_image decodes it
+    rotated = tmp_path / "rotated.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    synthetic_map(1, 64).crop((0, 0, 64, 48)).save(rotated, exif=exif)
+    upright = tmp_path / "upright.png"
+    synthetic_map(1, 64).crop((0, 0, 48, 64)).save(upright)
+    assert R.check_pixel_sizes([rotated], [upright]) == []
+    # pixel_metrics=False needs no equal sizes
+    df = R.mfp_scores([big], [small], extractor, pixel_metrics=False)
+    assert "ssim" not in df.columns and "pixel_resized" not in df.columns
+
+
+def test_resized_pixel_metrics_are_marked_per_row_and_equal_a_bicubic_resize(extractor):
+    gen = [synthetic_map(0, 96), synthetic_map(1, 64), synthetic_map(2, 80)]
+    tgt = [synthetic_map(5, 64), synthetic_map(6, 64), synthetic_map(7, 64)]
+    df = R.mfp_scores(gen, tgt, extractor, resize_pixel_metrics=True, names=["a", "b", "c"])
+    assert df["pixel_resized"].tolist() == [True, False, True]
+    assert df.attrs["n_pixel_resized"] == 2 and df.attrs["parameters"]["resize_pixel_metrics"] is True
+    for i in range(3):  # independently: the generated image resized to the target's size, bicubic
+        g = gen[i].resize((64, 64), Image.Resampling.BICUBIC) if gen[i].size != (64, 64) else gen[i]
+        assert df["ssim"][i] == pytest.approx(Q.ssim(g, tgt[i]), abs=1e-12)
+        assert df["psnr"][i] == pytest.approx(_independent_psnr(g, tgt[i]), abs=1e-9)
+    out = R.mfp_compute(gen, tgt, model=extractor, resize_pixel_metrics=True)
+    assert out["per_pair"]["pixel_resized"] == [True, False, True] and out["config"]["n_pixel_resized"] == 2
+    json.dumps(out)
 
 
 def test_mfp_scores_rejects_unequal_counts(extractor):
@@ -590,6 +621,59 @@ def test_cli_writes_csv_summary_and_plot(tmp_path, tiny_vit_dir):
     assert "torch" in summary["versions"] and "transformers" in summary["versions"]
     assert (out / "mfp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(out.glob("*.tmp"))
+
+
+def test_cli_refuses_pairs_of_different_sizes_before_loading_the_model(tmp_path, tiny_vit_dir, capsys):
+    gen, tgt, out = tmp_path / "gen", tmp_path / "gt", tmp_path / "out"
+    _write_maps(gen, ["a.png", "b.png"], 0)
+    _write_maps(tgt, ["a.png", "b.png"], 5)
+    synthetic_map(9, 96).save(gen / "b.png")
+    # a model that cannot load: the size error comes first, so no model is touched
+    code = _run_cli(["mfp", "--generated", str(gen), "--targets", str(tgt), "--model", str(tmp_path / "no-model"),
+                     "--out", str(out)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "b.png 96x96 vs target 64x64" in err and "--resize-pixel-metrics" in err and "a.png" not in err
+    assert not out.exists()
+
+
+def test_cli_resize_flag_marks_rows_prints_the_count_and_keeps_it(tmp_path, tiny_vit_dir, capsys):
+    gen, tgt, out = tmp_path / "gen", tmp_path / "gt", tmp_path / "out"
+    _write_maps(gen, ["a.png", "b.png", "c.png"], 0)
+    _write_maps(tgt, ["a.png", "b.png", "c.png"], 5)
+    synthetic_map(9, 96).save(gen / "b.png")
+    code = _run_cli(["mfp", "--generated", str(gen), "--targets", str(tgt), "--model", str(tiny_vit_dir),
+                     "--image-size", "32", "--device", "cpu", "--resize-pixel-metrics", "--out", str(out)])
+    assert code == 0
+    assert re.search(r"resized +1 of 3 pair\(s\) for SSIM/PSNR .*pixel_resized.*bicubic", capsys.readouterr().out)
+    with open(out / "mfp.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["pair"], r["pixel_resized"]) for r in rows] == [("a.png", "False"), ("b.png", "True"), ("c.png", "False")]
+    expected = Q.ssim(synthetic_map(9, 96).resize((64, 64), Image.Resampling.BICUBIC), Image.open(tgt / "b.png"))
+    assert float(rows[1]["ssim"]) == pytest.approx(expected, abs=1e-9)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_pixel_resized"] == 1 and summary["parameters"]["resize_pixel_metrics"] is True
+    assert "bicubic" in summary["pixel_resize"]
+
+
+def test_histograms_count_pairs_in_integers_and_say_what_psnr_leaves_out(extractor):
+    import matplotlib.pyplot as plt
+
+    maps = [synthetic_map(i) for i in range(3)]
+    df = R.mfp_scores(maps, [maps[0].copy(), maps[1].copy(), synthetic_map(20)], extractor)
+    assert np.isinf(df["psnr"]).sum() == 2
+    fig = R.mfp_figure(df)
+    try:
+        count_axes = [ax for ax in fig.axes if ax.get_ylabel() == "pairs"]
+        assert len(count_axes) == 6
+        for ax in count_axes:
+            low, high = ax.get_ylim()
+            ticks = [t for t in ax.get_yticks() if low <= t <= high]
+            assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), (ax.get_title(), ticks)
+        psnr_title = next(ax.get_title() for ax in count_axes if ax.get_title().startswith("PSNR"))
+        assert "1 finite pair(s); 2 identical pair(s) (PSNR = inf) left out" in psnr_title
+    finally:
+        plt.close(fig)
 
 
 def test_cli_pairs_csv_overrides_names(tmp_path, tiny_vit_dir):

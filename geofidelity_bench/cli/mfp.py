@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..provenance import command_line
 from ._common import CLIError, add_batch_size_arg, add_num_workers_arg, resolve_num_workers_arg
-from ..mfp import PairingError, pair_folders, read_pairs_csv
+from ..mfp import PairingError, PixelSizeError, check_pixel_sizes, pair_folders, read_pairs_csv
 
 
 def _cmd_mfp(args: argparse.Namespace) -> int:
@@ -38,9 +38,15 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
     except PairingError as err:
         raise CLIError(str(err)) from None
     resolve_num_workers_arg(args)
+    if not args.no_pixel_metrics:  # sizes from the image headers, before the model is loaded
+        try:
+            check_pixel_sizes([g for _, g, _ in pairs], [t for _, _, t in pairs], [n for n, _, _ in pairs],
+                              resize_pixel_metrics=args.resize_pixel_metrics)
+        except PixelSizeError as err:
+            raise CLIError(str(err)) from None
 
     from ..encoders.dino_vit_keys import DinoViTFeatureExtractor
-    from ..mfp import mfp_scores, write_mfp_folder
+    from ..mfp import RESIZE_NOTE, mfp_scores, write_mfp_folder
 
     try:
         extractor = DinoViTFeatureExtractor(args.model, revision=args.revision, image_size=args.image_size,
@@ -53,6 +59,7 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
         df = mfp_scores(
             [g for _, g, _ in pairs], [t for _, _, t in pairs], extractor,
             batch_size=args.batch_size, global_weight=args.global_weight, spatial_weight=args.spatial_weight,
+            pixel_metrics=not args.no_pixel_metrics, resize_pixel_metrics=args.resize_pixel_metrics,
             names=[name for name, _, _ in pairs], target_names=[str(t) for _, _, t in pairs],
             progress=False if args.no_progress else None, num_workers=args.num_workers,
         )
@@ -65,8 +72,19 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
     means = summary["means"]
     print(f"pairs            {summary['n_pairs']}")
     for key in ("global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"):
+        if key not in means:
+            continue
         value = means.get(key)
         print(f"{key:<16} {'n/a' if value is None or math.isnan(value) else f'{value:.4f}'}")
+    if summary.get("psnr_infinite_pairs"):
+        print(f"psnr: mean over {summary['n_pairs'] - summary['psnr_infinite_pairs']} finite pair(s); "
+              f"{summary['psnr_infinite_pairs']} identical pair(s) have PSNR = inf")
+    if args.no_pixel_metrics:
+        print("ssim, psnr       not computed (--no-pixel-metrics)")
+    else:
+        n_resized = summary["n_pixel_resized"]
+        print(f"resized          {n_resized} of {summary['n_pairs']} pair(s) for SSIM/PSNR"
+              + (f" (marked in the pixel_resized column: {RESIZE_NOTE})" if n_resized else ""))
     print(f"\nwrote {out}/mfp.csv, summary.json and mfp.png")
     return 0
 
@@ -79,7 +97,9 @@ def register(sub) -> None:
             "Scores generated map tiles against their targets with MFP (docs/benchmark.md section 10, Map Feature Perception (MFP)): global score "
             "G = 1 - MSE(CLS_gen, CLS_tgt) (higher better), spatial distance ||S_gen - S_tgt||_F and spatial MSE of the "
             "last layer's key self-similarity (lower better), loss = 10 (1 - G) + spatial_mse, plus SSIM and PSNR. "
-            "Pairs files by relative path (extension ignored) unless --pairs is given."
+            "Pairs files by relative path (extension ignored) unless --pairs is given. SSIM and PSNR need a "
+            "generated image and its target of equal size: pairs of different sizes are refused, naming them, "
+            "unless --resize-pixel-metrics (or --no-pixel-metrics)."
         ),
     )
     p.add_argument("--generated", default=None, help="folder of generated images (required unless --pairs)")
@@ -95,6 +115,11 @@ def register(sub) -> None:
     add_batch_size_arg(p, 8, "pairs per forward call")
     p.add_argument("--global-weight", type=float, default=10.0, help="weight of 1 - G in the loss column (default: 10)")
     p.add_argument("--spatial-weight", type=float, default=1.0, help="weight of spatial_mse in the loss column (default: 1)")
+    p.add_argument("--resize-pixel-metrics", action="store_true",
+                   help="for pairs of different sizes, compute SSIM/PSNR after resizing the generated image to its "
+                        "target's size (bicubic); such rows are marked pixel_resized=True and counted in summary.json "
+                        "(default: such pairs are an error)")
+    p.add_argument("--no-pixel-metrics", action="store_true", help="leave out SSIM and PSNR (MFP terms only)")
     p.add_argument("--out", required=True, help="output folder (mfp.csv, summary.json, mfp.png)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_num_workers_arg(p)

@@ -55,17 +55,31 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_clip_alignment(args: argparse.Namespace) -> int:
-    from ..clip_alignment import CLIP_ENCODER, folder_images, run_clip_alignment
-    from ..encoders import get_encoder
+    from ..clip_alignment import folder_images, run_clip_alignment
+    from ..report.context import MAIN_CONDITION
 
-    encoder = get_encoder(CLIP_ENCODER, weights=args.clip_weights, device=args.device)
     try:
-        scores = run_clip_alignment(args.results, args.benchmark, folder_images(args.generated), encoder=encoder,
-                                    conditions=args.conditions, batch_size=args.batch_size)
-    except FileNotFoundError as err:  # results.csv or a panel's images are missing
+        scores = run_clip_alignment(args.results, args.benchmark, folder_images(args.generated),
+                                    weights=args.clip_weights, device=args.device, conditions=args.conditions,
+                                    blocks=args.blocks, batch_size=args.batch_size)
+    except FileNotFoundError as err:  # a panel's images are missing
         raise CLIError(str(err)) from None
-    print(f"scored {len(scores)} panel(s) with {encoder.name}; wrote {args.results}/clip_alignment.csv "
-          "(`geofidelity-bench report` now adds the CLIP tables)")
+    weights = scores["clip_weights"].iloc[0]
+    print(f"scored {len(scores)} panel(s) with {scores['clip_encoder'].iloc[0]}" + (f" ({weights})" if weights else "")
+          + f"; wrote {args.results}/clip_alignment.csv")
+    missing = scores[scores["clip_prompt"].isna() | scores["clip_location"].isna()]
+    if len(missing):
+        first = missing.iloc[0]
+        print(f"{len(missing)} panel(s) have no prompt or no location score (NaN, the reason in the note column), "
+              f"e.g. {first['block_id']} ({first['condition']}): {first['note']}")
+    scored = list(dict.fromkeys(scores["condition"]))
+    others = [c for c in scored if c != MAIN_CONDITION]
+    if MAIN_CONDITION in scored:
+        print(f"`geofidelity-bench report` now adds the CLIP tables, from the {MAIN_CONDITION} panels"
+              + (f"; it reads no CLIP scores of {', '.join(others)}" if others else ""))
+    else:
+        print(f"`geofidelity-bench report` builds its CLIP tables from {MAIN_CONDITION} panels only, so it reads none "
+              f"of these ({', '.join(scored)}): score {MAIN_CONDITION} for the report's tables")
     return 0
 
 
@@ -80,7 +94,9 @@ def register(sub) -> None:
     c.add_argument("--generated", required=True, metavar="DIR",
                    help="the generated panels {method}/{condition}/{block_id}/NN.jpg that were evaluated")
     c.add_argument("--benchmark", default="demo", help=BENCHMARK_HELP + " (default: demo)")
-    c.add_argument("--conditions", nargs="+", default=["L1"], help="conditions to score (default: L1, as the paper)")
+    c.add_argument("--conditions", nargs="+", default=["L1"],
+                   help="conditions to score (default: L1, as the paper; the report's CLIP tables read L1 only)")
+    c.add_argument("--blocks", nargs="+", default=None, help="block ids (default: all)")
     c.add_argument("--clip-weights", default=None, help="local folder (or Hub id) of openai/clip-vit-base-patch32")
     c.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     add_batch_size_arg(c, 32, "images per CLIP batch")
