@@ -300,8 +300,15 @@ def test_reproducing_the_paper_end_to_end_on_the_fixture(release, tmp_path, caps
     both = pd.concat([read_results_csv(out / "published" / "results.csv"), read_results_csv(rerun / "results.csv")])
     keys = both.groupby(["method", "condition", "block_id"]).size()
     assert (keys == 2).sum() == 21  # every published row has its re-run row
-    pytest.importorskip("geofidelity_bench.compare")
     capsys.readouterr()
     assert main(["compare", str(out / "published"), str(rerun), "--format", "json",
                  "--out", str(tmp_path / "compare.json")]) == 0
-    assert json.loads((tmp_path / "compare.json").read_text(encoding="utf-8"))
+    report = json.loads((tmp_path / "compare.json").read_text(encoding="utf-8"))
+    assert report["parameters"]["a"]["published"]["recomputed"] is False
+    assert report["parameters"]["a"]["benchmark_fingerprint"] == report["parameters"]["b"]["benchmark_fingerprint"]
+    cos = next(m for m in report["metrics"] if m["metric"] == "cos_sim")
+    assert cos["n_matched"] == 21 and cos["n_nan_a_only"] == cos["n_nan_b_only"] == 0
+    assert main(["compare", str(out / "published"), str(rerun)]) == 0
+    text = capsys.readouterr()
+    # the offline encoder stands in for dinov2-base here: compare says the numbers cannot agree
+    assert "DIFFERENT ENCODERS" in text.out + text.err
