@@ -43,17 +43,25 @@ def _group_labels(tables: GeoDivTables, df) -> list[str]:
     return [" / ".join(str(r[k]) for k in tables.group_by) + f" (n={int(r['n_images'])})" for _, r in df.iterrows()]
 
 
-def _draw_bar(ax, y: float, value: float, lo: float, hi: float, color: str, height: float) -> None:
-    if math.isnan(value):
-        ax.barh(y, 1.0, height=height, color="none", edgecolor=_MISSING, hatch="////", linewidth=0.5)
-        ax.text(0.02, y, "n/a", va="center", fontsize=6.5, color="#555555")
-        return
-    ax.barh(y, value, height=height, color=color)
-    if not (math.isnan(lo) or math.isnan(hi)):
-        ax.errorbar(value, y, xerr=[[max(value - lo, 0.0)], [max(hi - value, 0.0)]], fmt="none", ecolor="#222222",
-                    elinewidth=0.8, capsize=2)
-    ax.text(min(max(value, hi if not math.isnan(hi) else value) + 0.02, 0.9), y, f"{value:.2f}", va="center",
-            fontsize=6.5)
+def _draw_bars(ax, y: np.ndarray, df, col: str, color: str, height: float) -> None:
+    """One series of bars (one call each for bars, n/a bars and whiskers: fast for many groups)."""
+    value = df[col].to_numpy(dtype=float)
+    lo, hi = df[f"{col}_lo"].to_numpy(dtype=float), df[f"{col}_hi"].to_numpy(dtype=float)
+    missing = np.isnan(value)
+    ax.barh(y[~missing], value[~missing], height=height, color=color)
+    if missing.any():
+        ax.barh(y[missing], np.ones(missing.sum()), height=height, color="none", edgecolor=_MISSING, hatch="////",
+                linewidth=0.5)
+    whisk = ~missing & ~np.isnan(lo) & ~np.isnan(hi)
+    if whisk.any():
+        v = value[whisk]
+        ax.errorbar(v, y[whisk], xerr=np.vstack([np.maximum(v - lo[whisk], 0), np.maximum(hi[whisk] - v, 0)]),
+                    fmt="none", ecolor="#222222", elinewidth=0.8, capsize=2)
+    for yy, v, h, gone in zip(y, value, hi, missing):
+        if gone:
+            ax.text(0.02, yy, "n/a", va="center", fontsize=6.5, color="#555555")
+        else:
+            ax.text(min(max(v, 0 if math.isnan(h) else h) + 0.02, 0.9), yy, f"{v:.2f}", va="center", fontsize=6.5)
 
 
 def diversity_figure(tables: GeoDivTables):
@@ -70,10 +78,8 @@ def diversity_figure(tables: GeoDivTables):
     h = 0.38
     for i, col in enumerate(cols):
         ax = fig.add_subplot(1, len(cols), i + 1)
-        for yy, (_, r) in zip(y, df.iterrows()):
-            _draw_bar(ax, yy + h / 2, float(r[col]), float(r[f"{col}_lo"]), float(r[f"{col}_hi"]), _PLAIN, h)
-            _draw_bar(ax, yy - h / 2, float(r[f"{col}_rarefied"]), float(r[f"{col}_rarefied_lo"]),
-                      float(r[f"{col}_rarefied_hi"]), _MATCHED, h)
+        _draw_bars(ax, y + h / 2, df, col, _PLAIN, h)
+        _draw_bars(ax, y - h / 2, df, f"{col}_rarefied", _MATCHED, h)
         ax.set_xlim(0, 1)
         ax.set_ylim(-0.6, n - 0.4)
         ax.set_yticks(y)
