@@ -331,8 +331,11 @@ def test_tiny_random_vlm_through_the_cli(tiny_vlm_dir, generated, tmp_path, monk
     rc = main(["geodiv", "--images", str(generated), "--methods", "m2", "--group-by", "model", "--vqa-model",
                str(tiny_vlm_dir), "--device", "cpu", "--questions", str(bank_file), "--max-new-tokens", "3",
                "--cache-dir", str(tmp_path / "cache"), "--no-progress", "--out", str(out)])
-    assert rc == 0, capsys.readouterr().err
     report = json.loads((out / "geodiv.json").read_text())
+    # a random model mostly babbles: exit status 1 exactly when no reply at all could be parsed
+    all_unparseable = report["answer_stats"]["n_unparseable"] == report["answer_stats"]["n_pairs"]
+    assert report["all_unparseable"] == all_unparseable
+    assert rc == (1 if all_unparseable else 0), capsys.readouterr().err
     assert report["vqa"]["model"] == str(Path(tiny_vlm_dir).resolve())
     assert report["vqa"]["config"]["decoding"]["max_new_tokens"] == 3
     assert report["answer_stats"]["n_pairs"] == 4
@@ -389,3 +392,186 @@ def test_a_missing_package_is_not_reported_as_missing_weights():
                        "processor")
     assert "Qwen/Qwen2-VL-2B-Instruct" in str(err) and "pip install torchvision" in str(err)
     assert "save_pretrained" not in str(err)
+
+
+# -- issue 33: group sizes, one-image groups, sources, a plain labelled folder, nothing parseable, plots ---------
+
+
+def _mini_bank_file(tmp_path) -> Path:
+    path = tmp_path / "mini_bank.json"
+    path.write_text(json.dumps({
+        "name": "mini", "version": "0.1", "none_option": NOTA,
+        "questions": [
+            {"id": "aff", "kind": "sevi", "attribute": "affluence", "question": "Rich?",
+             "options": ["Impoverished", "Low-income", "Middle-income", "Affluent", "Luxurious"]},
+            {"id": "road", "kind": "entity", "question": "Road?", "options": ["Asphalt", "Gravel", "Cobble"]},
+            {"id": "sky", "kind": "background", "question": "Sky?", "options": ["Clear", "Cloudy", "Rain"]},
+        ],
+    }))
+    return path
+
+
+def test_demo_photos_in_groups_of_3_9_29_and_one_image_groups(demo, tmp_path, capsys):
+    """The issue's scenario: the demo's real photos, rated by the scripted model, grouped by model and country."""
+    from geofidelity_bench.geodiv import score_question
+
+    bank = load_question_bank(_mini_bank_file(tmp_path))
+    out = tmp_path / "out"
+    rc, _ = _run_cli("--real", "--group-by", "model", "country", "--rarefy-n", "3", "--questions",
+                     str(_mini_bank_file(tmp_path)), "--no-cache", "--out", str(out))
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    groups = pd.read_csv(out / "geodiv_groups.csv", keep_default_na=False, na_values=[""])
+    refs = groups[groups["model"] == "real_references"].set_index("country")
+    assert refs["n_images"].to_dict() == {"DE": 3, "IT": 9, "SE": 29}
+    answers = pd.read_csv(out / "geodiv_answers.csv", keep_default_na=False, na_values=[""])
+    for country, row in refs.iterrows():
+        for col in ("affluence_diversity", "entity_diversity", "background_diversity"):
+            assert row[f"{col}_rarefied_lo"] <= row[f"{col}_rarefied"] <= row[f"{col}_rarefied_hi"]
+            assert row[f"{col}_lo"] <= row[f"{col}_hi"]
+        assert int(row["rarefy_n"]) == 3
+    # DE has exactly 3 photos: its size-matched value is its plain one
+    assert refs.loc["DE", "entity_diversity_rarefied"] == pytest.approx(refs.loc["DE", "entity_diversity"])
+    # SE: 200 random triples estimate the mean over all C(29, 3) = 3654 triples, computed here by brute force
+    se = answers[(answers["model"] == "real_references") & (answers["country"] == "SE")]
+    names = sorted(set(se["image"]))
+    road = se[se["question_id"] == "road"].set_index("image")
+    values = []
+    for triple in __import__("itertools").combinations(names, 3):
+        s = score_question(bank["road"], [(road.loc[n, "status"], road.loc[n, "choice"]) for n in triple], 3)
+        values.append(s.diversity)
+    values = np.array(values)
+    assert refs.loc["SE", "entity_diversity_rarefied"] == pytest.approx(values.mean(), abs=4 * values.std() / 200 ** 0.5)
+    # one-image world countries: n/a with the reason (CSV NaN, JSON null), not 0.000
+    world = groups[groups["model"] == "real_world"]
+    singles = world[world["n_images"] == 1]
+    assert len(singles) > 0 and singles["entity_diversity"].isna().all()
+    assert singles["affluence_diversity_rarefied"].isna().all()
+    assert set(singles["diversity_na_reason"]) == {"one image: a diversity needs at least 2 images"}
+    pairs = world[world["n_images"] == 2]
+    assert pairs["entity_diversity"].notna().all() and pairs["entity_diversity_rarefied"].isna().all()
+    assert pairs["diversity_na_reason"].str.contains("fewer than 3 images").all()
+    report = json.loads((out / "geodiv.json").read_text())
+    assert report["size_matching"]["n"] == 3 and report["size_matching"]["replicates"] == 200
+    single_json = [r for r in report["per_group"] if r["n_images"] == 1]
+    assert all(r["entity_diversity"] is None and r["diversity_na_reason"] for r in single_json)
+    assert any("differ in size" in w and "_rarefied" in w for w in report["warnings"])
+    assert "warning: groups differ in size" in captured.err and "one image" in captured.err
+    assert "Size-matched diversity (every group subsampled to n=3 images" in captured.out
+    assert "0.000" not in "".join(line for line in captured.out.splitlines() if "(n=1)" in line)
+
+
+def test_generated_and_real_photos_are_kept_apart_unless_pooled(generated, demo, tmp_path, capsys):
+    bank = str(_mini_bank_file(tmp_path))
+    rc, _ = _run_cli("--images", str(generated), "--real", "--no-world", "--questions", bank, "--no-cache",
+                     "--out", str(tmp_path / "apart"))
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    groups = pd.read_csv(tmp_path / "apart" / "geodiv_groups.csv", keep_default_na=False, na_values=[""])
+    se = groups[groups["country"] == "SE"].set_index("origin")["n_images"].to_dict()
+    assert se == {"generated": 5, "real": 29}
+    report = json.loads((tmp_path / "apart" / "geodiv.json").read_text())
+    assert report["group_by"] == ["origin", "country"] and report["sources"]["kept_apart"] is True
+    assert "kept apart" in captured.err and "--pool-sources" in captured.err
+    rc, _ = _run_cli("--images", str(generated), "--real", "--no-world", "--questions", bank, "--no-cache",
+                     "--pool-sources", "--out", str(tmp_path / "pooled"))
+    captured = capsys.readouterr()
+    pooled = pd.read_csv(tmp_path / "pooled" / "geodiv_groups.csv", keep_default_na=False, na_values=[""])
+    assert rc == 0 and int(pooled.set_index("country").loc["SE", "n_images"]) == 34
+    report = json.loads((tmp_path / "pooled" / "geodiv.json").read_text())
+    assert report["group_by"] == ["country"] and report["sources"]["pooled"] is True
+    assert "pool images of different origins" in captured.err
+
+
+def test_a_plain_folder_of_photos_grouped_by_label(tmp_path, capsys):
+    folder = tmp_path / "photos"
+    colours = {"harbour": [(0, 0, 0), (36, 0, 0), (72, 0, 0)], "market": [(108, 0, 0), (108, 0, 0)],
+               "square": [(144, 0, 0)]}
+    for label, cs in colours.items():
+        (folder / label).mkdir(parents=True)
+        for k, c in enumerate(cs):
+            Image.new("RGB", (20, 12), c).save(folder / label / f"p{k}.jpg" if k % 2 else folder / label / f"p{k}.png")
+    (folder / ".DS_Store").write_text("ignored")
+    bank = load_question_bank(_mini_bank_file(tmp_path))
+    rc, _ = _run_cli("--labelled-images", str(folder), "--questions", str(_mini_bank_file(tmp_path)), "--no-cache",
+                     "--out", str(tmp_path / "out"))
+    assert rc == 0, capsys.readouterr().err
+    groups = pd.read_csv(tmp_path / "out" / "geodiv_groups.csv", keep_default_na=False, na_values=[""])
+    assert list(groups["label"]) == ["harbour", "market", "square"] and list(groups["n_images"]) == [3, 2, 1]
+    for label, cs in colours.items():
+        row = groups.set_index("label").loc[label]
+        codes = [(mean_code(Image.new("RGB", (4, 4), c))[0], 0.0) for c in cs]
+        exp = expected_cell(codes, bank["road"])
+        if len(cs) == 1:
+            assert math.isnan(row["entity_diversity"]) and row["diversity_na_reason"].startswith("one image")
+        else:
+            assert row["entity_diversity"] == pytest.approx(exp["diversity"], abs=1e-12)
+    # what the folder must look like, said once with every offending path, before any model runs
+    (folder / "notes.txt").write_text("x")
+    (folder / "harbour" / "sub").mkdir()
+    (folder / "empty").mkdir()
+    rc, backend = _run_cli("--labelled-images", str(folder), "--no-cache", "--out", str(tmp_path / "bad"))
+    err = capsys.readouterr().err
+    assert rc == 2 and backend is None and "Traceback" not in err
+    assert "notes.txt" in err and str(Path("harbour") / "sub") in err and "empty" in err
+    assert not (tmp_path / "bad").exists()
+
+
+MUMBLING_PLUGIN = '''
+from geofidelity_bench.geodiv import VQABackend
+
+class Mumbling(VQABackend):
+    def __init__(self):
+        super().__init__()
+        self._config = {"backend": "test:mumbling", "model": "mumbling"}
+    def ask(self, images, questions):
+        return ["I would rather not say"] * len(images)
+
+def build(**options):
+    return Mumbling()
+'''
+
+
+def test_all_replies_unparseable_is_loud_and_exits_1(demo, tmp_path, capsys):
+    plugin = tmp_path / "mumbling.py"
+    plugin.write_text(MUMBLING_PLUGIN)
+    rc, _ = _run_cli("--real", "--no-world", "--questions", str(_mini_bank_file(tmp_path)), "--no-cache",
+                     "--out", str(tmp_path / "out"), plugin=f"{plugin}:build")
+    err = capsys.readouterr().err
+    assert rc == 1
+    n_images = len({r.image_id for r in demo.references})
+    assert f"every reply was unparseable ({n_images * 3} replies: {n_images} images x 3 questions)" in err
+    assert "'I would rather not say'" in err and "VQA model or plugin" in err and "exit status 1" in err
+    report = json.loads((tmp_path / "out" / "geodiv.json").read_text())
+    assert report["all_unparseable"] is True and "every reply was unparseable" in report["warnings"][0]
+    assert (tmp_path / "out" / "geodiv_answers.csv").exists()  # written, to look at the replies
+
+
+def test_plots_tell_missing_from_zero_show_n_and_keep_legends_off_titles(tmp_path):
+    from geofidelity_bench.geodiv.plots import diversity_figure, ratings_figure
+
+    bank = question_bank_from_dict(json.loads(_mini_bank_file(tmp_path).read_text()))
+    rows = []
+    for country, picks in {"AA": [0, 0, 0], "BB": [0, 1, 2, 1], "CC": [2]}.items():
+        for i, k in enumerate(picks):
+            for q in bank:
+                rows.append({"image": f"{country}{i}", "question_id": q.id, "status": "ok",
+                             "choice": q.options[k], "country": country})
+    tables = diversity_tables(pd.DataFrame(rows), bank, "country")
+    fig = diversity_figure(tables)
+    fig.canvas.draw()
+    axes = fig.axes
+    labels = [t.get_text() for t in axes[0].get_yticklabels()]
+    assert labels == ["AA (n=3)", "BB (n=4)", "CC (n=1)"][::-1] or labels == ["AA (n=3)", "BB (n=4)", "CC (n=1)"]
+    texts = [t.get_text() for t in axes[0].texts]
+    assert "n/a" in texts and "0.00" in texts  # CC is missing, AA is a true zero
+    assert any(p.get_hatch() for p in axes[0].patches)
+    assert len(axes[0].collections) > 0  # interval whiskers
+    fig = ratings_figure(tables)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    titles = [ax.title.get_window_extent(renderer) for ax in fig.axes]
+    for ax in fig.axes:
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert not any(legend.overlaps(t) for t in titles)
+        assert legend.y1 < ax.get_window_extent(renderer).y0  # below its own panel

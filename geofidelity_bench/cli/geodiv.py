@@ -25,7 +25,9 @@ from typing import Any
 from ..provenance import command_line
 from ._common import BENCHMARK_HELP, CLIError, add_batch_size_arg
 
-LABEL_COLUMNS = ("model", "method", "condition", "block_id", "city", "country", "source")
+LABEL_COLUMNS = ("model", "method", "condition", "block_id", "city", "country", "source", "origin", "label")
+#: Exit status of a run that finished but has no score because every reply was unparseable.
+EXIT_NO_SCORES = 1
 
 
 def _fmt(value: Any) -> str:
@@ -36,28 +38,60 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _interval(row, col: str) -> str:
+    lo, hi = row[f"{col}_lo"], row[f"{col}_hi"]
+    return "" if _fmt(lo) == "n/a" else f" [{lo:.2f}, {hi:.2f}]"
+
+
 def groups_text(tables) -> str:
-    """The per-group table as aligned text (what the command prints)."""
+    """The per-group tables as aligned text (what the command prints): the paper's plain scores with
+    bootstrap intervals, then the size-matched diversities (the ones to compare across groups)."""
     from ..results import format_table
 
     df = tables.per_group
-    score_cols = [c for c in df.columns if c.endswith(("_mean", "_diversity"))]
-    headers = [*tables.group_by, "images", *score_cols, "dropped", "unparseable"]
-    rows = [[str(r[k]) for k in tables.group_by] + [str(int(r["n_images"]))] + [_fmt(r[c]) for c in score_cols]
+    means = [c for c in df.columns if c.endswith("_mean")]
+    divs = [c for c in df.columns if c.endswith("_diversity")]
+    keys = list(tables.group_by)
+    headers = [*keys, "n", *means, *divs, "dropped", "unparseable"]
+    rows = [[str(r[k]) for k in keys] + [str(int(r["n_images"]))] + [_fmt(r[c]) for c in means]
+            + [_fmt(r[c]) + _interval(r, c) for c in divs]
             + [str(int(r["n_dropped_questions"])), _fmt(r["unparseable_rate"])] for _, r in df.iterrows()]
-    return format_table(headers, rows)
+    sm = tables.size_matching
+    pct = f"{sm.get('interval', 0.95):.0%}"
+    text = (f"Plain diversity (the paper's normalized Hill number; [{pct} bootstrap interval over images]); "
+            f"it grows with n:\n" + format_table(headers, rows))
+    if sm.get("n") is not None:
+        rows = [[str(r[k]) for k in keys] + [str(int(r["n_images"]))]
+                + [_fmt(r[f"{c}_rarefied"]) + _interval(r, f"{c}_rarefied") for c in divs] for _, r in df.iterrows()]
+        text += (f"\n\nSize-matched diversity (every group subsampled to n={sm['n']} images, mean of "
+                 f"{sm['replicates']} draws [{pct} interval]); compare groups by these:\n"
+                 + format_table([*keys, "n", *divs], rows))
+    by_reason: dict[str, list[str]] = {}
+    for _, r in df.iterrows():
+        if r["diversity_na_reason"]:
+            by_reason.setdefault(r["diversity_na_reason"], []).append(" / ".join(str(r[k]) for k in keys))
+    if by_reason:
+        text += "\n\nn/a (why a value is missing):\n" + "\n".join(
+            f"  {why}: {len(names)} group(s): {', '.join(names[:12])}{', ...' if len(names) > 12 else ''}"
+            for why, names in by_reason.items())
+    return text
 
 
 def _collect_images(args, bench) -> list:
     from ..geodiv import generated_images, reference_images
 
+    from ..geodiv import labelled_folder_images
+
     images = []
+    if args.labelled_images:
+        images += labelled_folder_images(args.labelled_images)
     if args.images:
         images += generated_images(args.images, bench, methods=args.methods, conditions=args.conditions)
     if args.real:
         images += reference_images(bench, world=not args.no_world)
     if not images:
-        raise CLIError("no images: give --images DIR (a generated folder) and/or --real (the benchmark's photos)")
+        raise CLIError("no images: give --images DIR (a generated folder), --labelled-images DIR and/or --real "
+                       "(the benchmark's photos)")
     return images
 
 
@@ -66,13 +100,20 @@ def _cmd_geodiv(args: argparse.Namespace) -> int:
     from ..benchmark import load_benchmark
     from ..geodiv import MIN_COVERAGE, AnswerCache, get_vqa_backend, load_question_bank, run_geodiv_to_folder
 
-    if not args.images and not args.real:
-        raise CLIError("give --images DIR (a generated folder {method}/{condition}/{block_id}/NN.jpg) and/or --real")
+    if not args.images and not args.real and not args.labelled_images:
+        raise CLIError("give --images DIR (a generated folder {method}/{condition}/{block_id}/NN.jpg), "
+                       "--labelled-images DIR (photos in {label}/ folders) and/or --real")
+    if args.group_by is None:
+        args.group_by = ["label"] if args.labelled_images and not (args.images or args.real) else ["country"]
     bad = [c for c in args.group_by if c not in LABEL_COLUMNS]
     if bad:
         raise CLIError(f"--group-by {bad} not available; group by any of {list(LABEL_COLUMNS)}")
+    if args.rarefy_n is not None and args.rarefy_n < 2:
+        raise CLIError(f"--rarefy-n must be at least 2 (a diversity needs 2 images), got {args.rarefy_n}")
+    if args.n_resamples < 1:
+        raise CLIError(f"--n-resamples must be positive, got {args.n_resamples}")
     bank = load_question_bank(args.questions)
-    bench = load_benchmark(args.benchmark, revision=args.revision)
+    bench = load_benchmark(args.benchmark, revision=args.revision) if (args.images or args.real) else None
     images = _collect_images(args, bench)
     backend = get_vqa_backend(args.vqa_model, revision=args.vqa_revision, device=args.device, dtype=args.dtype,
                               batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
@@ -82,6 +123,7 @@ def _cmd_geodiv(args: argparse.Namespace) -> int:
         images, backend, args.out, group_by=args.group_by, bank=bank, cache=cache, benchmark=bench,
         progress=not args.no_progress, command=command_line(args),
         parameters={k: v for k, v in vars(args).items() if k not in ("func", "argv")}, started=started,
+        pool_sources=args.pool_sources, rarefy_n=args.rarefy_n, replicates=args.n_resamples, seed=args.seed,
     )
     tables, stats = run.tables, run.record["answer_stats"]
     print(groups_text(tables))
@@ -92,7 +134,13 @@ def _cmd_geodiv(args: argparse.Namespace) -> int:
     if tables.n_images_without_group:
         print(f"{tables.n_images_without_group} image(s) have no {'/'.join(tables.group_by)} label and were left out.",
               file=sys.stderr)
+    for warning in run.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"wrote {run.out_dir}", file=sys.stderr)
+    if run.all_unparseable:
+        print(f"ERROR: no GeoDiv score: all {len(run.answers)} replies of VQA model {backend.model_id} were "
+              f"unparseable (see the warning above; exit status {EXIT_NO_SCORES}).", file=sys.stderr)
+        return EXIT_NO_SCORES
     return 0
 
 
@@ -105,18 +153,33 @@ def register(sub) -> None:
         description=(
             "Asks a vision-language model a versioned bank of multiple-choice questions about every image and "
             "reports, per group, the SEVI mean ratings and the normalized Hill diversity of every answer "
-            "distribution (docs/benchmark.md section 9, GeoDiv): D = (exp(H) - 1) / (|A| - 1)."
+            "distribution (docs/benchmark.md section 9, GeoDiv): D = (exp(H) - 1) / (|A| - 1), with a bootstrap "
+            "interval and a size-matched (rarefied) value to compare groups of different sizes. Exit status 1 when "
+            "every reply was unparseable (no score; the files are written for inspection), 2 for bad input."
         ),
     )
     p.add_argument("--images", default=None,
                    help="generated folder {method}/{condition}/{block_id}/NN.jpg (e.g. the --out of generate)")
+    p.add_argument("--labelled-images", default=None, metavar="DIR",
+                   help="a plain folder of photos grouped by label, DIR/{label}/*.jpg (group column label, the "
+                        "default grouping when it is the only input)")
     p.add_argument("--real", action="store_true",
                    help="also score the benchmark's own photos: references (model real_references, their block's "
                         "city/country) and the world pool (model real_world, its country)")
     p.add_argument("--no-world", action="store_true", help="with --real, leave out the world pool")
-    p.add_argument("--group-by", nargs="+", default=["country"], metavar="COLUMN",
-                   help=f"grouping column(s), any of {', '.join(LABEL_COLUMNS)} (default: country); "
-                        "e.g. --group-by model country")
+    p.add_argument("--group-by", nargs="+", default=None, metavar="COLUMN",
+                   help=f"grouping column(s), any of {', '.join(LABEL_COLUMNS)} (default: country, or label with "
+                        "only --labelled-images); e.g. --group-by model country. Images of different origins "
+                        "(generated, real, folder) are kept apart: origin joins the grouping when it would mix them")
+    p.add_argument("--pool-sources", action="store_true",
+                   help="let a group mix generated, real and folder images (default: kept apart)")
+    p.add_argument("--rarefy-n", type=int, default=None, metavar="N",
+                   help="size-matched diversity: subsample every group to N images (default: the smallest group "
+                        "of at least 2 images; smaller groups get none)")
+    p.add_argument("--n-resamples", type=int, default=200,
+                   help="subsamples per group for the size-matched diversity, and bootstrap resamples for the "
+                        "intervals (default: 200)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the subsamples and resamples (default: 0)")
     p.add_argument("--benchmark", default="demo", help=BENCHMARK_HELP + " (default: demo)")
     p.add_argument("--revision", default=None, help="Hub revision of the benchmark dataset")
     p.add_argument("--methods", nargs="+", default=None, help="only these method folders of --images")

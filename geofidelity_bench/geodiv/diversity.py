@@ -10,11 +10,17 @@ Per (group, question), from the answers of the group's images:
 * if the answers left (``n_counted``) cover fewer than 50% of the group's images, the
   (group, question) is dropped (no score) and reported in ``dropped``; exactly 50% is kept;
 * the score is ``D = normalized_hill(counts, |A|)``
-  (:func:`geofidelity_bench.metrics.normalized_hill`).
+  (:func:`geofidelity_bench.metrics.normalized_hill`);
+* a group of one image has no diversity (status ``single_image``: D is n/a, never 0; its mean
+  rating is kept).
 
 Entity (background) diversity of a group is the mean D over its kept entity (background)
 questions. SEVI questions (``|A| = 5``, no none option) give the mean rating (1..5) of their
 counted answers and the diversity of the rating distribution.
+
+Beside every diversity column, a bootstrap interval over images and the size-matched
+(rarefied) mean and interval (:mod:`geofidelity_bench.geodiv.size_matching`): D grows with
+the number of images, so groups of different sizes are compared by the rarefied columns.
 
 Everything here is pandas/numpy on the answers table; nothing calls a model.
 """
@@ -32,6 +38,16 @@ import pandas as pd
 from ..metrics import normalized_hill
 from .parser import NONE, OK, UNPARSEABLE
 from .questions import VDI_KINDS, Question, QuestionBank
+from .size_matching import (
+    DEFAULT_INTERVAL,
+    DEFAULT_REPLICATES,
+    DEFAULT_SEED,
+    SizeMatching,
+    answer_codes,
+    common_size,
+    diversity_columns,
+    size_matched_columns,
+)
 
 #: "None of the above" counts as an option only when its share of the parsed answers exceeds this.
 NONE_SHARE_THRESHOLD = 0.30
@@ -39,6 +55,9 @@ NONE_SHARE_THRESHOLD = 0.30
 MIN_COVERAGE = 0.50
 
 LOW_COVERAGE = "low_coverage"
+SINGLE_IMAGE = "single_image"
+#: Why a group's diversity is n/a (``diversity_na_reason``).
+SINGLE_IMAGE_REASON = "one image: a diversity needs at least 2 images"
 
 PER_QUESTION_COLUMNS = [
     "question_id", "kind", "attribute", "n_images", "n_answered", "n_unparseable", "n_none", "none_counted",
@@ -52,7 +71,8 @@ class QuestionScore:
 
     ``counts`` maps every option (and the none option when it counts) to its count, in
     letter order; ``diversity`` and ``mean_rating`` are NaN when the question is dropped
-    (``status`` is then ``"low_coverage"``, else ``"ok"``).
+    (``status`` is then ``"low_coverage"``, else ``"ok"``); in a group of one image
+    ``diversity`` is NaN and ``status`` is ``"single_image"`` (the mean rating is kept).
     """
 
     question_id: str
@@ -121,8 +141,9 @@ def score_question(
     if n_counted == 0 or 2 * n_counted < n_images:  # coverage < 50% (exactly 50% is kept)
         status = LOW_COVERAGE
     else:
-        status = "ok"
-        diversity = normalized_hill(list(counts.values()), n_options)
+        status = "ok" if n_images >= 2 else SINGLE_IMAGE
+        if n_images >= 2:
+            diversity = normalized_hill(list(counts.values()), n_options)
         if question.ratings is not None:
             mean_rating = sum(question.rating_of(o) * c for o, c in counts.items()) / n_counted
     return QuestionScore(
@@ -144,11 +165,19 @@ class GeoDivTables:
             ``maintenance_*``), ``entity_diversity``, ``background_diversity`` (means over
             kept questions), ``n_entity_questions`` / ``n_background_questions`` (kept),
             ``n_dropped_questions``, ``n_unparseable`` and ``unparseable_rate`` (over all replies).
+            Beside every diversity column ``{col}``: ``{col}_lo`` / ``{col}_hi`` (bootstrap
+            percentile interval over images), ``{col}_rarefied`` with ``{col}_rarefied_lo`` /
+            ``{col}_rarefied_hi`` (size-matched to ``rarefy_n`` images: compare these across
+            groups), and ``diversity_na_reason`` (why a diversity is n/a; empty when none is).
         per_question: one row per (group, question) with the bookkeeping of
             :class:`QuestionScore` (``counts`` as a dict).
-        dropped: the (group, question) pairs without a score and why.
+        dropped: the (group, question) pairs without a score and why (not the questions of a
+            one-image group: its ``diversity_na_reason`` says why).
         question_bank: ``name@version`` of the bank.
         n_images_without_group: images left out because a grouping column was empty.
+        size_matching: how the size-matched and bootstrap numbers were made
+            (:meth:`~geofidelity_bench.geodiv.size_matching.SizeMatching.as_dict`).
+        warnings: what a reader must know before comparing groups (e.g. their sizes differ).
     """
 
     group_by: list[str]
@@ -157,6 +186,8 @@ class GeoDivTables:
     dropped: pd.DataFrame
     question_bank: str
     n_images_without_group: int = 0
+    size_matching: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: lists of records (NaN -> None)."""
@@ -167,6 +198,8 @@ class GeoDivTables:
             "per_question": _records(self.per_question),
             "dropped": _records(self.dropped),
             "n_images_without_group": int(self.n_images_without_group),
+            "size_matching": dict(self.size_matching),
+            "warnings": list(self.warnings),
         }
 
     def per_question_csv_frame(self) -> pd.DataFrame:
@@ -196,7 +229,14 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def diversity_tables(
-    answers: pd.DataFrame, bank: QuestionBank, group_by: str | Sequence[str] = "country"
+    answers: pd.DataFrame,
+    bank: QuestionBank,
+    group_by: str | Sequence[str] = "country",
+    *,
+    rarefy_n: int | None = None,
+    replicates: int = DEFAULT_REPLICATES,
+    seed: int = DEFAULT_SEED,
+    interval: float = DEFAULT_INTERVAL,
 ) -> GeoDivTables:
     """Per-group SEVI and VDI scores from a long answers table.
 
@@ -206,6 +246,14 @@ def diversity_tables(
             :func:`~geofidelity_bench.geodiv.pipeline.answer_questions` returns).
         bank: the question bank the answers belong to (defines the options).
         group_by: one column or several (``"country"``, ``["model", "country"]``).
+        rarefy_n: the common size groups are subsampled to for the size-matched columns
+            (default: the smallest group of at least 2 images; groups smaller than it get none).
+        replicates: subsamples per group for the size-matched columns, and bootstrap resamples
+            for the intervals of the plain ones.
+        seed: seeds the draws (with each group's key, so a group's numbers do not depend on the
+            other groups).
+        interval: the central share of the draws the intervals cover (0.95: 2.5th..97.5th
+            percentiles).
 
     Images whose grouping value is missing are left out and counted in
     ``n_images_without_group``. Every image of a group is expected to have been asked every
@@ -214,6 +262,10 @@ def diversity_tables(
     keys = [group_by] if isinstance(group_by, str) else list(group_by)
     if not keys:
         raise ValueError("group_by needs at least one column")
+    if isinstance(replicates, bool) or int(replicates) != replicates or replicates < 1:
+        raise ValueError(f"replicates must be an integer >= 1, got {replicates!r}")
+    if not 0 < interval < 1:
+        raise ValueError(f"interval must be in (0, 1), got {interval!r}")
     missing = [c for c in ("image", "question_id", "status", "choice", *keys) if c not in answers.columns]
     if missing:
         raise ValueError(f"answers table lacks column(s) {missing}; it has {list(answers.columns)}")
@@ -223,42 +275,94 @@ def diversity_tables(
     labelled = answers.dropna(subset=keys)
     labelled = labelled[~labelled[keys].astype(str).eq("").any(axis=1)]
     n_without = int(answers["image"].nunique() - labelled["image"].nunique())
+    groups = [(gv if isinstance(gv, tuple) else (gv,), df) for gv, df in labelled.groupby(keys, sort=True, dropna=True)]
+    sizes = [int(df["image"].nunique()) for _, df in groups]
+    m, m_source = common_size(sizes, rarefy_n)
+    matching = SizeMatching(m, m_source, int(replicates), int(seed), float(interval))
+    questions = list(bank)
+    div_cols = diversity_columns(questions)
     group_rows, question_rows = [], []
     sevi = bank.of_kind("sevi")
-    for group_values, df in labelled.groupby(keys, sort=True, dropna=True):
-        group_values = group_values if isinstance(group_values, tuple) else (group_values,)
+    for (group_values, df), n_images in zip(groups, sizes):
         group = dict(zip(keys, group_values))
-        n_images = int(df["image"].nunique())
+        images = list(dict.fromkeys(df["image"]))
         by_question = {qid: sub for qid, sub in df.groupby("question_id", sort=False)}
         scores: list[QuestionScore] = []
+        codes: dict[str, np.ndarray] = {}
         for q in bank:
             sub = by_question.get(q.id)
             pairs = [] if sub is None else list(zip(sub["status"], sub["choice"]))
             score = score_question(q, pairs, n_images)
             scores.append(score)
             question_rows.append({**group, **score.as_row()})
+            reply = {} if sub is None else dict(zip(sub["image"], zip(sub["status"], sub["choice"])))
+            got = [reply.get(name, ("unparseable", None)) for name in images]
+            codes[q.id] = answer_codes(q, [s for s, _ in got], [c for _, c in got])
         row: dict[str, Any] = {**group, "n_images": n_images}
         for q, s in zip(bank, scores):
             if q.kind == "sevi":
                 row[f"{q.attribute}_mean"] = s.mean_rating
                 row[f"{q.attribute}_diversity"] = s.diversity
         for kind in VDI_KINDS:
-            kept = [s.diversity for s in scores if s.kind == kind and not s.dropped]
+            kept = [s.diversity for s in scores if s.kind == kind and s.status == "ok"]
             row[f"{kind}_diversity"] = _mean(kept)
             row[f"n_{kind}_questions"] = len(kept)
-        row["n_dropped_questions"] = sum(s.dropped for s in scores)
+        row["n_dropped_questions"] = sum(s.status == LOW_COVERAGE for s in scores)
         n_unp = sum(s.n_unparseable for s in scores)
         n_replies = sum(s.n_answered + s.n_unparseable for s in scores)
         row["n_unparseable"] = n_unp
         row["unparseable_rate"] = n_unp / n_replies if n_replies else math.nan
+        row.update(size_matched_columns(questions, codes, n_images, "\x1f".join(map(str, group_values)), matching))
+        row["rarefy_n"] = m
+        row["diversity_na_reason"] = _na_reason(row, div_cols, n_images, m)
         group_rows.append(row)
     sevi_cols = [c for q in sevi for c in (f"{q.attribute}_mean", f"{q.attribute}_diversity")]
+    extra = [f"{c}{suffix}" for c in div_cols for suffix in ("_lo", "_hi", "_rarefied", "_rarefied_lo", "_rarefied_hi")]
     group_cols = keys + ["n_images", *sevi_cols, "entity_diversity", "background_diversity", "n_entity_questions",
-                         "n_background_questions", "n_dropped_questions", "n_unparseable", "unparseable_rate"]
+                         "n_background_questions", "n_dropped_questions", "n_unparseable", "unparseable_rate",
+                         *extra, "rarefy_n", "diversity_na_reason"]
     per_group = pd.DataFrame(group_rows, columns=group_cols)
     per_question = pd.DataFrame(question_rows, columns=keys + PER_QUESTION_COLUMNS)
-    dropped_mask = per_question["status"] != "ok"
+    dropped_mask = per_question["status"] == LOW_COVERAGE
     dropped = per_question.loc[dropped_mask, keys + ["question_id", "kind", "n_images", "n_counted", "coverage",
                                                      "n_unparseable", "status"]].reset_index(drop=True)
     dropped = dropped.rename(columns={"status": "reason"})
-    return GeoDivTables(keys, per_group, per_question, dropped, bank.label, n_without)
+    warnings = size_warnings(sizes, matching)
+    return GeoDivTables(keys, per_group, per_question, dropped, bank.label, n_without, matching.as_dict(), warnings)
+
+
+def _na_reason(row: dict[str, Any], div_cols: Sequence[str], n_images: int, m: int | None) -> str:
+    if n_images < 2:
+        return SINGLE_IMAGE_REASON
+    reasons = []
+    for col in div_cols:
+        if math.isnan(row[col]):
+            kind = col.rsplit("_", 1)[0]
+            what = "no question kept" if kind in VDI_KINDS else "the question was dropped"
+            reasons.append(f"{col}: {what} (counted answers for fewer than {MIN_COVERAGE:.0%} of the images)")
+    if m is None:
+        reasons.append("no size-matched value: no group has 2 images")
+    elif n_images < m:
+        reasons.append(f"no size-matched value: fewer than {m} images")
+    return "; ".join(reasons)
+
+
+def size_warnings(sizes: Sequence[int], matching: SizeMatching) -> list[str]:
+    """What a reader must know before comparing groups of these sizes (empty when nothing)."""
+    out = []
+    multi = [s for s in sizes if s >= 2]
+    if len(set(multi)) > 1:
+        out.append(
+            f"groups differ in size ({min(multi)} to {max(multi)} images): the plain diversity grows with the number "
+            f"of images (at most (n-1)/(|A|-1) for n images), so compare groups by the size-matched columns "
+            f"*_diversity_rarefied (each group subsampled to n={matching.n} images, {matching.replicates} draws), "
+            "not by the plain *_diversity")
+    single = sum(s < 2 for s in sizes)
+    if single:
+        out.append(f"{single} of {len(sizes)} group(s) have one image: their diversity is n/a (a diversity needs at "
+                   "least 2 images)")
+    if matching.n is not None:
+        small = sum(2 <= s < matching.n for s in sizes)
+        if small:
+            out.append(f"{small} group(s) have fewer than n={matching.n} images: no size-matched value")
+    return out

@@ -3,12 +3,14 @@
 :func:`run_geodiv_to_folder` asks the question bank about the images (through the answer
 cache), computes the diversity tables and writes, atomically:
 
-    geodiv_groups.csv       one row per group: SEVI mean ratings and diversities, VDI diversities
+    geodiv_groups.csv       one row per group: n, SEVI mean ratings and diversities, VDI diversities,
+                            their bootstrap intervals and size-matched (rarefied) values, why a value is n/a
     geodiv_questions.csv    one row per (group, question): counts, |A|, coverage, D, status
     geodiv_dropped.csv      the (group, question) pairs dropped for coverage < 50%
     geodiv_answers.csv      one row per (image, question): raw reply, parsed choice, status
-    geodiv.json             all tables plus the VQA model id and config, the bank, the rules, versions
-    geodiv_diversity.png    per-group bars of every diversity score
+    geodiv.json             all tables plus the VQA model id and config, the bank, the rules, the
+                            size matching, the warnings, how sources were grouped, versions
+    geodiv_diversity.png    per-group bars of every diversity score (plain and size-matched, intervals, n)
     geodiv_ratings.png      per-group distributions of the SEVI ratings
 """
 
@@ -29,6 +31,8 @@ from .cache import AnswerCache
 from .diversity import MIN_COVERAGE, NONE_SHARE_THRESHOLD, GeoDivTables, diversity_tables
 from .pipeline import GeoDivImage, answer_questions
 from .questions import QuestionBank, load_question_bank
+from .size_matching import DEFAULT_INTERVAL, DEFAULT_REPLICATES, DEFAULT_SEED
+from .sources import keep_sources_apart
 from .vqa import VQABackend
 
 #: How the tables are made (recorded in geodiv.json).
@@ -41,6 +45,9 @@ RULES = {
                 "group's images is dropped and listed in dropped",
     "vdi": "entity / background diversity = mean D over the kept questions of that kind",
     "sevi": "mean rating (1..5) and D of the rating distribution (|A| = 5)",
+    "single_image": "a group of one image has no diversity (n/a, with the reason in diversity_na_reason)",
+    "size_matching": "D grows with the number of images n (at most (n-1)/(|A|-1)): compare groups by the "
+                     "*_diversity_rarefied columns (every group subsampled to the same n)",
 }
 
 
@@ -66,6 +73,15 @@ class GeoDivRun:
     def n_unparseable(self) -> int:
         return int(self.record["answer_stats"]["n_unparseable"])
 
+    @property
+    def all_unparseable(self) -> bool:
+        """Whether every reply was unparseable (no score at all: check the VQA model)."""
+        return bool(self.record["all_unparseable"])
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.record["warnings"])
+
 
 def run_geodiv_to_folder(
     images: Sequence[GeoDivImage],
@@ -80,6 +96,11 @@ def run_geodiv_to_folder(
     command: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     started: float | None = None,
+    pool_sources: bool = False,
+    rarefy_n: int | None = None,
+    replicates: int = DEFAULT_REPLICATES,
+    seed: int = DEFAULT_SEED,
+    interval: float = DEFAULT_INTERVAL,
 ) -> GeoDivRun:
     """Answers, tables, plots and ``geodiv.json`` for ``images`` in ``out_dir`` (see the module docstring).
 
@@ -95,11 +116,19 @@ def run_geodiv_to_folder(
         progress: show a progress bar.
         command, parameters: the command line and the parameters to record.
         started: ``time.time()`` when the run began (default: now), for ``elapsed_s``.
+        pool_sources: let a group hold images of different origins (generated, real, folder);
+            by default ``origin`` joins the grouping when ``group_by`` alone would mix them
+            (:func:`~geofidelity_bench.geodiv.sources.keep_sources_apart`; recorded in ``sources``).
+        rarefy_n, replicates, seed, interval: the size matching and bootstrap
+            (:func:`~geofidelity_bench.geodiv.diversity.diversity_tables`).
     """
     started = time.time() if started is None else started
     bank = load_question_bank(bank)
+    group_by, sources = keep_sources_apart(images, [group_by] if isinstance(group_by, str) else group_by,
+                                           pool=pool_sources)
     answers = answer_questions(images, bank, backend, cache=cache, progress=progress)
-    tables = diversity_tables(answers, bank, group_by)
+    tables = diversity_tables(answers, bank, group_by, rarefy_n=rarefy_n, replicates=replicates, seed=seed,
+                              interval=interval)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -110,6 +139,8 @@ def run_geodiv_to_folder(
     plots = _write_plots(tables, out)
     stats = answers.attrs["answer_stats"]
     n_unparseable = int((answers["status"] == "unparseable").sum())
+    all_unparseable = len(answers) > 0 and n_unparseable == len(answers)
+    warnings = unparseable_warnings(answers) + ([sources["note"]] if sources["note"] else []) + tables.warnings
     record = {
         "command": command,
         "created_at": utc_timestamp(),
@@ -127,13 +158,36 @@ def run_geodiv_to_folder(
         "unparseable_by_question": {
             qid: int(n) for qid, n in answers[answers["status"] == "unparseable"].groupby("question_id").size().items()
         },
-        **{k: v for k, v in tables.to_dict().items() if k != "question_bank"},
+        "all_unparseable": all_unparseable,
+        "sources": sources,
+        **{k: v for k, v in tables.to_dict().items() if k not in ("question_bank", "warnings")},
+        "warnings": warnings,
         "plots": sorted(plots),
         "versions": library_versions(),
     }
     atomic_write(out / "geodiv.json",
                  lambda p: p.write_text(json.dumps(record, indent=2, default=str, allow_nan=False), encoding="utf-8"))
     return GeoDivRun(out, answers, tables, record, sorted(plots))
+
+
+def unparseable_warnings(answers: pd.DataFrame) -> list[str]:
+    """A warning when every reply, or every reply to some questions, was unparseable."""
+    if answers.empty:
+        return []
+    bad = answers["status"] == "unparseable"
+    if bad.all():
+        first = answers["reply"].iloc[0]
+        return [f"every reply was unparseable ({len(answers)} replies: {answers['image'].nunique()} images x "
+                f"{answers['question_id'].nunique()} questions), so there is no score at all. Check the VQA "
+                f"model or plugin: it must answer with an option's letter (e.g. 'A') or the option's exact text; "
+                f"its first reply was {first!r} (all replies: geodiv_answers.csv, column reply)"]
+    per_question = bad.groupby(answers["question_id"]).all()
+    dead = sorted(per_question[per_question].index)
+    if dead:
+        return [f"every reply to {len(dead)} question(s) was unparseable ({', '.join(dead[:10])}"
+                f"{', ...' if len(dead) > 10 else ''}): they have no score; check how the VQA model answers them "
+                "(geodiv_answers.csv, column reply)"]
+    return []
 
 
 def _write_plots(tables: GeoDivTables, out: Path) -> dict[str, str]:
