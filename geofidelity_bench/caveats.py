@@ -132,7 +132,7 @@ def copied_note(n_rows: int, n_images: int) -> str | None:
 #: Negatives), worded once for ``info``, the dataset card and the report.
 SAME_NEIGHBORHOOD_KIND_LABELS = {
     "same_neighborhood": "same neighborhood",
-    "fallback_nearby": "fallback: a block within 1 km, not of the same neighborhood",
+    "fallback_nearby": "fallback: a block within 1 km in another or unknown neighborhood",
     "fallback_far": "fallback: a farther block of the same city",
     "unknown": "not recorded (a benchmark written before the column)",
 }
