@@ -51,6 +51,12 @@ DEMO_NAME = "demo"
 STRATA = ("major", "residential", "pedestrian", "tertiary")
 NEGATIVE_ROLES = ("same_neighborhood", "same_city", "same_driving_side", "random_city")
 NEGATIVE_FIELDS = {role: f"neg_{role}" for role in NEGATIVE_ROLES}
+#: What a block's ``same_neighborhood`` negative is (``neg_same_neighborhood_kind``, docs/benchmark.md section 8,
+#: Negatives): a nearby block with the same neighborhood label, or a fallback when no block shares it (a block
+#: within 1 km, else a farther block of the city). Null: unknown (benchmarks written before the column).
+SAME_NEIGHBORHOOD_KINDS = ("same_neighborhood", "fallback_nearby", "fallback_far")
+#: The key that counts blocks whose same-neighborhood negative has no recorded kind.
+UNKNOWN_KIND = "unknown"
 CONFIGS = ("blocks", "references", "cities", "world")
 _SAFE_ID = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")  # \Z: no trailing newline
 
@@ -103,6 +109,8 @@ class Block:
     way_ids: tuple[int, ...] = ()
     #: where ``neighborhood`` came from: ``area``, ``node`` or ``none`` (docs/benchmark.md section 8); None when unknown
     neighborhood_source: str | None = None
+    #: what ``neg_same_neighborhood`` is, one of :data:`SAME_NEIGHBORHOOD_KINDS`; None when unknown (or no negative)
+    neg_same_neighborhood_kind: str | None = None
 
     @property
     def city_name(self) -> str:
@@ -303,6 +311,13 @@ class Benchmark:
                     problems.append(f"block {block.block_id!r} field {fld} points to unknown block {neg!r}")
                 elif neg == block.block_id:
                     problems.append(f"block {block.block_id!r} field {fld} points to the block itself")
+            kind = block.neg_same_neighborhood_kind
+            if kind is not None and kind not in SAME_NEIGHBORHOOD_KINDS:
+                problems.append(f"block {block.block_id!r} field neg_same_neighborhood_kind is {kind!r}; expected one "
+                                f"of {SAME_NEIGHBORHOOD_KINDS} or null (unknown)")
+            elif kind is not None and block.neg_same_neighborhood is None:
+                problems.append(f"block {block.block_id!r} field neg_same_neighborhood_kind is {kind!r} but the block "
+                                "has no neg_same_neighborhood; leave the kind null")
         seen: set[str] = set()
         per_block: dict[str, list[ReferenceImage]] = {b.block_id: [] for b in self.blocks}
         unknown, no_data = [], []
@@ -425,6 +440,7 @@ class Benchmark:
         coverage = {
             role: sum(getattr(b, fld) is not None for b in self.blocks) for role, fld in NEGATIVE_FIELDS.items()
         }
+        kinds = {kind: len(ids) for kind, ids in self.same_neighborhood_negatives().items()}
         return {
             "name": self.name,
             "source": self.source,
@@ -437,7 +453,20 @@ class Benchmark:
             "cities": [dataclasses.asdict(c) for c in self.cities.values()],
             "blocks": blocks,
             "negatives_coverage": coverage,
+            "same_neighborhood_kinds": kinds,
         }
+
+    def same_neighborhood_negatives(self, block_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+        """The blocks with a ``same_neighborhood`` negative, by what it is: each of
+        :data:`SAME_NEIGHBORHOOD_KINDS` and ``unknown`` (no recorded kind) -> sorted block ids (of
+        ``block_ids`` when given). docs/benchmark.md section 8, Negatives."""
+        wanted = None if block_ids is None else set(block_ids)
+        out: dict[str, list[str]] = {kind: [] for kind in (*SAME_NEIGHBORHOOD_KINDS, UNKNOWN_KIND)}
+        for block in self.blocks:
+            if block.neg_same_neighborhood is None or (wanted is not None and block.block_id not in wanted):
+                continue
+            out[block.neg_same_neighborhood_kind or UNKNOWN_KIND].append(block.block_id)
+        return {kind: sorted(ids) for kind, ids in out.items()}
 
     def __repr__(self) -> str:
         return f"Benchmark({self.name!r}, {len(self.cities)} cities, {len(self.blocks)} blocks, {len(self.references)} references)"
@@ -482,7 +511,7 @@ def _block_record(block: Block) -> dict[str, Any]:
 
 #: optional block fields added after the first format; left out of the fingerprint while unset,
 #: so that benchmarks without them (the release, the demo) keep their fingerprints
-_LATER_BLOCK_FIELDS = ("way_ids", "neighborhood_source")
+_LATER_BLOCK_FIELDS = ("way_ids", "neighborhood_source", "neg_same_neighborhood_kind")
 
 
 def _fingerprint_record(block: Block) -> dict[str, Any]:
@@ -547,6 +576,7 @@ def block_from_record(rec: Mapping[str, Any], where: str = "blocks") -> Block:
             notes=_opt_str(rec.get("notes")) or "",
             way_ids=_way_ids(rec.get("way_ids")),
             neighborhood_source=_opt_str(rec.get("neighborhood_source")),
+            neg_same_neighborhood_kind=_opt_str(rec.get("neg_same_neighborhood_kind")),
         )
     except KeyError as err:
         raise BenchmarkError(f"{where}: block {rec.get('block_id')!r} is missing field {err.args[0]!r}") from None
@@ -670,6 +700,7 @@ def features(config: str):
                 "notes": Value("string"),
                 "way_ids": List(Value("int64")),
                 "neighborhood_source": Value("string"),
+                "neg_same_neighborhood_kind": Value("string"),
             }
         )
     if config == "references":

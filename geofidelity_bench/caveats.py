@@ -128,7 +128,40 @@ def copied_note(n_rows: int, n_images: int) -> str | None:
             f"good a model is, and such rows are never ranked as a model's result")
 
 
+#: What a block's same-neighborhood negative is (``neg_same_neighborhood_kind``, docs/benchmark.md section 8,
+#: Negatives), worded once for ``info``, the dataset card and the report.
+SAME_NEIGHBORHOOD_KIND_LABELS = {
+    "same_neighborhood": "same neighborhood",
+    "fallback_nearby": "fallback: a block within 1 km in another or unknown neighborhood",
+    "fallback_far": "fallback: a farther block of the same city",
+    "unknown": "not recorded (a benchmark written before the column)",
+}
+
+
+def same_neighborhood_counts_text(counts: dict[str, int]) -> str:
+    """``"5 same neighborhood, 2 fallback: a block within 1 km, ..."``: the blocks with a same-neighborhood
+    negative counted by kind (kinds with no block are left out; ``"none"`` when there is no such block)."""
+    parts = [f"{int(counts.get(kind, 0))} {label}" for kind, label in SAME_NEIGHBORHOOD_KIND_LABELS.items()
+             if counts.get(kind, 0)]
+    return ", ".join(parts) or "none"
+
+
+def same_neighborhood_note(counts: dict[str, int]) -> str | None:
+    """The caveat of a same-neighborhood number (similarity to the same-neighborhood negative, the local margin)
+    whose blocks mix real same-neighborhood negatives with fallbacks (None when they do not, or when no kind
+    is recorded: a benchmark written before the column cannot tell)."""
+    fallbacks = int(counts.get("fallback_nearby", 0)) + int(counts.get("fallback_far", 0))
+    if not fallbacks:
+        return None
+    total = sum(int(v) for v in counts.values())
+    real = int(counts.get("same_neighborhood", 0))
+    return (f"same neighborhood: only {real} of {total} block(s) have a negative from their own neighborhood; "
+            f"{fallbacks} use a fallback when no block shares the neighborhood ({same_neighborhood_counts_text(counts)}; "
+            "docs/benchmark.md section 8, Negatives), so the same-neighborhood similarity and the local margin mix "
+            "neighborhood look-alikes with merely nearby or same-city blocks")
+
+
 __all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "COPIED_MARK", "FEWER_BLOCKS_MARK", "HELDOUT_METHOD", "MIN_INTERVAL_BLOCKS",
-           "MIN_INTERVAL_CITIES", "REPEATS_MARK", "bootstrap_text", "chance_counting_note", "chance_sentence",
-           "copied_mask", "copied_note", "fewer_blocks_note", "interval_caveat", "repeats_photos", "thin_anchor_blocks",
-           "thin_anchor_note"]
+           "MIN_INTERVAL_CITIES", "REPEATS_MARK", "SAME_NEIGHBORHOOD_KIND_LABELS", "bootstrap_text", "chance_counting_note", "chance_sentence",
+           "copied_mask", "copied_note", "fewer_blocks_note", "interval_caveat", "repeats_photos", "same_neighborhood_counts_text",
+           "same_neighborhood_note", "thin_anchor_blocks", "thin_anchor_note"]

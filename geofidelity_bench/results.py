@@ -161,7 +161,10 @@ def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_
                       "city_names": {str(key): str(getattr(city, "name", key))
                                      for key, city in sorted((getattr(benchmark, "cities", None) or {}).items())},
                       # rows keyed by the hash of their bytes, not their stored image_sha256 (--rekey-mismatched-images)
-                      "rekeyed_images": list(getattr(benchmark, "rekeyed_images", ()))},
+                      "rekeyed_images": list(getattr(benchmark, "rekeyed_images", ())),
+                      # which same-neighborhood negatives are real and which are fallbacks (the report's caveat)
+                      "same_neighborhood_negatives": (benchmark.same_neighborhood_negatives()
+                                                      if hasattr(benchmark, "same_neighborhood_negatives") else None)},
         "encoder": {"name": encoder.name, "dim": encoder.dim, "config": encoder.config,
                     "config_hash": getattr(encoder, "config_hash", None)},
         "embedding_cache": str(cache.root) if cache is not None else None,

@@ -1,5 +1,6 @@
 import dataclasses
 import hashlib
+import json
 import random
 import re
 import subprocess
@@ -347,7 +348,8 @@ def test_a_renamed_or_missing_column_is_named_with_its_file(tiny_benchmark, tmp_
 
 def test_columns_added_to_the_format_later_may_be_absent(tiny_benchmark, tmp_path):
     folder = save_benchmark(tiny_benchmark, tmp_path / "bench")
-    _rewrite(config_file(folder, "blocks"), lambda t: t.drop(["way_ids", "neighborhood_source"]))
+    _rewrite(config_file(folder, "blocks"), lambda t: t.drop(["way_ids", "neighborhood_source",
+                                                               "neg_same_neighborhood_kind"]))
     _rewrite(config_file(folder, "references"), lambda t: t.drop(["image_sha256"]))
     assert load_benchmark(folder).fingerprint == tiny_benchmark.fingerprint
 
@@ -427,3 +429,84 @@ def test_every_bad_record_of_a_folder_is_reported_at_once(tiny_benchmark, tmp_pa
         load_benchmark(folder)
     text = str(err.value)
     assert "2 problem(s)" in text and repr(rows[0]["block_id"]) in text and repr(rows[2]["block_id"]) in text
+
+
+# -- the kind of the same-neighborhood negative (docs/benchmark.md sections 1, 8 and 11) ---------------
+
+
+def _with_kind(bench, kind):
+    blocks = [dataclasses.replace(b, neg_same_neighborhood_kind=kind if b.neg_same_neighborhood else None)
+              for b in bench.blocks]
+    return Benchmark(blocks, bench.references, name=bench.name)
+
+
+def _old_rule_fingerprint(bench) -> str:
+    """The fingerprint as docs/benchmark.md section 1 defined it before the kind column: block records
+    without the later fields while unset, then reference ids with their image hashes."""
+    h = hashlib.sha256()
+    for b in bench.blocks:
+        rec = dataclasses.asdict(b)
+        rec.update(polyline=[list(p) for p in b.polyline], centroid=list(b.centroid), bbox=list(b.bbox),
+                   way_ids=list(b.way_ids))
+        for key in ("way_ids", "neighborhood_source", "neg_same_neighborhood_kind"):
+            if not rec.get(key):
+                rec.pop(key, None)
+        h.update(json.dumps(rec, sort_keys=True, default=str).encode())
+    for r in bench.references:
+        h.update(f"{r.reference_id}|{r.block_id}|".encode() + hashlib.sha256(r.image_bytes).digest())
+    return h.hexdigest()
+
+
+def test_the_same_neighborhood_kind_is_kept_and_enters_the_fingerprint_only_when_set(tiny_benchmark, tmp_path):
+    marked = _with_kind(tiny_benchmark, "fallback_nearby")
+    assert marked.block("a1").neg_same_neighborhood_kind == "fallback_nearby"
+    folder = save_benchmark(marked, tmp_path / "bench")
+    loaded = load_benchmark(folder)
+    assert loaded.blocks == marked.blocks and loaded.block("a1").neg_same_neighborhood_kind == "fallback_nearby"
+    assert pq.read_table(config_file(folder, "blocks")).column("neg_same_neighborhood_kind").to_pylist() == [
+        "fallback_nearby", None, None]
+    # unset: the fingerprint of before the column (demo, release); set: covered like every block field
+    assert tiny_benchmark.fingerprint == _old_rule_fingerprint(tiny_benchmark)
+    assert marked.fingerprint == _old_rule_fingerprint(marked) != tiny_benchmark.fingerprint
+    assert _with_kind(tiny_benchmark, "same_neighborhood").fingerprint != marked.fingerprint
+    # counted apart
+    assert loaded.same_neighborhood_negatives() == {"same_neighborhood": [], "fallback_nearby": ["a1"],
+                                                    "fallback_far": [], "unknown": []}
+    assert loaded.summary()["same_neighborhood_kinds"] == {"same_neighborhood": 0, "fallback_nearby": 1,
+                                                           "fallback_far": 0, "unknown": 0}
+
+
+def test_a_folder_without_the_kind_column_reads_it_as_unknown(tiny_benchmark, tmp_path):
+    folder = save_benchmark(_with_kind(tiny_benchmark, "same_neighborhood"), tmp_path / "bench")
+    _rewrite(config_file(folder, "blocks"), lambda t: t.drop(["neg_same_neighborhood_kind"]))
+    loaded = load_benchmark(folder)
+    assert all(b.neg_same_neighborhood_kind is None for b in loaded.blocks)
+    assert loaded.fingerprint == tiny_benchmark.fingerprint
+    assert loaded.summary()["same_neighborhood_kinds"]["unknown"] == 1
+    demo = load_benchmark("demo")  # the embedded demo has no such column: every kind unknown
+    n_with = sum(b.neg_same_neighborhood is not None for b in demo.blocks)
+    assert demo.summary()["same_neighborhood_kinds"] == {"same_neighborhood": 0, "fallback_nearby": 0,
+                                                         "fallback_far": 0, "unknown": n_with}
+
+
+@pytest.mark.parametrize("kind, block, message", [
+    ("nearby", "a1", "field neg_same_neighborhood_kind is 'nearby'; expected one of"),
+    ("same_neighborhood", "b1", "field neg_same_neighborhood_kind is 'same_neighborhood' but the block has no "
+                                "neg_same_neighborhood"),
+])
+def test_a_bad_same_neighborhood_kind_is_named(tiny_benchmark, kind, block, message):
+    blocks = [dataclasses.replace(b, neg_same_neighborhood_kind=kind) if b.block_id == block else b
+              for b in tiny_benchmark.blocks]
+    with pytest.raises(BenchmarkError, match=re.escape(f"block {block!r} {message}")):
+        Benchmark(blocks, tiny_benchmark.references, name="t")
+
+
+def test_info_counts_same_neighborhood_negatives_apart(tiny_benchmark, tmp_path, capsys):
+    from geofidelity_bench.cli import main
+
+    folder = save_benchmark(_with_kind(tiny_benchmark, "fallback_far"), tmp_path / "bench")
+    assert main(["info", "--benchmark", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "same_neighborhood:    1 fallback: a farther block of the same city" in out
+    assert main(["info", "--benchmark", str(folder), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["same_neighborhood_kinds"]["fallback_far"] == 1

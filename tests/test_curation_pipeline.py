@@ -499,3 +499,85 @@ def test_curate_argument_errors(tmp_path, capsys, monkeypatch):
     assert "--retry-delay-scale must be >= 0, got -1.0" in capsys.readouterr().err
     with pytest.raises(CurationError, match="not curated"):
         Curator([OAKLAND], tmp_path / "y", osm_files={"paris": OSM / "west_oakland.osm.bz2"})
+
+
+def test_a_curated_benchmark_records_what_ran_and_its_card_says_only_that(world, servers, tmp_path, monkeypatch,
+                                                                          capsys):
+    """issue 33 section 4: skipped tiers are recorded as skipped (null in select.parquet, no model named), the
+    same-neighborhood negative says whether it is a fallback, and the cards are written from the record."""
+    from geofidelity_bench.cli import main
+    from geofidelity_bench.geo import haversine_m
+
+    overpass, mapillary = servers
+    monkeypatch.setenv("MAPILLARY_TOKEN", TOKEN)
+    monkeypatch.chdir(tmp_path)  # the benchmark is named by a relative path, as a user types it
+    out = Path("work") / "lund_curated"
+    assert main(_argv(tmp_path, out, overpass, mapillary, "--skip-tier3", "--skip-tier4")) == 0
+    capsys.readouterr()
+
+    # skipped tiers: measured nothing, so null (never True) in select.parquet; eligibility from the tiers that ran
+    sel = pd.read_parquet(out / "_work" / "08_select" / "select.parquet")
+    assert sel["tier3_pass"].isna().all() and sel["tier4_pass"].isna().all()
+    expected = sel["spatial_pass"] & sel["tier1_pass"] & sel["downloaded"] & sel["tier5_pass"].astype(bool)
+    assert (sel["eligible"] == expected).all() and sel["eligible"].any()
+    record = json.loads((out / "curation_summary.json").read_text())
+    assert record["config"]["tiers_skipped"] == ["tier3", "tier4"]
+    assert record["config"]["tiers_run"] == ["spatial", "tier1", "tier5"]
+    assert record["config"]["siglip_weights"] is None and record["config"]["segmenter"] is None
+    assert "tier3_min_prob" not in record["config"]["thresholds"]
+    assert "google/siglip" not in json.dumps(record) and "mask2former" not in json.dumps(record)
+
+    # the same-neighborhood negative's kind, checked against the rule of docs/benchmark.md section 8
+    bench = load_benchmark(out)
+    by_id = {b.block_id: b for b in bench.blocks}
+    kinds = {}
+    for b in bench.blocks:
+        if b.neg_same_neighborhood is None:
+            assert b.neg_same_neighborhood_kind is None
+            continue
+        neg = by_id[b.neg_same_neighborhood]
+        near = haversine_m(*b.centroid, *neg.centroid) <= 1000.0
+        label = (b.neighborhood or "").strip()
+        same = near and bool(label) and label.lower() != "downtown" and neg.neighborhood == label
+        want = "same_neighborhood" if same else "fallback_nearby" if near else "fallback_far"
+        assert b.neg_same_neighborhood_kind == want, b.block_id
+        kinds[want] = kinds.get(want, 0) + 1
+    fallbacks = kinds.get("fallback_nearby", 0) + kinds.get("fallback_far", 0)
+    assert fallbacks > 0  # West Oakland has no neighborhood names: its negatives are fallbacks
+    assert record["benchmark"]["name"] == "lund_curated" and record["benchmark"]["fingerprint"] == bench.fingerprint
+    assert {k: v for k, v in record["benchmark"]["same_neighborhood_kinds"].items() if v} == kinds
+
+    # the folder's own card: the curation provenance, skipped tiers as skipped
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    assert "**skipped** (`--skip-tier3`)" in readme and "**skipped** (`--skip-tier4`)" in readme
+    assert "SigLIP `" not in readme and "segmenter `" not in readme
+    assert f"within {record['config']['thresholds']['max_distance_m']:g} m" in readme
+
+    # the Hub card of build-dataset: written from the record, named by name, no generator terms, record shipped
+    built = Path("built")
+    assert main(["build-dataset", str(out), "--out", str(built)]) == 0
+    card = (built / "README.md").read_text(encoding="utf-8").split("\n---\n", 1)[1]
+    assert "not from the published release" not in card and "do not describe its data" not in card
+    assert "Benchmark `lund_curated`" in card and str(out) not in card
+    assert "tiers run: spatial, tier1, tier5; skipped: tier3, tier4" in card
+    biases = card.split("## Biases and limitations", 1)[1].split("## Licenses", 1)[0]
+    assert "SigLIP" not in biases and "segmentation filter" not in biases and "segmentation composition" not in biases
+    assert "no model filtered these images (tiers 3 and 4 were skipped)" in biases
+    licenses = card.split("## Licenses", 1)[1]
+    for generator in ("sdxl", "flux_dev", "CreativeML", "Generated images"):
+        assert generator not in licenses, generator
+    assert "fallback" in card and "neg_same_neighborhood_kind" in card
+    for row in record["summary"]:
+        assert f"| {row['city']} | {row['carving_rules']} | {row['blocks_carved']} |" in card
+    assert json.loads((built / "curation_summary.json").read_text()) == record
+    from geofidelity_bench.hub.push import dataset_groups
+
+    card_group = next(g for g in dataset_groups(built) if g.name == "card")
+    assert "curation_summary.json" in card_group.files  # push-dataset uploads it with the card
+
+    assert main(["info", "--benchmark", str(out)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("same_neighborhood:"))
+    from geofidelity_bench.caveats import SAME_NEIGHBORHOOD_KIND_LABELS
+
+    shown = dict(part.split(" ", 1)[::-1] for part in line.split(":", 1)[1].strip().split(", "))
+    assert shown == {SAME_NEIGHBORHOOD_KIND_LABELS[k]: str(n) for k, n in kinds.items()}

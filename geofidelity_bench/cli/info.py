@@ -56,6 +56,11 @@ def format_summary(summary: dict) -> str:
     cov = summary["negatives_coverage"]
     n = summary["n_blocks"]
     lines.append("negatives coverage:   " + ", ".join(f"{role} {cnt}/{n}" for role, cnt in cov.items()))
+    if cov.get("same_neighborhood"):
+        from ..caveats import same_neighborhood_counts_text
+
+        kinds = summary.get("same_neighborhood_kinds") or {}
+        lines.append(f"same_neighborhood:    {same_neighborhood_counts_text(kinds)}")
     return "\n".join(lines)
 
 

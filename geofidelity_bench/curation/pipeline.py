@@ -22,14 +22,17 @@ Tiers 3 to 5 look at images, not pairs: they run once per distinct image that pa
 previous stages for at least one block, and in order (tier 4 only sees tier-3 passes, ...).
 Selection keeps, per block, the best ``max_images_per_block`` (100) pairs by urbanness, quality
 score and sun elevation (descending; missing values last; then image id), and drops blocks left
-with fewer than ``min_images`` (25). A skipped tier (``skip_tier3``/``skip_tier4``) passes every
-image and is recorded as skipped in the summary; without tier 4 there is no urbanness, and the
-ranking starts at the quality score.
+with fewer than ``min_images`` (25). A skipped tier (``skip_tier3``/``skip_tier4``) filters
+nothing: its pass column in ``select`` is null (not measured, never a pass), and the summary
+records it under ``tiers_skipped`` and names no model for it; without tier 4 there is no
+urbanness, and the ranking starts at the quality score.
 
 The result is a benchmark folder in the canonical format (:func:`~geofidelity_bench.benchmark.save_benchmark`)
 with negatives (:func:`~geofidelity_bench.curation.negatives.assign_negatives`), plus
 ``curation_summary.csv`` / ``.json``: per city, blocks carved, images found, images passing each
-stage, kept blocks and references.
+stage, kept blocks and references; the JSON also records the settings, the tiers run and skipped
+and the benchmark written (name, fingerprint, same-neighborhood negatives by kind). The folder's
+``README.md`` is written from that record (:mod:`~geofidelity_bench.curation.card`).
 
 One subject, kept whole: the stages share the checkpoint and summary machinery and hand each
 other their tables in order; the work of each stage lives in its own module (carving, osm,
@@ -50,6 +53,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..provenance import utc_timestamp
 from ..benchmark import NEGATIVE_FIELDS, Benchmark, Block, ReferenceImage, save_benchmark
 from ..segmentation import GROUP_NAMES
+from .card import CURATION_SUMMARY_FILE, FILTER_TIERS, curation_markdown
 from .carving import BLOCK_JSON_COLUMNS, CarveParams, blocks_from_frame, blocks_to_frame, carve_blocks
 from .cities import CitySpec
 from .errors import CurationError
@@ -476,24 +480,27 @@ class Curator:
     def stage_select(self, filt, dl, t3, t4, t5, upstream: str):
         import pandas as pd
 
-        key = _digest({"up": upstream, "max": self.config.max_images_per_block, "min": self.config.min_images})
+        # format 2: a skipped tier's pass column is null (format 1 wrote True), so older checkpoints are redone
+        key = _digest({"up": upstream, "max": self.config.max_images_per_block, "min": self.config.min_images,
+                       "format": 2})
 
         def compute():
             df = filt.merge(dl[["image_id", "file", "status"]].rename(columns={"status": "download_status"}),
                             on="image_id", how="left")
             df["downloaded"] = df["download_status"].isin(["downloaded", "cached"])
+            eligible = df["spatial_pass"] & df["tier1_pass"] & df["downloaded"]
             for name, table, col in (("tier3", t3, "tier3_pass"), ("tier4", t4, "tier4_pass"),
                                      ("tier5", t5, "tier5_pass")):
-                if table is None:
-                    df[col] = df["downloaded"]
-                else:
-                    extra = ["urbanness"] if name == "tier4" else []
-                    df = df.merge(table[["image_id", col, *extra]], on="image_id", how="left")
-                    df[col] = df[col].fillna(False).astype(bool)
+                if table is None:  # a skipped tier measured nothing: null, never a pass (tiers_skipped says why)
+                    df[col] = pd.array([pd.NA] * len(df), dtype="boolean")
+                    continue
+                extra = ["urbanness"] if name == "tier4" else []
+                df = df.merge(table[["image_id", col, *extra]], on="image_id", how="left")
+                df[col] = df[col].fillna(False).astype(bool)
+                eligible = eligible & df[col]
             if "urbanness" not in df.columns:
                 df["urbanness"] = float("nan")
-            df["eligible"] = (df["spatial_pass"] & df["tier1_pass"] & df["downloaded"] & df["tier3_pass"]
-                              & df["tier4_pass"] & df["tier5_pass"])
+            df["eligible"] = eligible.astype(bool)
             df["rank"] = pd.array([pd.NA] * len(df), dtype="Int64")
             df["kept"] = False
             df["block_kept"] = False
@@ -602,7 +609,6 @@ class Curator:
         selected, k = self.stage_select(filt, dl, t3, t4, t5, k)
         summary = self.summary(blocks_df, cands, filt, dl, t3, t4, t5, selected)
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        write_table(summary, self.out_dir / "curation_summary.csv")
         info = {
             "cities": [c.key for c in self.cities],
             "config": _config_record(self.config),
@@ -611,7 +617,9 @@ class Curator:
             "missing_thumbnails": self.missing_thumbnails,
             "summary": summary.to_dict("records"),
         }
-        _atomic_text(self.out_dir / "curation_summary.json", json.dumps(info, indent=2, default=str))
+        # written before the benchmark is built, so that a failure there leaves the record of the filters
+        write_table(summary, self.out_dir / "curation_summary.csv")
+        _atomic_text(self.out_dir / CURATION_SUMMARY_FILE, json.dumps(info, indent=2, default=str))
         bench = self.build_benchmark(blocks_df, selected)
         if self.copy_gate is not None:  # what the copy-audit gate removed, next to the summary
             removed_in = {}
@@ -627,7 +635,6 @@ class Curator:
             write_table(summary, self.out_dir / "curation_summary.csv")
             info["summary"] = summary.to_dict("records")
             info["copy_audit_gate"] = self.copy_gate
-            _atomic_text(self.out_dir / "curation_summary.json", json.dumps(info, indent=2, default=str))
             import pandas as pd
 
             write_table(pd.DataFrame(self.copy_gate["removed"], columns=GATE_COLUMNS),
@@ -636,14 +643,19 @@ class Curator:
                 self.log(f"copy-audit gate: removed {len(self.copy_gate['removed'])} near-duplicate reference photo(s)"
                          + (f" and {len(self.copy_gate['blocks_dropped'])} block(s) left with too few"
                             if self.copy_gate["blocks_dropped"] else "") + " (copy_audit_removed.csv)")
+        if bench is not None:  # what was written: its name (never a path), fingerprint, negatives by kind
+            info["benchmark"] = {"name": bench.name, "fingerprint": bench.fingerprint, "n_blocks": len(bench.blocks),
+                                 "n_references": len(bench.references),
+                                 "same_neighborhood_kinds": bench.summary()["same_neighborhood_kinds"]}
+        _atomic_text(self.out_dir / CURATION_SUMMARY_FILE, json.dumps(info, indent=2, default=str))
         if bench is None:
             self.log("no block kept enough images; no benchmark written (see curation_summary.csv)")
         else:
-            save_benchmark(bench, self.out_dir, card_body=_card(bench, summary, self.skipped))
+            save_benchmark(bench, self.out_dir, card_body=_card(bench, json.loads(json.dumps(info, default=str))))
         return CurationResult(self.out_dir, bench, summary, dict(self.skipped), list(self.resumed), list(self.computed))
 
 
-NEGATIVE_BLOCK_FIELDS = tuple(NEGATIVE_FIELDS.values())
+NEGATIVE_BLOCK_FIELDS = (*NEGATIVE_FIELDS.values(), "neg_same_neighborhood_kind")
 
 
 # -- the copy-audit gate ------------------------------------------------------------------------------
@@ -741,17 +753,31 @@ def _atomic_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def _tiers_skipped(config: CurationConfig) -> list[str]:
+    """The filter tiers a run did not run (``tier3``, ``tier4``), in order."""
+    return [tier for tier, skip in (("tier3", config.skip_tier3), ("tier4", config.skip_tier4)) if skip]
+
+
 def _config_record(config: CurationConfig) -> dict[str, Any]:
+    """What ``curation_summary.json`` records of the settings. A skipped tier names no model (its
+    weights never ran) and its thresholds are left out of ``thresholds``: ``tiers_run`` and
+    ``tiers_skipped`` say which tiers filtered the images."""
+    skipped = _tiers_skipped(config)
+    thresholds = config.thresholds.as_dict()
+    if "tier3" in skipped:
+        thresholds.pop("tier3_min_prob")
     return {
         "carve": config.carve.as_dict(),
-        "thresholds": config.thresholds.as_dict(),
+        "thresholds": thresholds,
         "max_images_per_block": config.max_images_per_block,
         "min_images": config.min_images,
+        "tiers_run": [t for t in FILTER_TIERS if t not in skipped],
+        "tiers_skipped": skipped,
         "skip_tier3": config.skip_tier3,
         "skip_tier4": config.skip_tier4,
-        "siglip_weights": config.siglip_weights or SIGLIP_ID,
-        "segmenter": config.segmenter,
-        "segmenter_weights": config.segmenter_weights,
+        "siglip_weights": None if config.skip_tier3 else (config.siglip_weights or SIGLIP_ID),
+        "segmenter": None if config.skip_tier4 else config.segmenter,
+        "segmenter_weights": None if config.skip_tier4 else config.segmenter_weights,
     }
 
 
@@ -792,25 +818,16 @@ def format_summary_table(summary) -> str:
     return "\n".join(lines)
 
 
-def _markdown_table(summary) -> str:
-    cols = list(summary.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in summary.itertuples(index=False):
-        lines.append("| " + " | ".join(str(v) for v in row) + " |")
-    return "\n".join(lines)
-
-
-def _card(bench: Benchmark, summary, skipped: Mapping[str, str]) -> str:
-    skipped_txt = "".join(f"\n- {tier}: {why}" for tier, why in skipped.items()) or "\n- none"
+def _card(bench: Benchmark, record: Mapping[str, Any]) -> str:
+    """The folder's README body: its counts and the curation provenance of its record."""
     return (
         f"# {bench.name}\n\n"
-        "A GeoFidelity-Bench benchmark curated with `geofidelity-bench curate` from OpenStreetMap street\n"
-        "geometry and Mapillary street-level images (docs/benchmark.md section 8, Curation): "
+        "A GeoFidelity-Bench benchmark curated with `geofidelity-bench curate`: "
         f"{len(bench.cities)} cities, {len(bench.blocks)} blocks, {len(bench.references)} reference assignments "
         f"({len({r.image_id for r in bench.references})} distinct images).\n\n"
-        "## Curation summary\n\n" + _markdown_table(summary) + "\n\n"
-        "Skipped filter tiers:" + skipped_txt + "\n\n"
-        "## Licenses and attribution\n\n"
+        "## How it was built\n\n"
+        + curation_markdown(record, same_neighborhood_kinds=record.get("benchmark", {}).get("same_neighborhood_kinds"))
+        + "\n\n## Licenses and attribution\n\n"
         "- Images: Mapillary contributors, CC BY-SA 4.0 (each row has its `source_url`).\n"
         "- Street geometry and names: (c) OpenStreetMap contributors, ODbL 1.0.\n"
     )

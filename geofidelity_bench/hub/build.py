@@ -29,6 +29,8 @@ class BuildReport:
 
 
 def _prepare_out(out: Path, overwrite: bool) -> None:
+    from ..curation.card import CURATION_SUMMARY_FILE
+
     if out.exists() and not out.is_dir():
         raise DatasetBuildError(f"--out {out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()):
@@ -38,7 +40,7 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
         for name in DATASET_CONFIGS:
             if (out / name).is_dir():
                 shutil.rmtree(out / name)
-        for name in (CARD_FILE, LICENSE_FILE):
+        for name in (CARD_FILE, LICENSE_FILE, CURATION_SUMMARY_FILE):
             if (out / name).is_file():
                 (out / name).unlink()
     out.mkdir(parents=True, exist_ok=True)
@@ -71,6 +73,8 @@ def build_dataset(
             the whole build is the returned :class:`BuildReport`.
     """
     say = log or (lambda msg: print(msg, flush=True))
+    from ..curation.card import CURATION_SUMMARY_FILE
+
     if max_shard_rows < 1:
         raise DatasetBuildError("max_shard_rows must be >= 1")
     sources = resolve_sources(src, generations)
@@ -120,13 +124,18 @@ def build_dataset(
         say(f"generations: {len(manifest)} images of {manifest['model'].nunique()} model(s)")
 
     stats = benchmark_stats(bench, manifest)
+    stats["name"] = sources.name or stats["name"]
     template = template_path.read_text(encoding="utf-8")
     license_src = template_path.parent / LICENSE_FILE
     if not license_src.is_file():
         license_src = default_license()
-    (out / CARD_FILE).write_text(render_card(template, stats, infos, release=sources.release), encoding="utf-8")
+    (out / CARD_FILE).write_text(render_card(template, stats, infos, release=sources.release,
+                                             curation=sources.curation), encoding="utf-8")
     (out / LICENSE_FILE).write_text(license_src.read_text(encoding="utf-8"), encoding="utf-8")
     files += [CARD_FILE, LICENSE_FILE]
+    if sources.curation is not None:  # the curation record travels with the benchmark it describes
+        shutil.copyfile(Path(sources.benchmark).expanduser() / CURATION_SUMMARY_FILE, out / CURATION_SUMMARY_FILE)
+        files.append(CURATION_SUMMARY_FILE)
     return BuildReport(out, {c: n for c, (n, _) in infos.items()}, sorted(files), stats)
 
 

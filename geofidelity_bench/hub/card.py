@@ -9,9 +9,12 @@ top of the repository holds copies written by ``python scripts/sync_published_fi
 split sizes) and ``size_categories``, and the parts of the body written from the data between
 ``<!-- geofidelity:NAME:start -->`` / ``<!-- geofidelity:NAME:end -->`` markers: ``counts`` (the
 counts table), ``contents`` (what the folder holds: cities, countries, sources), ``coverage``
-(its cities and countries), ``sources`` (images per source and license) and ``release`` (the
-published release's curation steps, kept only in a build of the release, see
-:func:`render_card`). :func:`fill_repo_id` writes the repository id into the card's examples
+(its cities and countries), ``sources`` (images per source and license), ``release`` (the
+published release's curation steps, kept only in a build of the release; a benchmark made by
+``curate`` gets its own curation provenance from its ``curation_summary.json``, see
+:func:`render_card`), ``filters`` (the bias items of the filters that ran) and ``generators``
+(the terms of the generators whose images the build holds, nothing without a ``generations``
+config). :func:`fill_repo_id` writes the repository id into the card's examples
 at push time. :func:`update_readme` adds the
 ``generations`` config to the README of a repo that another push made.
 """
@@ -130,6 +133,12 @@ def counts_markdown(stats: Mapping[str, Any]) -> str:
         + " / ".join(str(cov[k]) for k in ("same_neighborhood", "same_city", "same_driving_side", "random_city"))
         + " |"
     )
+    kinds = stats.get("same_neighborhood_kinds")
+    if kinds and cov.get("same_neighborhood"):
+        from ..caveats import same_neighborhood_counts_text
+
+        lines.append(f"| same-neighborhood negatives by kind (`neg_same_neighborhood_kind`) | "
+                     f"{same_neighborhood_counts_text(kinds)} |")
     if stats.get("n_world"):
         lines.append(f"| world distractor pool (`world` rows) | {_fmt(stats['n_world'])} |")
     if stats.get("n_generated"):
@@ -176,6 +185,43 @@ def contents_markdown(stats: Mapping[str, Any], *, release: bool = False) -> str
     return text
 
 
+def other_filters_markdown() -> str:
+    """The card's filter bias item for a benchmark whose curation this folder does not record."""
+    return ("- **Filters and encoders**: how this benchmark's photographs were chosen is not recorded in this folder "
+            "(no `curation_summary.json`); scores depend on the encoder (DINOv2 ViT-B/14 by default) and the "
+            "segmentation model used for GAAS.")
+
+
+def generators_markdown(section: str, stats: Mapping[str, Any]) -> str:
+    """The generated images' terms, for the generators the build holds only (empty without a ``generations``
+    config): the template's rows of those models, and a row naming the weights of any other model."""
+    models = list(stats.get("models") or [])
+    if not stats.get("n_generated") or not models:
+        return ""
+    lines = section.strip("\n").splitlines()
+    kept, seen = [], set()
+    for line in lines:
+        key = line.split("|")[1].strip().strip("`") if line.startswith("| `") else None
+        if key is None:
+            kept.append(line)
+        elif key in models:
+            kept.append(line)
+            seen.add(key)
+    table_end = max(i for i, line in enumerate(kept) if line.startswith("|")) + 1 if any(
+        line.startswith("|") for line in kept) else len(kept)
+    weights = stats.get("model_weights") or {}
+    extra = [f"| `{m}` | {', '.join(weights.get(m) or ['not recorded'])} | see the model's card |"
+             for m in models if m not in seen]
+    return "\n".join(kept[:table_end] + extra + kept[table_end:])
+
+
+def _section(body: str, name: str) -> str | None:
+    start, end = _markers(name)
+    if start not in body or end not in body:
+        return None
+    return body.split(start, 1)[1].split(end, 1)[0]
+
+
 def not_release_markdown(stats: Mapping[str, Any]) -> str:
     """What replaces the release's curation steps in the card of any other benchmark."""
     return (f"This folder was built by `geofidelity-bench build-dataset` from benchmark `{stats['name']}`, not from "
@@ -211,6 +257,7 @@ def render_card(
     infos: Mapping[str, tuple[int, int]],
     *,
     release: bool = False,
+    curation: Mapping[str, Any] | None = None,
 ) -> str:
     """Fills a card template: YAML ``configs``/``dataset_info``/``size_categories``, and the body's parts.
 
@@ -218,7 +265,11 @@ def render_card(
     each config present to ``(rows, arrow_bytes)``. The counts, the contents paragraph, the
     coverage sentence and the sources table are written from ``stats``; the ``release`` part
     (the published release's curation steps and thresholds) is kept only when ``release`` is
-    true (a build of an ``import-release`` output), otherwise it says that they do not apply.
+    true (a build of an ``import-release`` output). ``curation`` (the ``curation_summary.json`` of a
+    benchmark made by ``curate``) replaces it with that benchmark's own curation provenance, and the
+    ``filters`` bias items with those of the filters that ran; any other benchmark gets a sentence
+    saying that the release's steps do not describe it. The ``generators`` part keeps the terms of
+    the generators whose images ``stats`` counts, and is empty without generated images.
     """
     meta, body = split_front_matter(template)
     meta["configs"] = [config_entry(c) for c in DATASET_CONFIGS if c in infos]
@@ -235,8 +286,18 @@ def render_card(
     body = _fill(body, "coverage", f"This dataset spans {_cities_phrase(stats)}; it is not geographically uniform.",
                  block=False)
     body = _fill(body, "sources", sources_markdown(stats))
-    if not release:
+    if curation is not None and not release:
+        from ..curation.card import curation_markdown, filters_bias_markdown
+
+        body = _fill(body, "release", curation_markdown(curation,
+                                                        same_neighborhood_kinds=stats.get("same_neighborhood_kinds")))
+        body = _fill(body, "filters", filters_bias_markdown(curation))
+    elif not release:
         body = _fill(body, "release", not_release_markdown(stats))
+        body = _fill(body, "filters", other_filters_markdown())
+    generators = _section(body, "generators")
+    if generators is not None:
+        body = _fill(body, "generators", generators_markdown(generators, stats))
     return join_front_matter(meta, body)
 
 
@@ -258,6 +319,7 @@ def benchmark_stats(benchmark: Benchmark, manifest=None) -> dict[str, Any]:
         "n_heldout": sum(b["n_heldout"] for b in summary["blocks"]),
         "n_gallery": sum(b["n_gallery"] for b in summary["blocks"]),
         "negatives_coverage": summary["negatives_coverage"],
+        "same_neighborhood_kinds": summary["same_neighborhood_kinds"],
         "cities": sorted((c.name, c.country) for c in benchmark.cities.values()),
         "sources": image_sources(benchmark),
         "n_world": summary["n_world"],
@@ -269,6 +331,9 @@ def benchmark_stats(benchmark: Benchmark, manifest=None) -> dict[str, Any]:
         stats["n_generated"] = int(len(manifest))
         stats["models"] = sorted(manifest["model"].unique())
         stats["conditions"] = sorted(manifest["condition"].unique())
+        if "weights" in manifest.columns:
+            stats["model_weights"] = {str(m): sorted({str(w) for w in part["weights"].dropna()})
+                                      for m, part in manifest.groupby("model")}
     return stats
 
 

@@ -109,6 +109,11 @@ class BuildSources:
     generations: Path | None
     #: an ``import-release`` output: the published release, whose card keeps the release's curation steps
     release: bool = False
+    #: the ``curation_summary.json`` of a benchmark folder made by ``curate`` (its card is written from it)
+    curation: dict[str, Any] | None = None
+    #: how the card names the benchmark: its recorded name, a folder's own name, ``demo`` or a Hub id (never
+    #: the path it was given on this machine)
+    name: str = ""
 
 
 def resolve_sources(src: str | os.PathLike, generations: str | os.PathLike | None = None) -> BuildSources:
@@ -130,7 +135,17 @@ def resolve_sources(src: str | os.PathLike, generations: str | os.PathLike | Non
             gen = path / GENERATIONS_DIR
     if gen is not None and not gen.is_dir():
         raise DatasetBuildError(f"generations folder {str(gen)!r} does not exist")
-    return BuildSources(bench, gen, release)
+    curation = None
+    name = bench
+    bench_dir = Path(bench).expanduser()
+    if bench != "demo" and bench_dir.is_dir():
+        from ..curation.card import read_curation_record
+
+        curation = None if release else read_curation_record(bench_dir)
+        recorded = (curation or {}).get("benchmark")
+        name = str(recorded["name"]) if isinstance(recorded, dict) and recorded.get("name") else \
+            bench_dir.resolve().name
+    return BuildSources(bench, gen, release, curation, name)
 
 
 def iter_config_rows(

@@ -308,6 +308,8 @@ def dataset_groups(folder: Path, repo_id: str | None = None) -> list[PushGroup]:
 
     With ``repo_id``, the card's ``REPO_ID`` placeholders become that id.
     """
+    from ..curation.card import CURATION_SUMMARY_FILE
+
     groups: list[PushGroup] = []
     for config in BENCHMARK_CONFIGS:
         files = sorted((folder / config).glob("*.parquet"))
@@ -336,6 +338,8 @@ def dataset_groups(folder: Path, repo_id: str | None = None) -> list[PushGroup]:
     card_files: dict[str, Path | bytes] = {CARD_FILE: card_path}
     if (folder / LICENSE_FILE).is_file():
         card_files[LICENSE_FILE] = folder / LICENSE_FILE
+    if (folder / CURATION_SUMMARY_FILE).is_file():  # a curated benchmark's record, which its card cites
+        card_files[CURATION_SUMMARY_FILE] = folder / CURATION_SUMMARY_FILE
     groups.append(PushGroup("card", card_files, None, _update_message("card"), card=card))
     return groups
 

@@ -81,6 +81,16 @@ class Context:
             names = bench.get("city_names") if isinstance(bench, dict) else None
             if isinstance(names, dict):
                 self.city_names.update({str(k): str(v) for k, v in names.items()})
+        #: block id -> kind of its same-neighborhood negative (docs/benchmark.md section 8, Negatives), from the
+        #: runs' run.json (``benchmark.same_neighborhood_negatives``); a block of no run is unknown
+        self.same_neighborhood_kinds: dict[str, str] = {}
+        for info in run_infos:
+            bench = info.get("benchmark") if isinstance(info, dict) else None
+            kinds = bench.get("same_neighborhood_negatives") if isinstance(bench, dict) else None
+            if isinstance(kinds, dict):
+                for kind, ids in kinds.items():
+                    for block_id in ids if isinstance(ids, list) else []:
+                        self.same_neighborhood_kinds[str(block_id)] = str(kind)
         df = df.copy()
         # the rows only: pandas deep-copies ``attrs`` (nan_reasons, the copy audit's per-image records)
         # into every frame derived from this one, which made each table operation cost milliseconds
@@ -166,6 +176,20 @@ class Context:
             cols = [c for c in columns if c in frame.columns]
             frame = frame[np.isfinite(frame[cols].to_numpy(dtype=float)).any(axis=1)] if cols else frame
         return caveats.interval_caveat(int(frame["block_id"].nunique()), self.n_cities(frame))
+
+    def same_neighborhood_note(self, frame: pd.DataFrame, columns: Sequence[str] = ("sim_same_neighborhood",)) -> str | None:
+        """:func:`~geofidelity_bench.caveats.same_neighborhood_note` for the blocks of ``frame`` with a finite
+        value in one of ``columns`` (a same-neighborhood number): None unless they mix real same-neighborhood
+        negatives with fallbacks."""
+        cols = [c for c in columns if c in frame.columns]
+        if frame.empty or not cols or not self.same_neighborhood_kinds:
+            return None
+        ok = np.isfinite(frame[cols].to_numpy(dtype=float)).any(axis=1)
+        counts: dict[str, int] = {}
+        for block_id in sorted(set(map(str, frame.loc[ok, "block_id"]))):
+            kind = self.same_neighborhood_kinds.get(block_id, "unknown")
+            counts[kind] = counts.get(kind, 0) + 1
+        return caveats.same_neighborhood_note(counts)
 
     def pct(self) -> str:
         """The interval level as a percentage label (``95%``, ``80%``, ``97.5%``)."""

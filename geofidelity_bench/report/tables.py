@@ -160,7 +160,15 @@ def table_hierarchy(ctx: Context) -> Table:
     t.markdown = _md_table(headers, body)
     _note_unequal_blocks(t, [held, gen], columns=cols)
     _note_thin_anchor(t, held)
+    _note_same_neighborhood(t, ctx, pd.concat([held, gen]), ["sim_same_neighborhood"])
     return t
+
+
+def _note_same_neighborhood(t: Table, ctx: Context, frame: pd.DataFrame, columns: Sequence[str]) -> None:
+    """Says when the same-neighborhood numbers of ``frame`` mix real same-neighborhood negatives and fallbacks."""
+    note = ctx.same_neighborhood_note(frame, columns)
+    if note:
+        t.notes.append(note)
 
 
 def _common_block_means(ctx: Context, frame: pd.DataFrame, cols: Sequence[str]) -> dict[str, Any]:
@@ -652,6 +660,7 @@ def table_leaderboard(ctx: Context) -> Table:
     _note_thin_anchor(t, anchors[anchors["method"] == caveats.HELDOUT_METHOD])
     _note_copied_left_out(t, gen)
     _note_interval(t, ctx, pd.concat([gen, anchors, sanity]), metrics)
+    _note_same_neighborhood(t, ctx, pd.concat([gen, anchors, sanity]), ["local_margin"])
     return t
 
 
