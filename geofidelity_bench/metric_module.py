@@ -495,8 +495,11 @@ def _audit_by_prediction(audit: Mapping[str, Any], block_ids: Sequence[str], ite
     evaluate_panels audits panel by panel, a panel's images in the order they were grouped
     (:func:`group_panels` keeps the input order within a block), so the k-th record of block b
     is the k-th prediction whose reference is b. A prediction given as bytes or an array is
-    named ``predictions[i]`` (a file keeps its path).
+    named ``predictions[i]`` (a file keeps its path). Panels under the ``anchor`` condition (the
+    evaluation's own real-photo rows) are not audited, as in ``evaluate``: no records.
     """
+    if not audit["images"]:  # the anchor condition is the benchmark's own photos: not audited (n_audited 0)
+        return dict(audit)
     positions: dict[str, list[int]] = {}
     for i, bid in enumerate(block_ids):
         positions.setdefault(bid, []).append(i)

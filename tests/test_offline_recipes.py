@@ -43,7 +43,9 @@ def _bin_dir(tmp: Path) -> Path:
     """A folder for PATH: this interpreter as ``python`` and the ``geofidelity-bench`` command."""
     bin_dir = tmp / "_bin"
     bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(sys.executable)
+    python = bin_dir / "python"  # a wrapper, not a link: a venv's interpreter finds its packages by its own path
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
     installed = Path(sys.executable).with_name("geofidelity-bench")
     cli = bin_dir / "geofidelity-bench"
     if installed.is_file():  # the console script pip installed (it runs with this interpreter)
