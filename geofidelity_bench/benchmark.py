@@ -930,8 +930,10 @@ def demo_path() -> Path:
     return Path(__file__).resolve().parent / "data" / "demo"
 
 
-def resolve_benchmark_path(path_or_id: str | os.PathLike, *, revision: str | None = None) -> Path:
-    """``demo`` -> the embedded demo; a folder -> itself; else a Hub dataset repo id (downloaded)."""
+def resolve_benchmark_path(path_or_id: str | os.PathLike, *, revision: str | None = None,
+                           endpoint: str | None = None) -> Path:
+    """``demo`` -> the embedded demo; a folder -> itself; else a Hub dataset repo id, downloaded from
+    ``endpoint`` (default: ``$HF_ENDPOINT``, else huggingface.co)."""
     text = str(path_or_id)
     if text == DEMO_NAME:
         return demo_path()
@@ -949,6 +951,7 @@ def resolve_benchmark_path(path_or_id: str | os.PathLike, *, revision: str | Non
                 repo_type="dataset",
                 revision=revision,
                 allow_patterns=["README.md", *(f"{c}/*.parquet" for c in CONFIGS)],
+                endpoint=endpoint,
             )
         except Exception as err:  # noqa: BLE001 - offline, missing repo, auth: one clear message
             raise BenchmarkError(
@@ -967,8 +970,12 @@ def load_benchmark(
     revision: str | None = None,
     validate_images: bool = False,
     rekey_mismatched_images: bool = False,
+    endpoint: str | None = None,
 ) -> Benchmark:
     """Loads a benchmark: ``"demo"``, a canonical folder, or a Hub dataset repo id.
+
+    A Hub id is downloaded (into the Hugging Face cache) from ``endpoint``, a self-hosted or local
+    Hub such as ``"http://127.0.0.1:8765"``; default: ``$HF_ENDPOINT``, else huggingface.co.
 
     Every field is read and checked; image bytes stay in the Parquet files and are read when
     used (``ReferenceImage.image_bytes``, ``image()``, embedding). ``validate_images=True``
@@ -985,7 +992,7 @@ def load_benchmark(
         >>> len(bench.gallery(bench.block_ids[0])) >= 2
         True
     """
-    folder = resolve_benchmark_path(path_or_id, revision=revision)
+    folder = resolve_benchmark_path(path_or_id, revision=revision, endpoint=endpoint)
     label = DEMO_NAME if str(path_or_id) == DEMO_NAME else str(path_or_id)
     schema = [why for config in CONFIGS for why in _config_schema_problems(folder, config)]
     if schema:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import io
 import numbers
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -407,6 +408,7 @@ def compute_default(
     method: str = "submission",
     condition: str = "default",
     return_per_block: bool = False,
+    exclude_copies: bool = False,
     batch_size: int = 32,
     progress: bool = False,
 ) -> dict[str, Any]:
@@ -415,6 +417,13 @@ def compute_default(
     Predictions are grouped by target block into panels and scored with
     :func:`~geofidelity_bench.evaluation.evaluate_panels`; every score is the NaN-skipping
     mean over blocks (:func:`~geofidelity_bench.evaluation.summarize`).
+
+    Every prediction goes through the copy audit of ``evaluate`` (docs/benchmark.md section 5,
+    Copy audit): ``copy_audit`` holds its settings and one record per prediction (input order,
+    ``index`` = position in ``predictions``), ``near_copies`` the flagged ones and ``n_copied``
+    their count; flagged predictions raise one :class:`CopiedImagesWarning` naming them, as the
+    command line warns. ``exclude_copies=True`` scores the panels without them (``evaluate
+    --exclude-copies``).
     """
     from .evaluation import METRIC_COLUMNS, RESULT_COLUMNS, evaluate_panels, summarize
 
@@ -435,8 +444,10 @@ def compute_default(
     extra = {"segmenter": seg} if seg is not None else {}
     df = evaluate_panels(
         bench, panels, enc, cache=resources.cache(cache_dir, use_cache), batch_size=batch_size, progress=progress,
-        **extra,
+        exclude_copies=bool(exclude_copies), **extra,
     )
+    audit = _audit_by_prediction(df.attrs["copy_audit"], block_ids, data if kind == "image" else None)
+    flagged = [r for r in audit["images"] if r["flagged"]]
     summary = summarize(df, ["method", "condition"]).iloc[0]
     out: dict[str, Any] = {col: float(summary[col]) for col in METRIC_COLUMNS}
     out.update(
@@ -452,10 +463,58 @@ def compute_default(
         segmenter_config=None if seg is None else getattr(seg, "config", None),
         gaas_unavailable_reason=gaas_reason,
         nan_reasons=_nan_reasons(df.attrs.get("nan_reasons", [])),
+        n_copied=len(flagged),
+        near_copies=flagged,
+        copy_audit=audit,
     )
     if return_per_block:
         out["per_block"] = [{c: _py(row[c]) for c in RESULT_COLUMNS} for row in df.to_dict("records")]
+    if flagged:
+        warnings.warn(copies_warning(flagged, excluded=bool(exclude_copies)), CopiedImagesWarning, stacklevel=2)
     return out
+
+
+class CopiedImagesWarning(UserWarning):
+    """Some predictions are copies of the benchmark's own photos (the copy audit flagged them)."""
+
+
+def copies_warning(flagged: Sequence[Mapping[str, Any]], *, excluded: bool = False) -> str:
+    """The command line's copy warning (:func:`~geofidelity_bench.near_copies.near_copies_warning`),
+    pointing at the metric's result instead of run.json."""
+    from .near_copies import near_copies_warning
+
+    text = near_copies_warning(flagged, recorded_in=None)
+    how = ("they were left out of the scores (exclude_copies=True)" if excluded
+           else "compute(..., exclude_copies=True) scores without them")
+    return f"{text} (every one is listed under near_copies in the result; {how})"
+
+
+def _audit_by_prediction(audit: Mapping[str, Any], block_ids: Sequence[str], items: Sequence[Any] | None) -> dict:
+    """evaluate_panels' copy audit with its records in input order, each naming its prediction.
+
+    evaluate_panels audits panel by panel, a panel's images in the order they were grouped
+    (:func:`group_panels` keeps the input order within a block), so the k-th record of block b
+    is the k-th prediction whose reference is b. A prediction given as bytes or an array is
+    named ``predictions[i]`` (a file keeps its path). Panels under the ``anchor`` condition (the
+    evaluation's own real-photo rows) are not audited, as in ``evaluate``: no records.
+    """
+    if not audit["images"]:  # the anchor condition is the benchmark's own photos: not audited (n_audited 0)
+        return dict(audit)
+    positions: dict[str, list[int]] = {}
+    for i, bid in enumerate(block_ids):
+        positions.setdefault(bid, []).append(i)
+    seen: dict[str, int] = {}
+    by_index: dict[int, dict[str, Any]] = {}
+    for record in audit["images"]:
+        bid = record["block_id"]
+        k = seen.get(bid, 0)
+        seen[bid] = k + 1
+        i = positions[bid][k]
+        is_path = items is not None and isinstance(items[i], (str, os.PathLike))
+        by_index[i] = {"index": i, **record, "file": str(items[i]) if is_path else f"predictions[{i}]"}
+    if sorted(by_index) != list(range(len(block_ids))):  # every prediction is audited exactly once
+        raise RuntimeError(f"copy audit covers {len(by_index)} of {len(block_ids)} predictions")
+    return {**audit, "images": [by_index[i] for i in range(len(block_ids))]}
 
 
 # -- config "sets": benchmark-free set fidelity -----------------------------------------------------------
@@ -651,6 +710,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULT_ENCODER",
     "METRIC_NAME",
+    "CopiedImagesWarning",
     "MetricResources",
     "compute_default",
     "compute_geodiv",

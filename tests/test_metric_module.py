@@ -373,6 +373,10 @@ def test_space_app_builds_without_launching_and_scores(evaluate_lib, work, monke
     table = app.scores_markdown({"cos_sim": 0.5, "gaas": float("nan"), "n_images": 4, "benchmark": "demo",
                                  "encoder": ENCODER, "nan_reasons": {"gaas": ["no segmenter"]}})
     assert "| CosSim | 0.500 |" in table and "| GAAS | n/a |" in table and "no segmenter" in table
+    assert "copied" not in table
+    copied = app.scores_markdown({"cos_sim": 0.98, "n_images": 4, "n_copied": 1, "near_copies": [
+        {"file": "a.jpg", "reference_id": "lund_seg1__03", "reference_block_id": "lund_seg1", "flagged": True}]})
+    assert "⚠ copied: 1 of 4 image(s)" in copied and "`a.jpg` = photo `lund_seg1__03` of block lund_seg1" in copied
     with pytest.raises(gr.Error):
         app.score_uploads("lund_seg1", [], ENCODER)
     # The Space's own path: the module file next to app.py, the held-out anchor of a block.
@@ -432,3 +436,96 @@ def test_segmenter_gives_gaas_like_evaluate_panels(evaluate_lib, demo, encoder, 
     with pytest.raises(SegmenterUnavailableError, match="--segmenter-weights PATH"):
         fresh.compute(predictions=images, references=targets, encoder=encoder, use_cache=False,
                       segmenter="mask2former-vistas")
+
+
+# -- the copy audit, as in `evaluate` (docs/benchmark.md section 5, Copy audit) ----------------------------
+
+
+def _noise_images(n: int, seed: int) -> list[bytes]:
+    """JPEGs of random noise: images of no photo of the benchmark."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, size=(96, 128, 3), dtype=np.uint8)).save(buf, format="JPEG")
+        out.append(buf.getvalue())
+    return out
+
+
+@pytest.fixture(scope="module")
+def copied_inputs(demo):
+    """Exact byte copies of gallery photos interleaved with noise images, the two blocks' items interleaved
+    too (input order differs from panel order). Returns (predictions, targets, {index: copied reference_id})."""
+    noise = iter(_noise_images(4, seed=7))
+    gallery = {bid: demo.gallery(bid) for bid in BLOCKS}
+    preds, targets, copied = [], [], {}
+    for k in range(4):
+        for bid in BLOCKS:
+            if k % 2 == 0:
+                ref = gallery[bid][k]
+                copied[len(preds)] = ref.reference_id
+                preds.append(ref.image_bytes)
+            else:
+                preds.append(next(noise))
+            targets.append(bid)
+    return preds, targets, copied
+
+
+def test_copies_of_gallery_photos_are_flagged_per_prediction_and_warned(metric, demo, encoder, copied_inputs,
+                                                                        cache_dir):
+    from geofidelity_bench.evaluation import evaluate_panels
+
+    preds, targets, copied = copied_inputs
+    with pytest.warns(metric_module.CopiedImagesWarning) as caught:
+        got = metric.compute(predictions=preds, references=targets, encoder=encoder, cache_dir=cache_dir,
+                             return_per_block=True)
+    text = str(caught[0].message)
+    assert f"{len(copied)} submitted image(s) are copies of the benchmark's own photos" in text
+    for i, ref_id in copied.items():  # each copy named by its position and the photo it copies
+        assert f"predictions[{i}] (submission/default/{targets[i]}) = photo {ref_id} of block {targets[i]}" in text
+    assert "exclude_copies=True" in text
+
+    audit = got["copy_audit"]
+    assert [r["index"] for r in audit["images"]] == list(range(len(preds)))  # one record per item, input order
+    assert [r["block_id"] for r in audit["images"]] == targets
+    assert {r["index"] for r in audit["images"] if r["flagged"]} == set(copied)
+    for r in audit["images"]:
+        if r["index"] in copied:
+            assert r["exact"] and r["reference_id"] == copied[r["index"]] and r["hash_distance"] == 0
+    assert audit["n_audited"] == len(preds) and audit["n_flagged"] == len(copied) and audit["excluded"] is False
+    assert got["n_copied"] == len(copied) and [r["index"] for r in got["near_copies"]] == sorted(copied)
+    assert {r["block_id"]: r["n_copied"] for r in got["per_block"]} == {b: 2.0 for b in BLOCKS}
+
+    # the same audit as the command line's evaluate (evaluate_panels, what `evaluate` runs), record for record
+    panels = {}
+    for i, (img, bid) in enumerate(zip(preds, targets)):
+        panels.setdefault(("submission", "default", bid), []).append(img)
+    from geofidelity_bench.encoders import EmbeddingCache
+
+    cli = evaluate_panels(demo, panels, encoder, cache=EmbeddingCache(cache_dir), progress=False).attrs["copy_audit"]
+    assert {k: v for k, v in cli.items() if k != "images"} == {k: v for k, v in audit.items() if k != "images"}
+    by_block = {bid: [r for r in audit["images"] if r["block_id"] == bid] for bid in BLOCKS}
+    for bid in BLOCKS:
+        want = [r for r in cli["images"] if r["block_id"] == bid]
+        assert [{k: v for k, v in r.items() if k not in ("file", "index")} for r in by_block[bid]] == \
+               [{k: v for k, v in r.items() if k != "file"} for r in want]
+
+
+def test_exclude_copies_scores_without_them_and_clean_inputs_do_not_warn(metric, encoder, copied_inputs, cache_dir,
+                                                                         recwarn):
+    preds, targets, copied = copied_inputs
+    clean = [i for i in range(len(preds)) if i not in copied]
+    with pytest.warns(metric_module.CopiedImagesWarning, match="left out of the scores"):
+        excluded = metric.compute(predictions=preds, references=targets, encoder=encoder, cache_dir=cache_dir,
+                                  exclude_copies=True)
+    recwarn.clear()
+    only_clean = metric.compute(predictions=[preds[i] for i in clean], references=[targets[i] for i in clean],
+                                encoder=encoder, cache_dir=cache_dir)
+    assert not [w for w in recwarn if issubclass(w.category, metric_module.CopiedImagesWarning)]
+    assert only_clean["n_copied"] == 0 and only_clean["near_copies"] == []
+    assert not any(r["flagged"] for r in only_clean["copy_audit"]["images"])
+    assert excluded["copy_audit"]["excluded"] is True and excluded["n_copied"] == len(copied)
+    for key in ("cos_sim", "mmd", "dcsf", "retrieval_acc", "mrr", "sim_target", "local_margin"):
+        assert _same(excluded[key], only_clean[key]), key

@@ -15,12 +15,19 @@ Any other exception is a bug and keeps its traceback. While a command runs, ever
 Hub client's retry lines name the URL it requests) and the final error line are passed through
 :func:`~geofidelity_bench.errors.redact_url`, so credentials inside an ``--endpoint`` URL are never
 printed.
+
+A closed standard output (``geofidelity-bench prompts | head -1``, ``info --json | head -c 100``):
+the reader has all it wanted, so :func:`main` stops quietly, without a traceback, and exits with
+status :data:`BROKEN_PIPE_STATUS` (141, what a shell reports for a Unix tool ended by SIGPIPE, as in
+``yes | head -1``): a plain pipeline ignores it, ``set -o pipefail`` sees the output was cut short.
+Files a command writes are written atomically, so one cut short leaves none half-written.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from typing import Callable, Iterator, Sequence
 
@@ -90,7 +97,32 @@ def redacted_log_records() -> Iterator[None]:
         logging.setLogRecordFactory(previous)
 
 
+#: Exit status when standard output is closed by its reader (128 + SIGPIPE, as a shell reports ``yes | head -1``).
+BROKEN_PIPE_STATUS = 141
+
+
+def _quiet_broken_pipe() -> int:
+    """Standard output was closed by its reader: point it at devnull (so the flush at exit cannot raise
+    again) and return :data:`BROKEN_PIPE_STATUS`. The standard recipe of the Python docs (signal, SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout replaced by an object without a file descriptor
+        pass
+    return BROKEN_PIPE_STATUS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here when the output fitted in the buffer
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    return status
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
@@ -113,4 +145,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-__all__ = ["main", "build_parser"]
+__all__ = ["BROKEN_PIPE_STATUS", "main", "build_parser"]

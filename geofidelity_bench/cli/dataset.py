@@ -99,6 +99,11 @@ def register(sub) -> None:
     q = sub.add_parser(
         "push-dataset",
         help="upload a built dataset folder to a Hub dataset repo (resumable: unchanged files are skipped)",
+        description=(
+            "Uploads a folder written by `build-dataset` (Parquet configs and the dataset card) to a Hub dataset "
+            "repo, created if missing. Resumable: files already on the Hub with the same content are skipped. "
+            "The Hub is --endpoint, else $HF_ENDPOINT, else huggingface.co."
+        ),
     )
     q.add_argument("dir", help="a folder written by `build-dataset`")
     q.add_argument("--repo-id", required=True, type=hub_repo_id, help="dataset repo id (user/name), created if missing")

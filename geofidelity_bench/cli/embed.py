@@ -75,7 +75,16 @@ def _report(args, bench, encoder, cache, out, rows, emb, summary: str) -> None:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("embed", help="embed a benchmark's reference images (cached; runs under accelerate launch too)")
+    p = sub.add_parser(
+        "embed",
+        help="embed a benchmark's reference images (cached; runs under accelerate launch too)",
+        description=(
+            "Embeds every reference photo of a benchmark (and with --include-world its world pool) with an "
+            "encoder into the embedding cache (docs/benchmark.md section 4), so that `evaluate` later reads them "
+            "from there; a re-run computes only what is missing. --out also writes them to a Parquet file. "
+            "Runs under `accelerate launch` / `torchrun` on several processes or machines too."
+        ),
+    )
     p.add_argument("--benchmark", default="demo", help=BENCHMARK_HELP + " (default: demo)")
     p.add_argument("--revision", default=None, help="Hub revision of the benchmark dataset")
     p.add_argument("--include-world", action="store_true", help="also embed the benchmark's world pool")

@@ -244,6 +244,11 @@ def register(sub) -> None:
     q = sub.add_parser(
         "push-generations",
         help="upload a generation folder to a Hub dataset repo as its 'generations' config",
+        description=(
+            "Uploads the panels of a folder written by `generate` (its manifest.parquet and images) to a Hub "
+            "dataset repo as its 'generations' config, one commit per model, so that generations made on "
+            "several machines add up in one repo. The Hub is --endpoint, else $HF_ENDPOINT, else huggingface.co."
+        ),
     )
     q.add_argument("dir", help="a folder written by `generate`")
     q.add_argument("--repo-id", required=True, type=hub_repo_id, help="dataset repo id (user/name), created if missing")

@@ -90,7 +90,15 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _add_info(sub) -> None:
-    p = sub.add_parser("info", help="print a benchmark's summary (cities, blocks, references, negatives)")
+    p = sub.add_parser(
+        "info",
+        help="print a benchmark's summary (cities, blocks, references, negatives)",
+        description=(
+            "Prints a benchmark's summary: its name, source and fingerprint, the cities, every block with its "
+            "street, neighborhood and reference counts (held-out and gallery; docs/benchmark.md section 1), the "
+            "world pool, and how many blocks have each negative role. --json prints it as one JSON object."
+        ),
+    )
     _add_benchmark_arg(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--check-images", action="store_true",
@@ -168,7 +176,16 @@ def _refusal_summary(refused, n_blocks: int) -> list[str]:
 def _add_prompts(sub) -> None:
     from ..prompts import CONDITIONS
 
-    p = sub.add_parser("prompts", help="print the prompts of a benchmark (JSON lines), refusing impossible ones")
+    p = sub.add_parser(
+        "prompts",
+        help="print the prompts of a benchmark (JSON lines), refusing impossible ones",
+        description=(
+            "Prints the exact prompt of every (block, condition) as JSON lines on standard output "
+            "(docs/benchmark.md section 2). A prompt that needs a name the benchmark does not know (a street "
+            "or neighborhood for L1, L2 and the controls) is refused, never invented: standard error gets one "
+            "line per condition with the count of refused blocks and why (--verbose: every refused block)."
+        ),
+    )
     _add_benchmark_arg(p)
     p.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS, metavar="COND")
     p.add_argument("--blocks", nargs="+", default=None, help="block ids (default: all)")

@@ -74,6 +74,13 @@ def _add_segment(sub) -> None:
     p = sub.add_parser(
         "segment",
         help="precompute and cache the semantic group shares (GAAS, tier-4 gate) of a benchmark's reference images",
+        description=(
+            "Segments every reference photo of a benchmark with a semantic segmenter (default mask2former-vistas) "
+            "and caches each photo's semantic group shares (sky, building, vegetation, road, ...; docs/benchmark.md "
+            "section 5, GAAS), so that `evaluate --segmenter` later reads the gallery side from the cache. "
+            "--out writes the shares table with the curation tier-4 gate per photo. Offline, pass the weights "
+            "as a save_pretrained folder with --segmenter-weights PATH."
+        ),
     )
     p.add_argument("--benchmark", default="demo", help=BENCHMARK_HELP + " (default: demo)")
     p.add_argument("--revision", default=None, help="Hub revision of the benchmark dataset")

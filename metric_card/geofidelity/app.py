@@ -71,6 +71,14 @@ def scores_markdown(result: dict[str, Any]) -> str:
         "| --- | --- | --- |",
     ]
     lines += [f"| {label} | {_fmt(result.get(key))} | {direction} |" for key, label, direction in SHOWN if key in result]
+    copies = result.get("near_copies") or []
+    if copies:  # the copy audit flagged uploads (docs/benchmark.md section 5, Copy audit)
+        lines += ["", f"**⚠ copied: {len(copies)} of {result.get('n_images', '?')} image(s) are copies of the "
+                      "benchmark's own photos**; these scores are those of real photos of the block, not of a "
+                      "model's images:"]
+        lines += [f"- `{r['file']}` = photo `{r['reference_id']}` of "
+                  f"{'the world pool' if r['reference_block_id'] == 'world' else 'block ' + str(r['reference_block_id'])}"
+                  for r in copies[:10]]
     reasons = result.get("nan_reasons") or {}
     if reasons:
         lines += ["", "n/a because:"]

@@ -68,6 +68,9 @@ Args (config "default"):
         use_cache: False to neither read nor write it.
     method, condition: labels written in the per-block rows (default "submission", "default").
     return_per_block: also return the per-block rows (list of dicts). Default False.
+    exclude_copies: score the panels without the predictions the copy audit flags as copies of
+        the benchmark's own photos (like `evaluate --exclude-copies`). Default False: they are
+        scored, flagged in the result and named in a CopiedImagesWarning.
     batch_size: images per encoder forward call (default 32); progress: show a progress bar.
 Args (config "sets"):
     predictions: the generated set; references: the reference set. Each is a list of images
@@ -91,7 +94,11 @@ Returns (config "default"):
     local_margin, strongest_margin: means over blocks (NaN-skipping);
     n_blocks, n_images, benchmark, benchmark_fingerprint, method, condition, input_kind,
     encoder, encoder_config, encoder_config_hash, segmenter, segmenter_config,
-    gaas_unavailable_reason, nan_reasons ({column: [reasons]}), and per_block if asked.
+    gaas_unavailable_reason, nan_reasons ({column: [reasons]}), and per_block if asked;
+    the copy audit of `evaluate` (every prediction against every photo of the benchmark):
+    copy_audit (settings, and images: one record per prediction in input order with index,
+    nearest photo, hash distance, cosine, exact, flagged), near_copies (the flagged records)
+    and n_copied (how many; a warning names them).
 Returns (config "sets"):
     cos_sim, mmd, dcsf, diversity_gap, diversity_predictions, diversity_references,
     n_predictions, n_references, input_kind, encoder, encoder_config, encoder_config_hash,
