@@ -604,11 +604,14 @@ def compute_mfp(
     global_weight: float = 10.0,
     spatial_weight: float = 1.0,
     pixel_metrics: bool = True,
+    resize_pixel_metrics: bool = False,
 ) -> dict[str, Any]:
     """MFP global and spatial terms, loss, SSIM and PSNR (docs/benchmark.md section 10, Map Feature Perception (MFP)) of paired map images.
 
     A thin wrapper over :func:`geofidelity_bench.mfp.mfp_compute` (``model``: Hub id or
-    local folder of a DINO ViT, default ``facebook/dino-vitb8``).
+    local folder of a DINO ViT, default ``facebook/dino-vitb8``). Pairs of different sizes are
+    refused unless ``resize_pixel_metrics=True`` (the generated image is resized to its target's
+    size for SSIM and PSNR, each such pair marked ``pixel_resized`` in ``per_pair``).
     """
     from .mfp import mfp_compute
 
@@ -616,7 +619,8 @@ def compute_mfp(
     _, targets = _split(references, "references")
     return mfp_compute(generated, targets, model=model, image_size=image_size, device=device,
                        batch_size=batch_size, revision=revision, global_weight=global_weight,
-                       spatial_weight=spatial_weight, pixel_metrics=pixel_metrics)
+                       spatial_weight=spatial_weight, pixel_metrics=pixel_metrics,
+                       resize_pixel_metrics=resize_pixel_metrics)
 
 
 # -- config "geodiv": GeoDiv SEVI / VDI diversity per group ---------------------------------------------

@@ -416,6 +416,17 @@ def test_mfp_config_equals_mfp_compute(evaluate_lib, work, tmp_path):
         mfp.compute(predictions=gen, references=tgt[:1])
     with pytest.raises(ValueError, match="not an image"):
         mfp.compute(predictions=np.zeros((2, 8), np.float32), references=tgt)
+    # a pair of different sizes: refused by default, resized and marked when asked, as mfp_compute does
+    big = gen[0].resize((64, 64), Image.Resampling.BICUBIC)
+    from geofidelity_bench.mfp import PixelSizeError
+
+    with pytest.raises(PixelSizeError):
+        mfp.compute(predictions=[big, gen[1]], references=tgt, model=str(tmp_path / "vit"), image_size=32)
+    resized = mfp.compute(predictions=[big, gen[1]], references=tgt, model=str(tmp_path / "vit"), image_size=32,
+                          resize_pixel_metrics=True)
+    direct = mfp_compute([big, gen[1]], tgt, model=str(tmp_path / "vit"), image_size=32, resize_pixel_metrics=True)
+    assert list(resized["per_pair"]["pixel_resized"]) == [True, False]
+    assert resized["ssim"] == pytest.approx(direct["ssim"], abs=1e-9)
 
 
 def test_segmenter_gives_gaas_like_evaluate_panels(evaluate_lib, demo, encoder, panel_inputs, tiny_m2f_dir):

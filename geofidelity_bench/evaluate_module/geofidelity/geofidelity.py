@@ -80,7 +80,9 @@ Args (config "sets"):
 Args (config "mfp"):
     predictions: generated map images; references: their target map images, paired by position.
     model: DINO ViT Hub id or local folder (default "facebook/dino-vitb8"); image_size (224),
-    device, batch_size (8), revision, global_weight (10), spatial_weight (1), pixel_metrics (True).
+    device, batch_size (8), revision, global_weight (10), spatial_weight (1), pixel_metrics (True),
+    resize_pixel_metrics (False: pairs of different sizes are refused; True: the generated image
+    is resized to its target's size for SSIM/PSNR and the pair marked pixel_resized in per_pair).
 Args (config "geodiv"):
     predictions: images; references: the group label of each image (country, city, model, ...).
     vqa_model: Hub id or local folder of a transformers image-text-to-text model (default
