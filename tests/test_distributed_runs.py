@@ -17,9 +17,7 @@ others as soon as one exits, which would hide what they would have done on their
 from __future__ import annotations
 
 import hashlib
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,51 +31,24 @@ from geofidelity_bench import load_benchmark
 from geofidelity_bench.cli import main
 from geofidelity_bench.encoders.base import EncoderOptionError
 from geofidelity_bench.encoders.devices import launcher_wants_cpu, pick_device, process_group_on_cpu
-from geofidelity_bench.generation.manifest import VOLATILE_COLUMNS, journal_files, load_manifest
+from geofidelity_bench.generation.manifest import journal_files, load_manifest
 from geofidelity_bench.generation.runner import UNIT_DELAY_ENV, run_generation
+from multiprocess_helpers import ROOT, all_files, free_port, jpg_hashes, kill_tree, process_env, stable_manifest
 
 pytest.importorskip("accelerate")
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = Path(__file__).parent / "scripts"
 PY = sys.executable
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if k not in (UNIT_DELAY_ENV, "ACCELERATE_USE_CPU")}
-    e.update(
-        HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1",
-        CUDA_VISIBLE_DEVICES="",  # CPU (gloo) on any machine, so the files compare with a CPU run bit for bit
-        HF_HOME=str(tmp_path / "hf-home"),  # no user accelerate config leaks in
-        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        **extra,
-    )
-    return e
+    return process_env(tmp_path / "hf-home", **extra)
 
 
 def rank_env(tmp_path: Path, rank: int, world: int, port: int, **extra: str) -> dict[str, str]:
     """What ``srun`` + a job script give each task: its rank and where the main process listens."""
     return env(tmp_path, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), **extra)
-
-
-def jpg_hashes(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*.jpg"))}
-
-
-def all_files(root: Path) -> list[str]:
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-
-
-def stable_manifest(root: Path) -> list[dict]:
-    rows = pq.read_table(root / "manifest.parquet").to_pylist()
-    return [{k: v for k, v in r.items() if k not in VOLATILE_COLUMNS} for r in rows]
 
 
 def wait_all(procs: list[subprocess.Popen], timeout: float) -> list[str]:
@@ -94,17 +65,7 @@ def wait_all(procs: list[subprocess.Popen], timeout: float) -> list[str]:
     return outputs
 
 
-def kill_machine(proc: subprocess.Popen) -> None:
-    """SIGKILL to a launch and everything under it, as when a machine dies (torchrun starts its
-    workers in sessions of their own, so killing the launcher's process group would not reach them)."""
-    import psutil
-
-    tree = psutil.Process(proc.pid)
-    for p in [tree, *tree.children(recursive=True)]:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
+kill_machine = kill_tree
 
 
 def start(cmd: list[str], environ: dict[str, str]) -> subprocess.Popen:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,17 +18,11 @@ pytest.importorskip("accelerate")
 
 from geofidelity_bench.encoders import EmbeddingCache, embed_distributed, embed_images, get_encoder  # noqa: E402
 from geofidelity_bench.images import content_sha256  # noqa: E402
+from multiprocess_helpers import free_port  # noqa: E402
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
 PHOTOS = sorted((HERE / "data" / "photos").glob("lund_*.jpg"))
-
-
-def _free_port() -> int:
-    """A port nobody listens on now (other test runs may hold accelerate's default 29500)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +104,7 @@ def test_two_processes_equal_one(tiny_dinov2_dir, images, tmp_path, monkeypatch)
     # "--cpu --num_processes 2" would start only one.
     launcher = [
         "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
+        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
     ]  # fmt: skip
     _run_two_processes(launcher, tiny_dinov2_dir, images, cache_dir, out, tmp_path)
 
@@ -144,7 +137,7 @@ def test_resumed_two_process_run_splits_what_is_not_cached(tiny_dinov2_dir, imag
     out, cache_dir = tmp_path / "out", tmp_path / "cache"
     out.mkdir()
     embed_images(enc, images[:3], cache=EmbeddingCache(cache_dir), progress=False)
-    launcher = ["torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port())]
+    launcher = ["torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port())]
     _run_two_processes(launcher, tiny_dinov2_dir, images, cache_dir, out, tmp_path)
     markers = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     for r in range(2):

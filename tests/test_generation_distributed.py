@@ -10,52 +10,25 @@ Each must end with exactly the files of an uninterrupted one-process run.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from geofidelity_bench import load_benchmark
-from geofidelity_bench.generation.manifest import VOLATILE_COLUMNS, journal_files, load_manifest
+from geofidelity_bench.generation.manifest import journal_files, load_manifest
 from geofidelity_bench.generation.runner import UNIT_DELAY_ENV, run_generation
+from multiprocess_helpers import ROOT, all_files, free_port, jpg_hashes, process_env, stable_manifest
 
 CONDITIONS = ["L0", "GPS_ONLY", "L1"]
 N = 2
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def jpg_hashes(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*.jpg"))}
-
-
-def all_files(root: Path) -> list[str]:
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-
-
-def stable_manifest(root: Path) -> list[dict]:
-    """The merged manifest file's rows without the when/where columns (timings, process, device)."""
-    rows = pq.read_table(root / "manifest.parquet").to_pylist()
-    return [{k: v for k, v in r.items() if k not in VOLATILE_COLUMNS} for r in rows]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def env(**extra: str) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if k != UNIT_DELAY_ENV}
-    # CPU only (gloo), so that the runs compare bit for bit with the CPU baseline on any machine.
-    e.update(HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false", CUDA_VISIBLE_DEVICES="", **extra)
-    return e
+    return process_env(**extra)
 
 
 def generate_args(out: Path, conditions=CONDITIONS, n: int = N) -> list[str]:
