@@ -282,6 +282,11 @@ def test_report_on_published_rows_gives_the_paper_s_reference_values(tmp_path):
     deltas = pd.read_csv(tables / "prompt_deltas.csv")
     l1_l0 = deltas[(deltas.comparison == "L1 - L0") & (deltas.metric == "cos_sim")].iloc[0]
     assert l1_l0["delta"] == pytest.approx(ref["l1_minus_l0"], abs=1e-9) and l1_l0["n_pairs"] == 6
+    # the report's head says whose numbers these are
+    head = (tmp_path / "report" / "report.md").read_text(encoding="utf-8").split("## ", 1)[0]
+    sha = hashlib.sha256((release / "outputs" / "eval_v3" / "raw_results.csv").read_bytes()).hexdigest()
+    assert (f"- published scores (run published): the numbers of release 3.1.0 as published in "
+            f"`outputs/eval_v3/raw_results.csv` (sha256 {sha[:12]}...), not recomputed here") in head
 
 
 # -- the README's "Reproducing the paper" path, end to end --------------------------------------------------------

@@ -254,6 +254,21 @@ def _unequal_note(t: Table) -> str | None:
     return None
 
 
+def _published_line(run: Mapping) -> list[str]:
+    """A run converted from the release's published scores (``run.json["published"]``, written by
+    ``import-release``) says so: its numbers are the release's, not recomputed here."""
+    published = run.get("published")
+    if not isinstance(published, Mapping) or published.get("recomputed", True):
+        return []
+    release = published.get("release") or {}
+    sha = next((f.get("sha256") for f in published.get("files") or []
+                if isinstance(f, Mapping) and f.get("path") == published.get("scores_file")), None)
+    source = f"`{published.get('scores_file', '?')}`" + (f" (sha256 {str(sha)[:12]}...)" if sha else "")
+    return [f"- published scores (run {run.get('_run', '?')}): the numbers of release "
+            f"{release.get('version', '?')} as published in {source}, not recomputed here (its `diversity_gap` is "
+            "the release's max(0, gap); docs/benchmark.md section 12, Differences from the paper's release code)"]
+
+
 def _markdown(title: str, report: Mapping, tables: Sequence[Table]) -> str:
     p, inp = report["parameters"], report["inputs"]
     lines = [f"# {title}", ""]
@@ -264,6 +279,8 @@ def _markdown(title: str, report: Mapping, tables: Sequence[Table]) -> str:
         "- runs: " + (", ".join(f"{r['_run']} ({r.get('_dir', '')})" if r.get("_run") else "run info given directly"
                                 for r in inp["runs"]) or "no run.json"),
     ]
+    for run in inp["runs"]:
+        lines.extend(_published_line(run))
     if inp["benchmark_fingerprints"]:
         lines.append(f"- benchmark fingerprint: {', '.join(inp['benchmark_fingerprints'])}")
     lines += [
