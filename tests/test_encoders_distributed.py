@@ -1,5 +1,6 @@
-"""embed_distributed: one process equals embed_images; a real two-process ``accelerate launch``
-(CPU, gloo) equals the one-process result and every rank gets the full array."""
+"""embed_distributed: one process equals embed_images; a real two-process ``torchrun`` (CPU, gloo)
+resuming a half-filled cache equals the one-process result and every rank gets the full array.
+(Two processes under ``accelerate launch``: tests/test_embed_cli.py and tests/test_distributed_runs.py.)"""
 
 from __future__ import annotations
 
@@ -41,12 +42,16 @@ def tiny_dinov2_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory) -> list[Path]:
-    """Five images (odd, so the split across two processes needs padding)."""
+    """Six distinct images; with the first three cached, three are left (odd, so the split across two
+    processes needs padding)."""
     from PIL import Image
 
-    extra = tmp_path_factory.mktemp("extra") / "flipped.png"
-    Image.open(PHOTOS[0]).convert("RGB").transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(extra)
-    return [*PHOTOS[:4], extra]
+    folder = tmp_path_factory.mktemp("extra")
+    extra = [folder / "flipped.png", folder / "flipped-2.png"]
+    Image.open(PHOTOS[0]).convert("RGB").transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(extra[0])
+    Image.open(PHOTOS[1]).convert("RGB").transpose(Image.Transpose.FLIP_TOP_BOTTOM).save(extra[1])
+    assert len(PHOTOS) >= 4
+    return [*PHOTOS[:4], *extra]
 
 
 def _run_two_processes(launcher, weights, images, cache_dir, out, tmp_path) -> None:
@@ -91,44 +96,10 @@ def test_one_process_equals_embed_images(tiny_dinov2_dir, images, tmp_path, monk
 
 
 @pytest.mark.timeout(300)
-def test_two_processes_equal_one(tiny_dinov2_dir, images, tmp_path, monkeypatch):
-    from huggingface_hub import constants
-
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    enc = get_encoder("dinov2-base", weights=tiny_dinov2_dir, device="cpu")
-    expected = embed_images(enc, images, progress=False)
-
-    out, cache_dir = tmp_path / "out", tmp_path / "cache"
-    out.mkdir()
-    # --multi_gpu with 2 processes: on a CPU-only machine this starts two gloo processes;
-    # "--cpu --num_processes 2" would start only one.
-    launcher = [
-        "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-    ]  # fmt: skip
-    _run_two_processes(launcher, tiny_dinov2_dir, images, cache_dir, out, tmp_path)
-
-    markers = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
-    assert [m["process_index"] for m in markers] == [0, 1]
-    assert all(m["num_processes"] == 2 for m in markers)
-    assert markers[0]["pid"] != markers[1]["pid"]
-    assert all(m["config_hash"] == enc.config_hash for m in markers)
-    for r in range(2):
-        got = np.load(out / f"emb_rank{r}.npy")
-        assert got.shape == expected.shape
-        np.testing.assert_allclose(got, expected, atol=1e-5)
-
-    # both ranks wrote their share to the shared cache, and it now serves everything
-    shard_pids = {int(p.name.split("-")[2]) for p in (cache_dir / enc.config_hash).glob("shard-*.safetensors")}
-    assert shard_pids == {m["pid"] for m in markers}
-    cached = EmbeddingCache(cache_dir).get(enc, [content_sha256(p) for p in images])
-    assert len(cached) == len(images)
-
-
-@pytest.mark.timeout(300)
 def test_resumed_two_process_run_splits_what_is_not_cached(tiny_dinov2_dir, images, tmp_path, monkeypatch):
-    """Three of five images cached: the old contiguous split gave process 0 only cached images (it
-    computed nothing and waited); the two missing ones must be shared, one per process."""
+    """Three of six images cached: the old contiguous split gave process 0 only cached images (it
+    computed nothing and waited); the three missing ones must be shared (padded to an even split),
+    every rank gets the full array, and the shared cache then serves everything."""
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
@@ -140,8 +111,16 @@ def test_resumed_two_process_run_splits_what_is_not_cached(tiny_dinov2_dir, imag
     launcher = ["torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port())]
     _run_two_processes(launcher, tiny_dinov2_dir, images, cache_dir, out, tmp_path)
     markers = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [m["process_index"] for m in markers] == [0, 1]
+    assert all(m["num_processes"] == 2 for m in markers)
+    assert markers[0]["pid"] != markers[1]["pid"]
+    assert all(m["config_hash"] == enc.config_hash for m in markers)
     for r in range(2):
-        np.testing.assert_allclose(np.load(out / f"emb_rank{r}.npy"), expected, atol=1e-5)
+        got = np.load(out / f"emb_rank{r}.npy")
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, atol=1e-5)
     shard_pids = [int(p.name.split("-")[2]) for p in (cache_dir / enc.config_hash).glob("shard-*.safetensors")]
     new = [pid for pid in shard_pids if pid != os.getpid()]
-    assert sorted(new) == sorted(m["pid"] for m in markers), "each process computes one of the two missing images"
+    assert sorted(new) == sorted(m["pid"] for m in markers), "each process computes some of the missing images"
+    cached = EmbeddingCache(cache_dir).get(enc, [content_sha256(p) for p in images])
+    assert len(cached) == len(images)

@@ -198,7 +198,12 @@ def test_cli_rejects_a_negative_num_workers(capsys):
     assert "--num-workers" in capsys.readouterr().err
 
 
+# A process started in the background by a non-interactive shell (``pytest ... &`` in a script, CI runners)
+# inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler: restore the handler an
+# interactive Ctrl-C meets, else the SIGINT case tests nothing and waits out its timeout.
 _INTERRUPTED = r"""
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import time
 import numpy as np
 from geofidelity_bench.cached_batches import run_cached
