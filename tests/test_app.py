@@ -30,25 +30,44 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app_data(tmp_path_factory):
+#: One AppData and one app server for the whole session, whichever test module asks first:
+#: tests/test_app_concurrency.py and tests/test_app_browser.py import these fixtures, and
+#: tests/test_leaderboard_*.py build their Hub apps on :func:`shared_app_data`. Nothing mutates them
+#: (tests that change the results table take a copy).
+_SHARED: dict = {}
+
+
+def shared_app_data(tmp_path_factory):
+    """The demo benchmark's AppData with the offline encoder, built once per session."""
     from geofidelity_bench.demo_app import load_app_data
 
-    # One embedding cache for the whole session: the browser test module reuses it.
-    cache = tmp_path_factory.getbasetemp() / "app-embedding-cache"
-    return load_app_data("demo", "efficientnet-lite0", cache_dir=str(cache))
+    if "data" not in _SHARED:
+        cache = tmp_path_factory.getbasetemp() / "app-embedding-cache"  # also used by the results-CSV test
+        _SHARED["data"] = load_app_data("demo", "efficientnet-lite0", cache_dir=str(cache))
+    return _SHARED["data"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
+def app_data(tmp_path_factory):
+    return shared_app_data(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def server(app_data):
+    """The app (no Hub tab) on 127.0.0.1, launched once and shared by every module importing this fixture."""
     from geofidelity_bench.demo_app import build_app, launch
 
+    if "server" in _SHARED:  # another module's copy of this fixture launched it, and closes it
+        yield _SHARED["server"]
+        return
     demo = build_app(app_data)
     port = free_port()
     launch(demo, host="127.0.0.1", port=port, prevent_thread_lock=True, quiet=True)
+    _SHARED["server"] = f"http://127.0.0.1:{port}/"
     try:
-        yield f"http://127.0.0.1:{port}/"
+        yield _SHARED["server"]
     finally:
+        _SHARED.pop("server", None)
         demo.close()
 
 

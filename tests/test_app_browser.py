@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -38,25 +37,15 @@ pytest.importorskip("gradio", reason="the app needs gradio (pip install -e '.[ap
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright (python)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+try:  # the app's data and server: one per session, shared with tests/test_app.py and test_app_concurrency.py
+    from test_app import app_data, server  # noqa: F401
+except ImportError:  # tests/ imported as a package
+    from tests.test_app import app_data, server  # noqa: F401
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    from geofidelity_bench.demo_app import build_app, launch, load_app_data
-
-    cache = tmp_path_factory.getbasetemp() / "app-embedding-cache"  # shared with tests/test_app.py
-    data = load_app_data("demo", "efficientnet-lite0", cache_dir=str(cache))
-    demo = build_app(data)
-    port = _free_port()
-    launch(demo, host="127.0.0.1", port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        yield f"http://127.0.0.1:{port}/", data
-    finally:
-        demo.close()
+def app_url(server, app_data):
+    return server, app_data
 
 
 @pytest.fixture(scope="module")
@@ -159,78 +148,6 @@ def _shots_dir(tmp_path):
     return folder
 
 
-@pytest.mark.parametrize("viewport", [(1280, 900), (390, 844)], ids=["desktop", "phone"])
-def test_explore_and_leaderboard_show_chance_and_marks(app_url, browser, tmp_path, viewport):
-    from geofidelity_bench.caveats import REPEATS_MARK
-
-    url, data = app_url
-    thin = data.thin_anchor_blocks()
-    shots = _shots_dir(tmp_path)
-    page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
-    page.set_default_timeout(30_000)
-    sync_api.expect.set_options(timeout=30_000)
-    try:
-        page.goto(url, wait_until="domcontentloaded")
-        # Explore: the first block of the first city; its anchors say the chance level and, when it is thin, the mark
-        explore = page.locator("#explore-meta")
-        sync_api.expect(explore).to_contain_text("by chance here")
-        first_block = page.locator("input[aria-label='Block']").first.input_value().split(" ")[0]
-        if first_block in thin:
-            sync_api.expect(explore).to_contain_text(f"heldout_real {REPEATS_MARK}")
-            sync_api.expect(explore).to_contain_text("so its held-out panel repeats photos")
-        sync_api.expect(explore).to_contain_text(f"{len(thin)} of {len(data.benchmark.blocks)} block(s) have fewer "
-                                                 "held-out photos than the panel size")
-        explore.scroll_into_view_if_needed()
-        page.screenshot(path=str(shots / f"explore_{viewport[0]}x{viewport[1]}.png"), full_page=True)
-
-        _open_tab(page, "Leaderboard")
-        table = page.locator("#lb-table")
-        sync_api.expect(table).to_contain_text("chance acc")
-        sync_api.expect(table).to_contain_text("chance MRR")
-        sync_api.expect(table).to_contain_text(f"{REPEATS_MARK} ({len(thin)} of {len(data.benchmark.blocks)} blocks)")
-        notes = page.locator("#lb-notes")
-        sync_api.expect(notes).to_contain_text("Chance:")
-        sync_api.expect(notes).to_contain_text("ties count against the target")
-        sync_api.expect(notes).to_contain_text(f"{REPEATS_MARK}:")
-        sync_api.expect(page.locator("#lb-source")).to_contain_text("Produced on benchmark")
-        table.scroll_into_view_if_needed()
-        page.screenshot(path=str(shots / f"leaderboard_{viewport[0]}x{viewport[1]}.png"), full_page=False)
-        print(f"screenshots: {shots}")
-    finally:
-        page.close()
-
-
-def test_score_tab_chance_on_a_phone(app_url, browser, tmp_path):
-    """The chance sentence is there (and readable) at 390x844 too."""
-    url, data = app_url
-    shots = _shots_dir(tmp_path)
-    photos = []
-    for i, world in enumerate(data.benchmark.world[4:7]):
-        path = tmp_path / f"phone_{i}.jpg"
-        path.write_bytes(world.image_bytes)
-        photos.append(str(path))
-    for viewport in ((390, 844), (1280, 900)):
-        page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
-        page.set_default_timeout(30_000)
-        sync_api.expect.set_options(timeout=30_000)
-        try:
-            page.goto(url, wait_until="domcontentloaded")
-            _open_tab(page, "Score your images")
-            block = page.locator("#score-block input")
-            block.click()
-            block.fill("berlin_am_lustgarten")
-            page.get_by_role("option", name="berlin_am_lustgarten — Am Lustgarten, Mitte, Berlin").first.click()
-            page.locator("#score-files input[type=file]").set_input_files(photos)
-            sync_api.expect(page.locator("#score-files")).to_contain_text("phone_2")
-            page.locator("#score-button").click()
-            table = page.locator("#score-table")
-            sync_api.expect(table).to_contain_text("by chance here")
-            table.scroll_into_view_if_needed()
-            page.screenshot(path=str(shots / f"score_{viewport[0]}x{viewport[1]}.png"), full_page=True)
-        finally:
-            page.close()
-
-
 # -- the Score tab's copy warning (issue 28 part 1): copies of the demo's Berlin photos (the full-resolution
 # originals from ../shared/real-data when they are beside the checkout, else flipped, cropped and recompressed
 # copies of the stored photos) are named, with each upload and its photo side by side
@@ -266,29 +183,36 @@ def _uploads(data, tmp_path) -> list[Path]:
 
 
 def test_score_tab_warns_about_copied_photos_and_shows_them_side_by_side(app_url, browser, tmp_path):
+    """Copies of Berlin's photos: the warning names each and shows it beside its photo, at 1280x900 and (the
+    same page, resized) at 390x844. Then new images (smooth random colour fields, no photo of the
+    benchmark) scored on that page: no warning, no pairs (the last answer's are gone)."""
+    import numpy as np
+    from PIL import Image
+
     url, data = app_url
     files = _uploads(data, tmp_path)
     refs = {r.reference_id for r in data.benchmark.references_of("berlin_am_lustgarten")}
-    for width, height in ((1280, 900), (390, 844)):
-        page = browser.new_page(viewport={"width": width, "height": height})
-        page.set_default_timeout(60_000)
-        sync_api.expect.set_options(timeout=60_000)
-        try:
-            page.goto(url, wait_until="domcontentloaded")
-            _open_score_tab(page)
-            block = page.locator("#score-block input")
-            block.click()
-            block.fill("berlin_am_lustgarten")
-            page.get_by_role("option", name="berlin_am_lustgarten — Am Lustgarten, Mitte, Berlin").click()
-            page.locator("#score-files input[type=file]").set_input_files([str(f) for f in files])
-            for f in files:
-                sync_api.expect(page.locator("#score-files")).to_contain_text(f.stem)
-            page.locator("#score-button").click()
-            warning = page.locator("#score-copy-warning")
-            sync_api.expect(warning).to_contain_text(f"{len(files)} of {len(files)} uploaded images are copies of this "
-                                                     "benchmark's own photos")
-            for ref_id in refs:
-                sync_api.expect(warning).to_contain_text(ref_id)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.set_default_timeout(60_000)
+    sync_api.expect.set_options(timeout=60_000)
+    try:
+        page.goto(url, wait_until="domcontentloaded")
+        _open_score_tab(page)
+        block = page.locator("#score-block input")
+        block.click()
+        block.fill("berlin_am_lustgarten")
+        page.get_by_role("option", name="berlin_am_lustgarten — Am Lustgarten, Mitte, Berlin").click()
+        page.locator("#score-files input[type=file]").set_input_files([str(f) for f in files])
+        for f in files:
+            sync_api.expect(page.locator("#score-files")).to_contain_text(f.stem)
+        page.locator("#score-button").click()
+        warning = page.locator("#score-copy-warning")
+        sync_api.expect(warning).to_contain_text(f"{len(files)} of {len(files)} uploaded images are copies of this "
+                                                 "benchmark's own photos")
+        for ref_id in refs:
+            sync_api.expect(warning).to_contain_text(ref_id)
+        for width, height in ((1280, 900), (390, 844)):  # one answer, shown at both widths
+            page.set_viewport_size({"width": width, "height": height})
             sync_api.expect(warning).to_be_visible()
             pairs = page.locator("#score-copy-pairs img")
             sync_api.expect(pairs).to_have_count(2 * len(files))
@@ -306,35 +230,25 @@ def test_score_tab_warns_about_copied_photos_and_shows_them_side_by_side(app_url
             page.screenshot(path=str(tmp_path / f"score_copy_pairs_{width}x{height}.png"), full_page=False)
             print(f"screenshot: {shot}")
             assert shot.stat().st_size > 10_000
-        finally:
-            page.close()
 
-
-def test_score_tab_shows_no_copy_warning_for_new_images(app_url, browser, tmp_path):
-    import numpy as np
-    from PIL import Image
-
-    url, data = app_url
-    files = []
-    rng = np.random.default_rng(7)
-    for i in range(3):  # smooth random colour fields: no photo of the benchmark
-        small = rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)
-        path = tmp_path / f"new_{i}.png"
-        Image.fromarray(small).resize((256, 192), Image.Resampling.BICUBIC).save(path)
-        files.append(str(path))
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(url, wait_until="domcontentloaded")
-        _open_score_tab(page)
-        page.locator("#score-files input[type=file]").set_input_files(files)
+        # new images: no copy warning (four of them: the status must tell this answer from the last, of 3 images)
+        assert len(files) == 3
+        page.set_viewport_size({"width": 1280, "height": 900})
+        new = []
+        rng = np.random.default_rng(7)
+        for i in range(4):  # smooth random colour fields: no photo of the benchmark
+            small = rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)
+            path = tmp_path / f"new_{i}.png"
+            Image.fromarray(small).resize((256, 192), Image.Resampling.BICUBIC).save(path)
+            new.append(str(path))
+        page.locator("#score-files input[type=file]").set_input_files(new)
+        sync_api.expect(page.locator("#score-files")).to_contain_text("new_3")
         page.locator("#score-button").click()
-        sync_api.expect(page.locator("#score-status")).to_contain_text("Scored 3 images", timeout=60_000)
+        sync_api.expect(page.locator("#score-status")).to_contain_text("Scored 4 images", timeout=60_000)
         sync_api.expect(page.locator("#score-copy-warning")).not_to_contain_text("copies")
         sync_api.expect(page.locator("#score-copy-pairs")).to_be_hidden()
     finally:
         page.close()
-
 
 
 # -- issue 31 sections 1-2: every tab at 1280x900 and at 390x844 --------------------------------------------
@@ -392,10 +306,17 @@ def _no_overflow(page, what: str) -> None:
 def test_every_tab_fits_and_reads_at_both_widths(app_url, browser, tmp_path, viewport):
     """Every tab one tap away; nothing wider than the page; plots at their own aspect ratio with their
     captions under them; gallery captions whole; the Submit tab rendered and true for this app (no Hub
-    tab); one number format with n/a in the leaderboard; the About headers on one line. Screenshots of
+    tab); one number format with n/a in the leaderboard; the About headers on one line. The Explore and
+    Leaderboard tabs say the chance level and mark the held-out panels that repeat photos. Screenshots of
     every tab go to $GFB_SCREENSHOTS (to look at them)."""
+    import re
+
+    from geofidelity_bench.caveats import REPEATS_MARK
+
     url, data = app_url
     width, height = viewport
+    thin = data.thin_anchor_blocks()
+    n_blocks = len(data.benchmark.blocks)
     shots = _shots_dir(tmp_path)
     page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(30_000)
@@ -406,8 +327,18 @@ def test_every_tab_fits_and_reads_at_both_widths(app_url, browser, tmp_path, vie
         _every_tab_in_the_bar(page, APP_TABS, width)
         assert page.get_by_role("tab", name="Hub leaderboard").count() == 0  # no --results-repo here
 
-        # Explore: the photos' captions are whole (not cut with an ellipsis)
-        sync_api.expect(page.locator("#explore-meta")).to_contain_text("by chance here")
+        # Explore: the first block of the first city; its anchors say the chance level and, when it is thin, the mark
+        explore = page.locator("#explore-meta")
+        sync_api.expect(explore).to_contain_text("by chance here")
+        first_block = page.locator("input[aria-label='Block']").first.input_value().split(" ")[0]
+        if first_block in thin:
+            sync_api.expect(explore).to_contain_text(f"heldout_real {REPEATS_MARK}")
+            sync_api.expect(explore).to_contain_text("so its held-out panel repeats photos")
+        sync_api.expect(explore).to_contain_text(f"{len(thin)} of {n_blocks} block(s) have fewer "
+                                                 "held-out photos than the panel size")
+        explore.scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / f"explore_{width}x{height}.png"), full_page=True)
+        # the photos' captions are whole (not cut with an ellipsis)
         captions = page.locator("#explore-gallery .caption-label")
         sync_api.expect(captions.first).to_contain_text("HELD-OUT")
         _images_loaded(page, "#explore-gallery img")
@@ -424,10 +355,20 @@ def test_every_tab_fits_and_reads_at_both_widths(app_url, browser, tmp_path, vie
         _no_overflow(page, "Score")
         page.screenshot(path=str(shots / f"tab_score_{width}x{height}.png"), full_page=True)
 
-        # Leaderboard: each plot at its own aspect ratio (never stretched, never in a square box), caption below
+        # Leaderboard: the chance columns, the repeated-photos mark and the notes that explain them
         _open_tab(page, "Leaderboard")
         table = page.locator("#lb-table")
         sync_api.expect(table).to_contain_text("chance acc")
+        sync_api.expect(table).to_contain_text("chance MRR")
+        sync_api.expect(table).to_contain_text(f"{REPEATS_MARK} ({len(thin)} of {n_blocks} blocks)")
+        notes = page.locator("#lb-notes")
+        sync_api.expect(notes).to_contain_text("Chance:")
+        sync_api.expect(notes).to_contain_text("ties count against the target")
+        sync_api.expect(notes).to_contain_text(f"{REPEATS_MARK}:")
+        sync_api.expect(page.locator("#lb-source")).to_contain_text("Produced on benchmark")
+        table.scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / f"leaderboard_{width}x{height}.png"), full_page=False)
+        # each plot at its own aspect ratio (never stretched, never in a square box), caption below
         _images_loaded(page, "#lb-plots img")
         plots = page.locator("#lb-plots img")
         assert plots.count() >= 3
@@ -440,8 +381,6 @@ def test_every_tab_fits_and_reads_at_both_widths(app_url, browser, tmp_path, vie
             box = img.bounding_box()
             assert cap_top >= box["y"] + box["height"] - 1  # the caption is under the plot, not over it
         # numbers: one format (three decimals) or n/a, never a blank cell (GAAS is not computed by the demo)
-        import re
-
         shown = table.inner_text()
         decimals = re.findall(r"(?<![\w.])-?\d+\.(\d+)(?![\w.])", shown)
         assert decimals and all(len(d) == 3 for d in decimals), sorted(set(decimals))
@@ -479,46 +418,56 @@ def test_every_tab_fits_and_reads_at_both_widths(app_url, browser, tmp_path, vie
         page.close()
 
 
-@pytest.mark.parametrize("viewport", [(1280, 900), (390, 844)], ids=["laptop", "phone"])
-def test_score_values_are_visible_after_scoring_four_images(app_url, browser, tmp_path, viewport):
-    """After scoring four images, every score's name, value, meaning and comparison lies within the screen's
-    width (on a phone each score is a card), and nothing overflows the page."""
+def test_score_values_are_visible_after_scoring_four_images(app_url, browser, tmp_path):
+    """On a phone (390x844): a block picked from the list, four images scored; the chance sentence is there,
+    and every score's name, value, meaning and comparison lies within the screen's width (each score is a
+    card), and nothing overflows the page. The same answer on that page resized to 1280x900 likewise."""
     from geofidelity_bench.demo_app.texts import SCORES
 
     url, data = app_url
-    width, height = viewport
     shots = _shots_dir(tmp_path)
     photos = []
     for i, world in enumerate(data.benchmark.world[8:12]):
         path = tmp_path / f"four_{i}.jpg"
         path.write_bytes(world.image_bytes)
         photos.append(str(path))
-    page = browser.new_page(viewport={"width": width, "height": height})
+    page = browser.new_page(viewport={"width": 390, "height": 844})
     page.set_default_timeout(60_000)
     sync_api.expect.set_options(timeout=60_000)
     try:
         page.goto(url, wait_until="domcontentloaded")
         _open_tab(page, "Score your images")
+        block = page.locator("#score-block input")
+        block.click()
+        block.fill("berlin_am_lustgarten")
+        page.get_by_role("option", name="berlin_am_lustgarten — Am Lustgarten, Mitte, Berlin").first.click()
         page.locator("#score-files input[type=file]").set_input_files(photos)
         sync_api.expect(page.locator("#score-files")).to_contain_text("four_3")
         page.locator("#score-button").click()
-        sync_api.expect(page.locator("#score-status")).to_contain_text("Scored 4 images")
+        sync_api.expect(page.locator("#score-status")).to_contain_text("Scored 4 images against berlin_am_lustgarten")
+        table = page.locator("#score-table")
+        sync_api.expect(table).to_contain_text("by chance here")
         rows = page.locator("#score-table tbody tr")
         sync_api.expect(rows).to_have_count(len(SCORES))
-        for row in rows.all():
-            cells = row.locator("td")
-            value = cells.nth(1)
-            value.scroll_into_view_if_needed()
-            sync_api.expect(value).to_be_visible()
-            text = value.inner_text().strip()
-            assert text == "n/a" or text.lstrip("+-").replace(".", "", 1).isdigit(), text
-            for i in range(4):
-                box = cells.nth(i).bounding_box()
-                assert box and box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (row.inner_text(), i, box)
-                assert box["height"] < 400, (row.inner_text(), i, box)  # never a column of one word per line
-        page.evaluate("() => window.scrollTo(0, 0)")
-        _no_overflow(page, "Score (scored)")
-        page.locator("#score-table").scroll_into_view_if_needed()
-        page.screenshot(path=str(shots / f"tab_score_scored_{width}x{height}.png"), full_page=True)
+        for width, height in ((390, 844), (1280, 900)):  # one answer, shown at both widths
+            page.set_viewport_size({"width": width, "height": height})
+            sync_api.expect(table).to_contain_text("by chance here")
+            table.scroll_into_view_if_needed()
+            page.screenshot(path=str(shots / f"score_{width}x{height}.png"), full_page=True)
+            for row in rows.all():
+                cells = row.locator("td")
+                value = cells.nth(1)
+                value.scroll_into_view_if_needed()
+                sync_api.expect(value).to_be_visible()
+                text = value.inner_text().strip()
+                assert text == "n/a" or text.lstrip("+-").replace(".", "", 1).isdigit(), text
+                for i in range(4):
+                    box = cells.nth(i).bounding_box()
+                    assert box and box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (width, row.inner_text(), i, box)
+                    assert box["height"] < 400, (width, row.inner_text(), i, box)  # never a column of one word per line
+            page.evaluate("() => window.scrollTo(0, 0)")
+            _no_overflow(page, f"Score (scored) at {width}x{height}")
+            page.locator("#score-table").scroll_into_view_if_needed()
+            page.screenshot(path=str(shots / f"tab_score_scored_{width}x{height}.png"), full_page=True)
     finally:
         page.close()

@@ -20,12 +20,16 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting' is deprecated"),
     pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
 ]
-VISITORS = 8
+#: more visitors than the queue runs at once (ui.CONCURRENCY), so that requests run side by side and wait
+VISITORS = 4
 
 
 def test_concurrent_visitors_uploading_the_same_files_all_get_scored(server, app_data, tmp_path):
     from gradio_client import Client
 
+    from geofidelity_bench.demo_app.ui import CONCURRENCY
+
+    assert VISITORS >= 2 * CONCURRENCY
     tag = uuid.uuid4().hex[:12]
     held = app_data.benchmark.heldout("lund_seg2")
     photos = _files(tmp_path, {f"same_{tag}_{i}.jpg": r.image_bytes for i, r in enumerate(held[:2])})

@@ -12,10 +12,12 @@ try:  # the fake Hub (`hub`, `online`), results folders, and the browser of the 
     from test_app_browser import OVERFLOW_JS, browser, pytestmark  # noqa: F401
     from test_generation_hub import hub, online  # noqa: F401
     from test_leaderboard_hub import REPO, demo_runs, make_results  # noqa: F401
+    from test_app import shared_app_data
 except ImportError:  # tests/ imported as a package
     from tests.test_app_browser import OVERFLOW_JS, browser, pytestmark  # noqa: F401
     from tests.test_generation_hub import hub, online  # noqa: F401
     from tests.test_leaderboard_hub import REPO, demo_runs, make_results  # noqa: F401
+    from tests.test_app import shared_app_data
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
@@ -26,8 +28,8 @@ def _push_results(folder, hub) -> None:
     assert main(["push-results", str(folder), "--repo-id", REPO, "--endpoint", hub.url]) == 0
 
 
-def test_space_shows_comparable_submissions_and_names_the_other_group(hub, online, browser, tmp_path):
-    from geofidelity_bench.demo_app import HubBoard, build_app, launch, load_app_data
+def test_space_shows_comparable_submissions_and_names_the_other_group(hub, online, browser, tmp_path, tmp_path_factory):
+    from geofidelity_bench.demo_app import HubBoard, build_app, launch
 
     _push_results(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
     _push_results(make_results(tmp_path / "r2", seed=2, method="gen_b"), hub)
@@ -36,7 +38,7 @@ def test_space_shows_comparable_submissions_and_names_the_other_group(hub, onlin
 
     _push_results(make_results(tmp_path / "r5", seed=5, method="gen_part", blocks=[("b0", "rome")]), hub)
     board = HubBoard(REPO, endpoint=hub.url, n_resamples=100).refresh()
-    data = load_app_data("demo", "efficientnet-lite0", cache_dir=str(tmp_path / "cache"))
+    data = shared_app_data(tmp_path_factory)  # the app's data, built once per session
     demo = build_app(data, board)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,66 +74,65 @@ def test_space_shows_comparable_submissions_and_names_the_other_group(hub, onlin
         demo.close()
 
 
-def test_hub_tab_after_the_demo_and_a_one_block_run(hub, online, browser, demo_runs, tmp_path):
+def test_hub_tab_after_the_demo_and_a_one_block_run(hub, online, browser, demo_runs, tmp_path, tmp_path_factory):
     """The Hub tab with the demo pushed three times and a 1-block tiny run: one set of anchors, no
     sanity rows, the tiny run listed apart as partial, right counts; screenshots at two sizes."""
     import os
 
-    from geofidelity_bench.demo_app import HubBoard, build_app, launch, load_app_data
+    from geofidelity_bench.demo_app import HubBoard, build_app, launch
 
     for _ in range(3):
         _push_results(demo_runs / "demo", hub)
     _push_results(demo_runs / "tiny", hub)
     board = HubBoard(REPO, endpoint=hub.url).refresh()  # the one bootstrap setting: 5,000 resamples, seed 42
-    data = load_app_data("demo", "efficientnet-lite0", cache_dir=str(tmp_path / "cache"))
+    data = shared_app_data(tmp_path_factory)  # the app's data, built once per session
     demo = build_app(data, board)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     launch(demo, host="127.0.0.1", port=port, prevent_thread_lock=True, quiet=True)
     shots = os.environ.get("GEOFIDELITY_SCREENSHOTS") or str(tmp_path)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.set_default_timeout(30_000)
     try:
-        for width, height in ((1280, 900), (390, 844)):
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.set_default_timeout(30_000)
-            try:
-                page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
-                page.locator("[role=tablist]").first.wait_for()
-                tab = page.get_by_role("tab", name="Hub leaderboard")
-                sync_api.expect(tab).to_be_visible()  # one tap away at both widths (the tab bar wraps)
-                box = tab.bounding_box()
-                assert box["x"] + box["width"] <= width
-                tab.click()
-                board_text = page.locator("#hub-board")
-                sync_api.expect(board_text).to_contain_text("Listed apart")
-                text = board_text.inner_text()
-                ranking, apart = text.split("Listed apart (not ranked)")
-                assert "Ranked: 0 generator submission(s), each covering all 7 block(s) of the group (3 cities)" in text
-                assert "1 partial, 0 not comparable, 0 copied" in text
-                assert "3 method(s) on 7 block(s)" in text and "5,000 bootstrap resamples, seed 42" in text
-                assert "Sanity" not in ranking and "tiny" not in ranking
-                assert "tiny" in apart and "partial: covers 1 of the group's 7 block(s)" in apart
-                assert ranking.count("Held-out Real") == 1
-                # the group's plots, which the text refers to (whiskers, leaderboard.png), at their own aspect ratio
-                plots = page.locator("#hub-plots img")
-                sync_api.expect(page.locator("#hub-plots")).to_contain_text("Leaderboard with real-image anchors")
-                assert plots.count() >= 1
-                page.locator("#hub-plots").scroll_into_view_if_needed()  # the plots load lazily, once on screen
-                page.wait_for_function("() => [...document.querySelectorAll('#hub-plots img')]"
-                                       ".every(i => i.complete && i.naturalWidth > 0)")
-                for img in plots.all():
-                    nw, nh, w, h = img.evaluate("i => [i.naturalWidth, i.naturalHeight, "
-                                                "i.getBoundingClientRect().width, i.getBoundingClientRect().height]")
-                    assert abs(w / h - nw / nh) < 0.02 * nw / nh and w <= nw + 1, (nw, nh, w, h)
-                page.evaluate("() => window.scrollTo(0, 0)")
-                assert page.evaluate(OVERFLOW_JS) == []
-                page.screenshot(path=f"{shots}/hub_tab_{width}x{height}.png", full_page=True)
-                page.get_by_role("tab", name="Submit").click()
-                submit = page.locator("#submit-text")
-                sync_api.expect(submit).to_contain_text('Press "Refresh" on the Hub leaderboard tab of this app')
-                assert page.evaluate(OVERFLOW_JS) == []
-                page.screenshot(path=f"{shots}/submit_tab_{width}x{height}.png", full_page=True)
-            finally:
-                page.close()
+        page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
+        page.locator("[role=tablist]").first.wait_for()
+        for width, height in ((1280, 900), (390, 844)):  # one page, resized: the layout follows the width
+            page.set_viewport_size({"width": width, "height": height})
+            tab = page.get_by_role("tab", name="Hub leaderboard")
+            sync_api.expect(tab).to_be_visible()  # one tap away at both widths (the tab bar wraps)
+            box = tab.bounding_box()
+            assert box["x"] + box["width"] <= width, (width, box)
+            tab.click()
+            board_text = page.locator("#hub-board")
+            sync_api.expect(board_text).to_contain_text("Listed apart")
+            text = board_text.inner_text()
+            ranking, apart = text.split("Listed apart (not ranked)")
+            assert "Ranked: 0 generator submission(s), each covering all 7 block(s) of the group (3 cities)" in text
+            assert "1 partial, 0 not comparable, 0 copied" in text
+            assert "3 method(s) on 7 block(s)" in text and "5,000 bootstrap resamples, seed 42" in text
+            assert "Sanity" not in ranking and "tiny" not in ranking
+            assert "tiny" in apart and "partial: covers 1 of the group's 7 block(s)" in apart
+            assert ranking.count("Held-out Real") == 1
+            # the group's plots, which the text refers to (whiskers, leaderboard.png), at their own aspect ratio
+            plots = page.locator("#hub-plots img")
+            sync_api.expect(page.locator("#hub-plots")).to_contain_text("Leaderboard with real-image anchors")
+            assert plots.count() >= 1
+            page.locator("#hub-plots").scroll_into_view_if_needed()  # the plots load lazily, once on screen
+            page.wait_for_function("() => [...document.querySelectorAll('#hub-plots img')]"
+                                   ".every(i => i.complete && i.naturalWidth > 0)")
+            for img in plots.all():
+                nw, nh, w, h = img.evaluate("i => [i.naturalWidth, i.naturalHeight, "
+                                            "i.getBoundingClientRect().width, i.getBoundingClientRect().height]")
+                assert abs(w / h - nw / nh) < 0.02 * nw / nh and w <= nw + 1, (width, nw, nh, w, h)
+            page.evaluate("() => window.scrollTo(0, 0)")
+            assert page.evaluate(OVERFLOW_JS) == [], width
+            page.screenshot(path=f"{shots}/hub_tab_{width}x{height}.png", full_page=True)
+            page.get_by_role("tab", name="Submit").click()
+            submit = page.locator("#submit-text")
+            sync_api.expect(submit).to_contain_text('Press "Refresh" on the Hub leaderboard tab of this app')
+            assert page.evaluate(OVERFLOW_JS) == [], width
+            page.screenshot(path=f"{shots}/submit_tab_{width}x{height}.png", full_page=True)
     finally:
+        page.close()
         demo.close()

@@ -275,16 +275,21 @@ def test_app_hub_board_loads_refreshes_and_keeps_the_last_state(hub, online, tmp
     assert f"push-results results --repo-id {REPO}" in text and "token" in text
 
 
-def test_app_serves_the_hub_board_and_the_submit_tab(hub, online, tmp_path):
+def test_app_serves_the_hub_board_and_the_submit_tab(hub, online, tmp_path, tmp_path_factory):
     import socket
 
     from gradio_client import Client
 
-    from geofidelity_bench.demo_app import HubBoard, build_app, launch, load_app_data
+    from geofidelity_bench.demo_app import HubBoard, build_app, launch
+
+    try:  # the app's data, built once per session
+        from test_app import shared_app_data
+    except ImportError:  # tests/ imported as a package
+        from tests.test_app import shared_app_data
 
     push(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
     board = HubBoard(REPO, endpoint=hub.url, n_resamples=100).refresh()
-    data = load_app_data("demo", "efficientnet-lite0", cache_dir=str(tmp_path / "cache"))
+    data = shared_app_data(tmp_path_factory)
     demo = build_app(data, board)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -302,16 +307,25 @@ def test_app_serves_the_hub_board_and_the_submit_tab(hub, online, tmp_path):
 # -- issue 28: the leaderboard ranks only equals ---------------------------------------------------
 
 
+#: demo_runs, made once per session (tests/test_leaderboard_browser.py imports the fixture too)
+_DEMO_RUNS: dict = {}
+
+
 @pytest.fixture(scope="module")
 def demo_runs(tmp_path_factory):
-    """The demo's results folder (anchors + sanity) and a 1-block tiny run, both with the offline encoder."""
+    """The demo's results folder (anchors + sanity) and a 1-block tiny run, both with the offline encoder.
+    Read only: tests push these folders, never change them."""
+    if "root" in _DEMO_RUNS:
+        return _DEMO_RUNS["root"]
     root = tmp_path_factory.mktemp("demo_runs")
-    cache = str(root / "cache")
+    # the embedding cache of the app tests (tests/test_app.py): the same photos and encoder
+    cache = str(tmp_path_factory.getbasetemp() / "app-embedding-cache")
     assert main(["demo", "--out", str(root / "demo"), "--no-progress", "--cache-dir", cache, "--no-gaas"]) == 0
     assert main(["generate", "--model", "tiny", "--blocks", "berlin_am_lustgarten", "--conditions", "L0", "L1",
                  "--images-per-block", "2", "--out", str(root / "gen"), "--no-progress"]) == 0
     assert main(["evaluate", "--generated", str(root / "gen"), "--encoder", "efficientnet-lite0", "--no-gaas",
                  "--out", str(root / "tiny"), "--no-progress", "--cache-dir", cache]) == 0
+    _DEMO_RUNS["root"] = root
     return root
 
 
