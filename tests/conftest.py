@@ -151,3 +151,35 @@ def tiny_clip_dir(tmp_path_factory):
     CLIPModel(cfg).eval().save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+# -- the demo's efficientnet-lite0 embeddings, computed once per session ------------------------------
+
+
+@pytest.fixture(scope="session")
+def demo_lite0_cache_dir(tmp_path_factory):
+    """An embedding cache folder holding the efficientnet-lite0 embeddings of every image an ``evaluate``
+    of the demo embeds (gallery, held-out and pool photos), made once by such an ``evaluate`` (cold).
+    Never write to it: use ``warm_demo_cache`` (a copy) in a test."""
+    from geofidelity_bench.benchmark import load_benchmark
+    from geofidelity_bench.cli import main
+
+    root = tmp_path_factory.mktemp("demo-lite0-cache")
+    demo = load_benchmark("demo")
+    panel = root / "gen" / "m" / "L0" / demo.block_ids[0]
+    panel.mkdir(parents=True)
+    for k, w in enumerate(demo.world[:2]):
+        (panel / f"{k:02d}.jpg").write_bytes(w.image_bytes)
+    assert main(["evaluate", "--benchmark", "demo", "--generated", str(root / "gen"), "--encoder",
+                 "efficientnet-lite0", "--out", str(root / "out"), "--cache-dir", str(root / "cache"),
+                 "--no-progress", "--no-gaas"]) == 0
+    return root / "cache"
+
+
+@pytest.fixture
+def warm_demo_cache(demo_lite0_cache_dir, tmp_path):
+    """A fresh copy (the test's own) of ``demo_lite0_cache_dir``: an ``evaluate`` of the demo with
+    efficientnet-lite0 and this ``--cache-dir`` embeds only the images that are not the demo's."""
+    import shutil
+
+    return shutil.copytree(demo_lite0_cache_dir, tmp_path / "warm-demo-cache")

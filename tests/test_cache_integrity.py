@@ -37,13 +37,22 @@ def _evaluate(gen: Path, out: Path, cache: Path) -> int:
 
 @pytest.fixture(scope="module")
 def clean_run(tmp_path_factory):
-    """A generated folder, a clean cache made by evaluating it, and that run's results.csv bytes."""
+    """A generated folder, a clean cache made by evaluating it, and that run's results.csv bytes.
+
+    The cache holds two shards: first (``_shards(cache)[0]``, the one the tests damage) the 8 panel
+    images embedded alone, then what the evaluation added; so a damaged first shard costs 8 rows again."""
+    from geofidelity_bench.encoders import get_encoder
+
     root = tmp_path_factory.mktemp("clean")
     demo = load_benchmark("demo")
     gen = root / "gen"
+    panel_images = [w.image_bytes for w in demo.world[:8]]
     for i, bid in enumerate(["lund_seg1", "berlin_am_lustgarten"]):
-        _write_panel(gen, "world_photos", "L0", bid, [w.image_bytes for w in demo.world[4 * i : 4 * i + 4]])
+        _write_panel(gen, "world_photos", "L0", bid, panel_images[4 * i : 4 * i + 4])
+    embed_images(get_encoder(ENCODER, device="cpu"), panel_images, cache=EmbeddingCache(root / "cache"), progress=False)
     assert _evaluate(gen, root / "out", root / "cache") == 0
+    shards = _shards(root / "cache")
+    assert len(shards) == 2 and len(_load(shards[0])[0]) == 8
     return gen, root / "cache", (root / "out" / "results.csv").read_bytes()
 
 
@@ -149,8 +158,8 @@ def test_a_shard_without_checksum_is_recomputed_once(tmp_path):
 
 def test_embed_out_never_writes_nan_rows_from_a_damaged_cache(tmp_path, capsys):
     base = ["embed", "--benchmark", "demo", "--encoder", ENCODER, "--no-progress"]
-    assert main(base + ["--no-cache", "--out", str(tmp_path / "clean.parquet")]) == 0
-    assert main(base + ["--cache-dir", str(tmp_path / "c")]) == 0
+    # a clean run (the embeddings computed) that also fills the cache
+    assert main(base + ["--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "clean.parquet")]) == 0
     nan_rows(_shards(tmp_path / "c")[0])
     with pytest.warns(UserWarning, match="embedding cache shard"):
         assert main(base + ["--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "e.parquet")]) == 0

@@ -99,7 +99,7 @@ def _panel(gen: Path, demo, method="world_photos", block="lund_seg1") -> None:
 
 
 @pytest.mark.slow
-def test_evaluate_on_a_full_disk_is_one_line_and_writes_nothing(tmp_path):
+def test_evaluate_on_a_full_disk_is_one_line_and_writes_nothing(tmp_path, warm_demo_cache):
     from geofidelity_bench.benchmark import load_benchmark
 
     demo = load_benchmark("demo")
@@ -108,8 +108,9 @@ def test_evaluate_on_a_full_disk_is_one_line_and_writes_nothing(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.csv").write_text("an earlier run\n")
+    # the cache holds every embedding and hash this run needs (the demo's, the panel's world photos): it writes none
     args = ["evaluate", "--generated", gen, "--out", out, "--encoder", "efficientnet-lite0", "--no-anchors",
-            "--no-gaas", "--no-cache", "--no-progress"]
+            "--no-gaas", "--cache-dir", warm_demo_cache, "--no-progress"]
     # results.csv and the summaries fit under 4 KB, run.json does not: the old writer left a new
     # results.csv without its run.json
     res = _cli(*args, fsize=4096)

@@ -47,8 +47,11 @@ def encoder():
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("copy-audit-cache")
+def cache_dir(tmp_path_factory, demo_lite0_cache_dir):
+    """This module's cache: a copy of the session's demo cache (the demo's embeddings and perceptual hashes)."""
+    import shutil
+
+    return shutil.copytree(demo_lite0_cache_dir, tmp_path_factory.mktemp("copy-audit") / "cache")
 
 
 @pytest.fixture(scope="module")

@@ -211,10 +211,10 @@ def encoder():
     return get_encoder("efficientnet-lite0", device="cpu")
 
 
-def test_precomputed_embeddings_equal_images(demo, encoder, tmp_path):
+def test_precomputed_embeddings_equal_images(demo, encoder, warm_demo_cache):
     from geofidelity_bench.encoders import EmbeddingCache, embed_images
 
-    cache = EmbeddingCache(tmp_path / "cache")
+    cache = EmbeddingCache(warm_demo_cache)
     imgs = [r.image_bytes for r in demo.heldout("lund_seg1")]
     by_image = evaluate_panels(demo, {("m", "L0", "lund_seg1"): imgs}, encoder, cache=cache, progress=False)
     emb = embed_images(encoder, imgs, cache=cache, progress=False)
@@ -288,13 +288,13 @@ def test_non_image_with_image_name_fails_naming_the_file(demo, encoder, tmp_path
 
 
 @pytest.mark.slow
-def test_evaluate_cli_writes_results_and_run_json(demo, tmp_path, capsys):
+def test_evaluate_cli_writes_results_and_run_json(demo, tmp_path, capsys, warm_demo_cache):
     gen = tmp_path / "gen"
     for i, bid in enumerate(["lund_seg1", "berlin_am_lustgarten"]):
         _write_panel(gen, "world_photos", "L0", bid, [w.image_bytes for w in demo.world[4 * i : 4 * i + 4]])
     out = tmp_path / "out"
     code = main(["evaluate", "--benchmark", "demo", "--generated", str(gen), "--encoder", "efficientnet-lite0",
-                 "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
+                 "--out", str(out), "--cache-dir", str(warm_demo_cache), "--no-progress"])
     assert code == 0
     df = pd.read_csv(out / "results.csv")
     assert list(df.columns) == RESULT_COLUMNS
@@ -321,11 +321,16 @@ def test_evaluate_cli_bad_folder_is_clean_error(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_demo_main_job(tmp_path, capsys):
+def test_demo_main_job(tmp_path, capsys, warm_demo_cache):
+    """`demo` without segmenter weights: the leaderboard, the report, GAAS n/a with how to get it, the cache.
+    (The cache starts with the demo's embeddings; the second run shows that a run reads everything back.)"""
     out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
+    assert main(["demo", "--out", str(out), "--cache-dir", str(warm_demo_cache), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "Leaderboard" in printed and "Similarity hierarchy" in printed and "GAAS: n/a" in printed
+    assert "--segmenter-weights PATH" in printed  # says how to provide the segmenter weights
+    gaas = json.loads((out / "run.json").read_text())["gaas"]
+    assert gaas["segmenter"] is None and "--segmenter-weights" in gaas["reason"]
     df = pd.read_csv(out / "results.csv")
     mean = df.groupby("method")[["cos_sim", "retrieval_acc"]].mean()
     assert mean.loc["heldout_real", "cos_sim"] > mean.loc["random_global", "cos_sim"]
@@ -338,7 +343,7 @@ def test_demo_main_job(tmp_path, capsys):
     for plot in ("leaderboard.png", "hierarchy.png", "city_heatmap.png"):
         assert (out / "report" / "plots" / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # A second run is served from the embedding cache.
-    assert main(["demo", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
+    assert main(["demo", "--out", str(out), "--cache-dir", str(warm_demo_cache), "--no-progress"]) == 0
     stats = json.loads((out / "run.json").read_text())["embedding_stats"]
     assert stats["forward_images"] == 0 and stats["from_cache"] == stats["total"]
 
@@ -347,16 +352,18 @@ def test_demo_main_job(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_gaas_with_a_segmenter_equals_independent_computation(demo, encoder, tiny_m2f_dir, tmp_path):
+def test_gaas_with_a_segmenter_equals_independent_computation(demo, encoder, tiny_m2f_dir, warm_demo_cache):
     from scipy.spatial.distance import jensenshannon
 
+    from geofidelity_bench.encoders import EmbeddingCache
     from geofidelity_bench.segmentation import gaas_shares, get_segmenter, segment_images
 
     seg = get_segmenter("mask2former-vistas", weights=tiny_m2f_dir, device="cpu")
     panel = [w.image_bytes for w in demo.world[:3]]
     emb_only = embed_images_for(encoder, [w.image_bytes for w in demo.world[3:6]])
+    # the embeddings from the demo's cache; the shares (GAAS) computed here and independently below
     df = evaluate_panels(demo, {("m", "L0", "lund_seg1"): panel, ("e", "L0", "lund_seg1"): emb_only}, encoder,
-                         segmenter=seg, progress=False)
+                         segmenter=seg, cache=EmbeddingCache(warm_demo_cache), progress=False)
     gen = gaas_shares(segment_images(seg, panel, progress=False))
     ref = gaas_shares(segment_images(seg, [r.image_bytes for r in demo.gallery("lund_seg1")], progress=False))
     expected = np.mean([
@@ -378,24 +385,15 @@ def embed_images_for(encoder, images):
 
 
 @pytest.mark.slow
-def test_demo_reports_gaas_with_local_segmenter_weights(tiny_m2f_dir, tmp_path, capsys):
+def test_demo_reports_gaas_with_local_segmenter_weights(tiny_m2f_dir, tmp_path, capsys, warm_demo_cache):
     out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress",
+    assert main(["demo", "--out", str(out), "--cache-dir", str(warm_demo_cache), "--no-progress",
                  "--segmenter-weights", str(tiny_m2f_dir)]) == 0
     assert "GAAS computed with segmenter mask2former-vistas" in capsys.readouterr().out
     df = pd.read_csv(out / "results.csv")
     assert df.gaas.notna().all() and ((df.gaas >= 0) & (df.gaas <= 1)).all()
     gaas = json.loads((out / "run.json").read_text())["gaas"]
     assert gaas["segmenter"] == "mask2former-vistas" and gaas["config_hash"]
-
-
-@pytest.mark.slow
-def test_demo_without_segmenter_weights_says_how_to_provide_them(tmp_path, capsys):
-    out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
-    assert "--segmenter-weights PATH" in capsys.readouterr().out
-    gaas = json.loads((out / "run.json").read_text())["gaas"]
-    assert gaas["segmenter"] is None and "--segmenter-weights" in gaas["reason"]
 
 
 # -- near copies of reference photos --------------------------------------------------------------
@@ -412,7 +410,7 @@ def _reencoded(data: bytes) -> bytes:
 
 
 @pytest.mark.slow
-def test_evaluate_warns_about_panels_copied_from_reference_photos(demo, tmp_path, capsys):
+def test_evaluate_warns_about_panels_copied_from_reference_photos(demo, tmp_path, capsys, warm_demo_cache):
     gen = tmp_path / "gen"
     own = demo.gallery("lund_seg1")[:3]
     other = demo.gallery("lund_seg2")[0]
@@ -424,7 +422,7 @@ def test_evaluate_warns_about_panels_copied_from_reference_photos(demo, tmp_path
                          [demo.world[0].image_bytes, demo.world[1].image_bytes, _reencoded(other.image_bytes)])
     out = tmp_path / "out"
     assert main(["evaluate", "--benchmark", "demo", "--generated", str(gen), "--encoder", "efficientnet-lite0",
-                 "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
+                 "--out", str(out), "--cache-dir", str(warm_demo_cache), "--no-progress"]) == 0
     err = capsys.readouterr().err
     warnings = [line for line in err.splitlines() if "copies of the benchmark's own photos" in line]
     assert len(warnings) == 1, err
@@ -531,13 +529,16 @@ def test_anchor_pools_sorted_once_draw_what_sorting_every_pool_draws(seed):
 # -- n_distinct and the chance columns (issue 28 parts 2-3) -------------------------------------------
 
 
-def test_rows_record_distinct_images_and_the_chance_of_their_candidates(demo, encoder):
+def test_rows_record_distinct_images_and_the_chance_of_their_candidates(demo, encoder, warm_demo_cache):
     import itertools
+
+    from geofidelity_bench.encoders import EmbeddingCache
 
     img = [r.image_bytes for r in demo.gallery("lund_seg1")]
     panels = {("m", "L0", "lund_seg1"): [img[0], img[1], img[0], img[0]],  # 2 distinct files, cycled
               ("m", "L0", "lund_seg2"): [demo.gallery("lund_seg2")[0].image_bytes] + img[:3]}
-    df = evaluate_panels(demo, panels, encoder, include_anchors=True, progress=False)
+    cache = EmbeddingCache(warm_demo_cache)
+    df = evaluate_panels(demo, panels, encoder, include_anchors=True, cache=cache, progress=False)
     assert list(df.columns) == RESULT_COLUMNS
     row = df.set_index(["method", "condition", "block_id"])
     assert row.loc[("m", "L0", "lund_seg1"), "n_distinct"] == 2
@@ -559,5 +560,6 @@ def test_rows_record_distinct_images_and_the_chance_of_their_candidates(demo, en
         assert r["chance_mrr"] == pytest.approx(np.mean([1 / (k + 1) for k in ranks]))
     # embeddings without bytes: distinct rows
     emb = np.random.default_rng(0).standard_normal((3, encoder.dim)).astype(np.float32)
-    by_emb = evaluate_panels(demo, {("e", "L0", "lund_seg1"): emb[[0, 1, 1, 2, 0]]}, encoder, progress=False)
+    by_emb = evaluate_panels(demo, {("e", "L0", "lund_seg1"): emb[[0, 1, 1, 2, 0]]}, encoder, cache=cache,
+                             progress=False)
     assert by_emb["n_distinct"].tolist() == [3]

@@ -141,14 +141,15 @@ def test_the_list_of_bad_images_is_capped_at_50_with_a_count():
     assert "image 49:" in msg and "image 50:" not in msg and "... and 7 more" in msg
 
 
-def test_skip_bad_images_scores_the_rest_and_records_every_skipped_file(demo, bad_folder, tmp_path, capsys):
+def test_skip_bad_images_scores_the_rest_and_records_every_skipped_file(demo, bad_folder, tmp_path, capsys,
+                                                                      warm_demo_cache):
     from geofidelity_bench.encoders import EmbeddingCache, get_encoder
     from geofidelity_bench.evaluation import evaluate_panels
 
     gen, bad = bad_folder
     out = tmp_path / "out"
     assert main(["evaluate", "--generated", str(gen), "--encoder", "efficientnet-lite0", "--out", str(out),
-                 "--cache-dir", str(tmp_path / "cache"), "--no-progress", "--no-anchors", "--no-gaas",
+                 "--cache-dir", str(warm_demo_cache), "--no-progress", "--no-anchors", "--no-gaas",
                  "--skip-bad-images"]) == 0
     df = pd.read_csv(out / "results.csv", keep_default_na=False, na_values=[""])
     run = json.loads((out / "run.json").read_text())
@@ -166,18 +167,18 @@ def test_skip_bad_images_scores_the_rest_and_records_every_skipped_file(demo, ba
     # The scored panels equal an evaluation of their good files alone.
     enc = get_encoder("efficientnet-lite0", device="cpu")
     good = {("m", "L0", "lund_seg1"): sorted((gen / "m" / "L0" / "lund_seg1").glob("0[012].jpg"))}
-    want = evaluate_panels(demo, good, enc, cache=EmbeddingCache(tmp_path / "cache"), progress=False)
+    want = evaluate_panels(demo, good, enc, cache=EmbeddingCache(warm_demo_cache), progress=False)
     for col in ("cos_sim", "mmd", "diversity_gap", "retrieval_acc", "mrr", "sim_target"):
         assert rows.loc[("m", "lund_seg1"), col] == pytest.approx(want[col].iloc[0], rel=1e-12, abs=1e-12)
 
 
-def test_evaluate_records_animated_files_in_run_json(demo, tmp_path):
+def test_evaluate_records_animated_files_in_run_json(demo, tmp_path, warm_demo_cache):
     gen = tmp_path / "gen"
     w = [x.image_bytes for x in demo.world]
     folder = _write(gen, "m", "lund_seg1", {"00.jpg": w[0], "01.png": _animated("PNG"), "02.webp": _animated("WEBP")})
     out = tmp_path / "out"
     assert main(["evaluate", "--generated", str(gen), "--encoder", "efficientnet-lite0", "--out", str(out),
-                 "--cache-dir", str(tmp_path / "cache"), "--no-progress", "--no-anchors", "--no-gaas"]) == 0
+                 "--cache-dir", str(warm_demo_cache), "--no-progress", "--no-anchors", "--no-gaas"]) == 0
     run = json.loads((out / "run.json").read_text())
     assert sorted((r["file"], r["frames"], r["used"]) for r in run["animated_images"]) == [
         (str(folder / "01.png"), 3, "first frame"), (str(folder / "02.webp"), 3, "first frame")]

@@ -83,8 +83,11 @@ def encoder():
 
 
 @pytest.fixture(scope="module")
-def cache_dir(work):
-    return str(work / "embeddings")
+def cache_dir(work, demo_lite0_cache_dir):
+    """This module's embedding cache: a copy of the session's (the demo's efficientnet-lite0 embeddings)."""
+    import shutil
+
+    return str(shutil.copytree(demo_lite0_cache_dir, work / "embeddings", dirs_exist_ok=True))
 
 
 @pytest.fixture(scope="module")
@@ -163,9 +166,11 @@ def _expected_outputs(block: str) -> list[str]:
     return out
 
 
-def test_card_examples_run_from_any_folder_and_bare_name_loads_inside_metric_card(tmp_path):
+def test_card_examples_run_from_any_folder_and_bare_name_loads_inside_metric_card(tmp_path, warm_demo_cache):
     """One subprocess: the card's python examples (evaluate.load(metric_path())) from tmp_path,
-    then evaluate.load("geofidelity") with metric_card/ as the working directory."""
+    then evaluate.load("geofidelity") with metric_card/ as the working directory. The embedding
+    cache ($GEOFIDELITY_CACHE) starts with the demo's embeddings, as after a first run."""
+    warm_demo_cache.rename(tmp_path / "embeddings")  # _isolated_env's GEOFIDELITY_CACHE
     blocks = _python_blocks((SPACE / "README.md").read_text())
     assert len(blocks) >= 3
     script = "\n".join(blocks) + (
@@ -187,14 +192,16 @@ def test_card_examples_run_from_any_folder_and_bare_name_loads_inside_metric_car
 # -- config "default" -------------------------------------------------------------------------------------
 
 
-def test_compute_equals_evaluate_panels(metric, demo, encoder, panel_inputs):
+def test_compute_equals_evaluate_panels(metric, demo, encoder, panel_inputs, warm_demo_cache):
+    from geofidelity_bench.encoders import EmbeddingCache
     from geofidelity_bench.evaluation import METRIC_COLUMNS, RESULT_COLUMNS, evaluate_panels
 
     images, targets = panel_inputs
     got = metric.compute(predictions=images, references=targets, encoder=encoder, use_cache=False,
                          method="m", condition="c", return_per_block=True)
     panels = {("m", "c", bid): [im for im, t in zip(images, targets) if t == bid] for bid in BLOCKS}
-    want = evaluate_panels(demo, panels, encoder, cache=None, progress=False)
+    # the metric computes every embedding (no cache); evaluate_panels reads the demo's from its cache
+    want = evaluate_panels(demo, panels, encoder, cache=EmbeddingCache(warm_demo_cache), progress=False)
     for col in METRIC_COLUMNS:
         values = want[col].to_numpy(dtype=float)
         mean = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
@@ -429,7 +436,9 @@ def test_mfp_config_equals_mfp_compute(evaluate_lib, work, tmp_path):
     assert resized["ssim"] == pytest.approx(direct["ssim"], abs=1e-9)
 
 
-def test_segmenter_gives_gaas_like_evaluate_panels(evaluate_lib, demo, encoder, panel_inputs, tiny_m2f_dir):
+def test_segmenter_gives_gaas_like_evaluate_panels(evaluate_lib, demo, encoder, panel_inputs, tiny_m2f_dir,
+                                                   warm_demo_cache):
+    from geofidelity_bench.encoders import EmbeddingCache
     from geofidelity_bench.evaluation import evaluate_panels
     from geofidelity_bench.segmentation import SegmenterUnavailableError, get_segmenter
 
@@ -441,7 +450,8 @@ def test_segmenter_gives_gaas_like_evaluate_panels(evaluate_lib, demo, encoder, 
     panels = {}
     for img, block in zip(images, targets):
         panels.setdefault(("submission", "default", block), []).append(img)
-    df = evaluate_panels(demo, panels, encoder, segmenter=seg, progress=False)
+    # the embeddings from the demo's cache, the segmentation computed on both sides
+    df = evaluate_panels(demo, panels, encoder, segmenter=seg, cache=EmbeddingCache(warm_demo_cache), progress=False)
     assert got["segmenter"] == "mask2former-vistas" and not math.isnan(got["gaas"])
     assert got["gaas"] == pytest.approx(df.gaas.mean(), abs=1e-9)
     with pytest.raises(SegmenterUnavailableError, match="--segmenter-weights PATH"):

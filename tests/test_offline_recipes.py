@@ -4,7 +4,9 @@ Each code block after a ``<!-- recipe: NAME -->`` line is run, the blocks of one
 in an empty folder with ``HF_HUB_OFFLINE=1``: ``python`` blocks with this interpreter, ``bash``
 blocks with ``bash -e``, where ``geofidelity-bench`` and ``python`` are this environment's. The only
 change made to a block is the port of the Hub in the ``hub-endpoint`` recipe (the README's
-127.0.0.1:8765 becomes the free port of a loopback fake Hub started here).
+127.0.0.1:8765 becomes the free port of a loopback fake Hub started here). The embedding cache
+(``GEOFIDELITY_CACHE``, outside the folder) is empty, except for the ``clip`` recipe: there it starts
+with the demo's efficientnet-lite0 embeddings (conftest ``warm_demo_cache``), as after a first run.
 """
 
 from __future__ import annotations
@@ -56,12 +58,12 @@ def _bin_dir(tmp: Path) -> Path:
     return bin_dir
 
 
-def _run_recipe(name: str, tmp: Path, substitute: dict[str, str] | None = None) -> str:
+def _run_recipe(name: str, tmp: Path, substitute: dict[str, str] | None = None, cache: Path | None = None) -> str:
     work = tmp / "work"
     work.mkdir()
     env = dict(os.environ)
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp / "hf"),
-               GEOFIDELITY_CACHE=str(tmp / "cache"), MPLBACKEND="Agg", GRADIO_ANALYTICS_ENABLED="False",
+               GEOFIDELITY_CACHE=str(cache or tmp / "cache"), MPLBACKEND="Agg", GRADIO_ANALYTICS_ENABLED="False",
                PATH=f"{_bin_dir(tmp)}{os.pathsep}{env.get('PATH', '')}",
                PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p))
     env.pop("HF_ENDPOINT", None)
@@ -93,8 +95,8 @@ def test_mfp_recipe(tmp_path):
     assert "tiny-dino" in (tmp_path / "work" / "mfp_run" / "summary.json").read_text()
 
 
-def test_clip_recipe(tmp_path):
-    _run_recipe("clip", tmp_path)
+def test_clip_recipe(tmp_path, warm_demo_cache):
+    _run_recipe("clip", tmp_path, cache=warm_demo_cache)
     found = sorted((tmp_path / "work" / "results").rglob("clip_alignment*.csv"))
     assert found, sorted(p.name for p in (tmp_path / "work" / "results").iterdir())
     rows = pd.read_csv(found[0])

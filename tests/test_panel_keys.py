@@ -76,10 +76,13 @@ def test_every_condition_is_checked_and_only_prompt_conditions(demo):
 
 
 @pytest.mark.slow
-def test_allow_unpromptable_scores_them_and_records_it(demo, encoder, tmp_path):
+def test_allow_unpromptable_scores_them_and_records_it(demo, encoder, tmp_path, warm_demo_cache):
+    from geofidelity_bench.encoders import EmbeddingCache
+
     rng = np.random.default_rng(0)
     panels = {("m", "L1", b): rng.normal(size=(3, encoder.dim)).astype(np.float32) for b in demo.block_ids}
-    df = evaluate_panels(demo, panels, encoder, allow_unpromptable=True, progress=False)
+    df = evaluate_panels(demo, panels, encoder, allow_unpromptable=True, cache=EmbeddingCache(warm_demo_cache),
+                         progress=False)
     assert sorted(df["block_id"]) == sorted(demo.block_ids) and df["cos_sim"].notna().all()
     record = df.attrs["unpromptable_panels"]
     assert record["allowed"] is True
@@ -93,12 +96,12 @@ def test_allow_unpromptable_scores_them_and_records_it(demo, encoder, tmp_path):
 
 
 @pytest.mark.slow
-def test_evaluate_command_refuses_and_allows_unpromptable_panels(demo, tmp_path, capsys):
+def test_evaluate_command_refuses_and_allows_unpromptable_panels(demo, tmp_path, capsys, warm_demo_cache):
     gen = tmp_path / "gen"
     for i, bid in enumerate(demo.block_ids):  # the README's former example: L1 panels for every demo block
         _write_panel(gen, "world_photos", "L1", bid, [w.image_bytes for w in demo.world[4 * i:4 * i + 4]])
     common = ["evaluate", "--benchmark", "demo", "--generated", str(gen), "--encoder", "efficientnet-lite0",
-              "--no-anchors", "--no-progress", "--cache-dir", str(tmp_path / "cache")]
+              "--no-anchors", "--no-progress", "--cache-dir", str(warm_demo_cache)]
     assert main([*common, "--out", str(tmp_path / "refused")]) == 2
     err = capsys.readouterr().err
     for bid in _unnamed(demo):
@@ -147,14 +150,18 @@ def test_a_key_that_is_not_a_triple_is_refused(demo):
 
 
 @pytest.mark.slow
-def test_panels_with_similar_names_keep_their_own_images(demo, encoder):
-    """Images, not embeddings: each panel is embedded under its own tuple label."""
+def test_panels_with_similar_names_keep_their_own_images(demo, encoder, warm_demo_cache):
+    """Images, not embeddings: each panel is embedded under its own tuple label (the embeddings of
+    the images come from the cache, which is keyed by the images' bytes, not by panel)."""
+    from geofidelity_bench.encoders import EmbeddingCache
+
+    cache = EmbeddingCache(warm_demo_cache)
     bid = "lund_seg1"
     a = [w.image_bytes for w in demo.world[:3]]
     b = [r.image_bytes for r in demo.gallery(bid)[:3]]
-    df = evaluate_panels(demo, {("m.x", "L0", bid): a, ("m", "L0", bid): b}, encoder, progress=False)
-    alone_a = evaluate_panels(demo, {("m", "L0", bid): a}, encoder, progress=False)
-    alone_b = evaluate_panels(demo, {("m", "L0", bid): b}, encoder, progress=False)
+    df = evaluate_panels(demo, {("m.x", "L0", bid): a, ("m", "L0", bid): b}, encoder, cache=cache, progress=False)
+    alone_a = evaluate_panels(demo, {("m", "L0", bid): a}, encoder, cache=cache, progress=False)
+    alone_b = evaluate_panels(demo, {("m", "L0", bid): b}, encoder, cache=cache, progress=False)
     got = df.set_index("method")["cos_sim"]
     assert got["m.x"] == pytest.approx(float(alone_a["cos_sim"].iloc[0]))
     assert got["m"] == pytest.approx(float(alone_b["cos_sim"].iloc[0]))
