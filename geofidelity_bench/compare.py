@@ -435,10 +435,10 @@ def _compare_frames(df_a, df_b, parameters: dict, notes: list[str], missing: dic
 
     rankings = []
     ranked = [m for m in parameters["ranked_metrics"] if not missing[m]]
-    conditions = sorted(set(df_a["condition"]) | set(df_b["condition"]))
-    for condition in conditions:
+    in_a, in_b = set(df_a["condition"]), set(df_b["condition"])
+    for condition in sorted(in_a | in_b):
         for metric in ranked:
-            rankings.append(_ranking(a, b, common, condition, metric))
+            rankings.append(_ranking(a, b, common, condition, metric, condition in in_a, condition in in_b))
 
     def one_sided(index) -> dict:
         frame = pd.DataFrame(list(index), columns=keys) if len(index) else pd.DataFrame(columns=keys)
@@ -452,7 +452,7 @@ def _compare_frames(df_a, df_b, parameters: dict, notes: list[str], missing: dic
                       {"a": one_sided(only_a), "b": one_sided(only_b)})
 
 
-def _ranking(a, b, common, condition: str, metric: str) -> RankingComparison:
+def _ranking(a, b, common, condition: str, metric: str, in_a: bool, in_b: bool) -> RankingComparison:
     import numpy as np
     from scipy import stats as sps
 
@@ -463,8 +463,6 @@ def _ranking(a, b, common, condition: str, metric: str) -> RankingComparison:
         return RankingComparison(condition, metric, hib, list(methods), [], [], [], [], [], None, None, None, None,
                                  reason)
 
-    in_a = condition in set(a.index.get_level_values("condition"))
-    in_b = condition in set(b.index.get_level_values("condition"))
     if not (in_a and in_b):
         return empty(f"condition only in {'A' if in_a else 'B'}")
     va = a.loc[at, metric].to_numpy(dtype=float)

@@ -1,7 +1,6 @@
 import hashlib
 import json
 import random
-import shutil
 
 import numpy as np
 import pandas as pd

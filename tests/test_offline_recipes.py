@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README_PORT = "127.0.0.1:8765"

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import importlib.util
 import json
 import math
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -23,19 +21,14 @@ from geofidelity_bench.release_import import ReleaseImportError, canonical_block
 from geofidelity_bench.results import load_results, read_results_csv
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT / "tests" / "data" / "release_fixture" / "make_fixture.py"
 ROLES = ("same_neighborhood", "same_city", "same_driving_side", "random_city")
 
 
-def _fixture_module():
-    spec = importlib.util.spec_from_file_location("geofidelity_release_fixture_published", FIXTURE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+try:  # the release fixture's writer, as the import tests load it
+    from test_release_import import fx
+except ImportError:  # tests/ imported as a package
+    from tests.test_release_import import fx
 
-
-fx = _fixture_module()
 TOKYO = canonical_block_id(fx.B_TOKYO)
 IMPORTED = {fx.B_RIVOLI: fx.B_RIVOLI, fx.B_OBERKAMPF: fx.B_OBERKAMPF, fx.B_TOKYO: TOKYO}
 ANCHORS = {"oracle_nn": "heldout_real", "random_same_country": "random_same_country", "random_global": "random_global"}

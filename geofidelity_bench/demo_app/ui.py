@@ -323,9 +323,8 @@ def _copy_warning(data: AppData, result, uploads) -> tuple[str, list[tuple[Any, 
     return "\n".join(lines), pairs
 
 
-
 def _scores_markdown(score) -> str:
-    row, n = score.row, len(score.names)
+    row = score.row
     readings = score.readings()
     lines = [
         "**In short:** " + readings["retrieval_acc"] + "; " + readings["local_margin"] + ".",

@@ -66,12 +66,12 @@ Without ``raw_results.csv`` no published folder is written (an issue says so; no
 
 from __future__ import annotations
 
-import hashlib
 import math
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..benchmark import NEGATIVE_FIELDS, NEGATIVE_ROLES, Benchmark, is_safe_id
+from ..images import content_sha256
 from ..record_checks import ANCHOR_CONDITION, reserved_method_problem
 from .files import _read_table, _Table
 from .layout import (
@@ -156,14 +156,6 @@ DOCUMENTED_DIFFERENCES: tuple[dict[str, str], ...] = (
         "all-zero embedding rows, near-duplicate rows in the MMD bandwidth and 1-image panels are scored as the "
         "release's code scores them")},
 )
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_published_tables(root: Path) -> dict[str, _Table]:
@@ -395,7 +387,9 @@ class PublishedScores:
     def _margins(self, out: dict, key) -> None:
         """local_margin and strongest_margin from the re-assigned similarities (docs/benchmark.md section 5, Metrics)."""
         target = out["sim_target"]
-        local = [out[f"sim_{r}"] for r in ("same_neighborhood", "same_city") if not math.isnan(out[f"sim_{r}"])]
+        from ..metrics.retrieval import LOCAL_NEGATIVES
+
+        local = [out[f"sim_{r}"] for r in LOCAL_NEGATIVES if not math.isnan(out[f"sim_{r}"])]
         every = [out[f"sim_{r}"] for r in NEGATIVE_ROLES if not math.isnan(out[f"sim_{r}"])]
         for column, values, missing in (("local_margin", local, "no same-city negative similarity"),
                                         ("strongest_margin", every, "no negative similarity")):
@@ -486,7 +480,7 @@ def _file_records(root: Path, tables: Mapping[str, _Table], checks: Mapping[str,
         path = root / rel
         if path.is_file():
             table = tables.get(rel)
-            records.append({"path": rel, "sha256": file_sha256(path), "bytes": path.stat().st_size,
+            records.append({"path": rel, "sha256": content_sha256(path), "bytes": path.stat().st_size,
                             "rows": len(table.rows) if table is not None else None, "role": roles[rel],
                             **checks.get(rel, {})})
     stability = root / STABILITY_DIR
@@ -496,7 +490,7 @@ def _file_records(root: Path, tables: Mapping[str, _Table], checks: Mapping[str,
                 rel = path.relative_to(root).as_posix()
                 with open(path, "rb") as fh:
                     n_lines = sum(1 for _ in fh)
-                records.append({"path": rel, "sha256": file_sha256(path), "bytes": path.stat().st_size,
+                records.append({"path": rel, "sha256": content_sha256(path), "bytes": path.stat().st_size,
                                 "rows": max(0, n_lines - 1), "role": "rank-stability analysis: recorded, not read"})
     return records
 
