@@ -575,3 +575,14 @@ def test_plots_tell_missing_from_zero_show_n_and_keep_legends_off_titles(tmp_pat
         legend = ax.get_legend().get_window_extent(renderer)
         assert not any(legend.overlaps(t) for t in titles)
         assert legend.y1 < ax.get_window_extent(renderer).y0  # below its own panel
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--rarefy-n", "1", "--rarefy-n must be at least 2 (a diversity needs 2 images), got 1"),
+    ("--n-resamples", "0", "--n-resamples must be positive, got 0"),
+])
+def test_size_matching_options_are_checked_before_any_model_runs(option, value, message, tmp_path, capsys):
+    rc, backend = _run_cli("--real", option, value, "--no-cache", "--out", str(tmp_path / "out"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1] == f"geofidelity-bench geodiv: error: {message}"
+    assert backend is None and not (tmp_path / "out").exists()
