@@ -70,3 +70,29 @@ def test_every_subcommand_has_a_description_in_its_help():
         paragraph = text.split("\n\n")[1]  # the paragraph between usage and the options
         assert not paragraph.lstrip().startswith(("options:", "positional arguments:")), name
         assert len(p.description.split()) >= 12, (name, p.description)  # a sentence, not a label
+
+
+_EXIT_PROBE = """
+import atexit, sys
+atexit.register(lambda: print("finalized", flush=True))
+sys.argv = ["geofidelity-bench", *sys.argv[1:]]
+from geofidelity_bench.cli import run
+run()
+"""
+
+
+@pytest.mark.parametrize("world_size, finalized", [(None, True), ("1", True), ("2", False)])
+@pytest.mark.parametrize("args, status, shown", [(["prompts", "--blocks", "lund_seg1"], 0, "lund_seg1"),
+                                                 (["no-such-command"], 2, "invalid choice")],
+                         ids=["success", "usage-error"])
+def test_a_launched_process_skips_finalization_and_keeps_its_status_and_output(world_size, finalized, args, status,
+                                                                               shown):
+    # one of several launched processes (WORLD_SIZE > 1) leaves with os._exit: atexit handlers (and
+    # gloo's threads at interpreter finalization) never run, yet the status and every line are kept
+    env = {k: v for k, v in os.environ.items() if k != "WORLD_SIZE"}
+    env.update(HF_HUB_OFFLINE="1", **({"WORLD_SIZE": world_size} if world_size else {}))
+    done = subprocess.run([sys.executable, "-c", _EXIT_PROBE, *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == status, done.stderr
+    assert shown in done.stdout + done.stderr
+    assert ("finalized" in done.stdout) == finalized

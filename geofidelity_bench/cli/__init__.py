@@ -21,6 +21,12 @@ the reader has all it wanted, so :func:`main` stops quietly, without a traceback
 status :data:`BROKEN_PIPE_STATUS` (141, what a shell reports for a Unix tool ended by SIGPIPE, as in
 ``yes | head -1``): a plain pipeline ignores it, ``set -o pipefail`` sees the output was cut short.
 Files a command writes are written atomically, so one cut short leaves none half-written.
+
+A process of a multi-process launch (``torchrun``/``accelerate launch``, ``WORLD_SIZE`` above 1)
+leaves through :func:`run` without the interpreter's finalization: every command has by then written
+its files, closed the process group and flushed its output, and finalization is where gloo can
+abort a finished process (``terminate called without an active exception``, SIGABRT, seen after a
+complete ``generate`` on a loaded machine), which the launcher reports as a failed run.
 """
 
 from __future__ import annotations
@@ -122,6 +128,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def launched_with_peers() -> bool:
+    """Whether this process is one of several started by ``torchrun``/``accelerate launch``."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    except ValueError:
+        return False
+
+
+def run() -> None:
+    """The program's entry point (the ``geofidelity-bench`` script and ``python -m``): :func:`main`,
+    then exit with its status. In a multi-process launch the exit skips interpreter finalization
+    (``os._exit`` after flushing the output and the log handlers), so the status the command
+    returned is the status the launcher sees: finalization could otherwise let a torch.distributed
+    (gloo) thread abort a process whose work is done and recorded (pytorch/pytorch#179291 describes
+    the mechanism)."""
+    if not launched_with_peers():
+        raise SystemExit(main())
+    try:
+        status = main()
+    except SystemExit as stop:
+        code = stop.code
+        if code is not None and not isinstance(code, int):
+            print(code, file=sys.stderr)
+        status = code if isinstance(code, int) else (0 if code is None else 1)
+    except BaseException:  # noqa: BLE001 - a bug: its traceback, then the same fast exit
+        sys.excepthook(*sys.exc_info())
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed pipe: nothing more can be said
+            pass
+    logging.shutdown()
+    os._exit(status)
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -145,4 +187,4 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-__all__ = ["BROKEN_PIPE_STATUS", "main", "build_parser"]
+__all__ = ["BROKEN_PIPE_STATUS", "build_parser", "launched_with_peers", "main", "run"]

@@ -1,6 +1,6 @@
 """``python -m geofidelity_bench.cli`` (and ``accelerate launch -m`` / ``torchrun -m``) runs the command."""
 
-from . import main
+from . import run
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()
