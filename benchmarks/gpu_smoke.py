@@ -43,6 +43,9 @@ Checks, in order (``--only a,b`` runs some of them):
   float32 ones for the record only (random weights say little about real error). The dry run uses
   tiny configs of the same three families, float32 only, small batches.
 * ``cli``: ``embed --device cuda --dtype float16`` and ``generate --model tiny``.
+
+The dry run generates on two blocks of the demo (``generation``, ``offload``) and one (``cli``):
+every step runs, on fewer panels.
 * ``torchrun``: with 2+ GPUs, ``torchrun --nproc_per_node 2`` runs of ``embed`` and ``generate``,
   each rank on its own GPU, files equal to the one-process run.
 
@@ -432,15 +435,21 @@ class _OneProcess:
         self.device = torch.device(device)
 
 
+#: The dry run's generation checks use these blocks of the demo (4 panels per run, so batch 3 still
+#: has a full and a partial batch); on CUDA every block (14 panels).
+DRY_RUN_BLOCKS = ("arezzo_park_path", "lund_seg1")
+
+
 def generate(out: Path, device: str, model: Any = "tiny", batch_size: int = 1,
              cpu_offload: bool | None = None) -> dict[str, Any]:
-    """Runs the tiny model's L0 panels (2 per block of the demo) into ``out``; returns the files'
-    sha256, images/s and the peak GPU memory."""
+    """Runs the tiny model's L0 panels (2 per block of the demo; :data:`DRY_RUN_BLOCKS` only when
+    ``device`` is the CPU) into ``out``; returns the files' sha256, images/s and the peak GPU memory."""
     from geofidelity_bench import load_benchmark
     from geofidelity_bench.generation.runner import run_generation
 
+    blocks = None if str(device).startswith("cuda") else list(DRY_RUN_BLOCKS)
     with peak_gpu_memory(device) as peak:
-        summary = run_generation(load_benchmark("demo"), [model], ["L0"], out, images_per_block=2,
+        summary = run_generation(load_benchmark("demo"), [model], ["L0"], out, images_per_block=2, block_ids=blocks,
                                  batch_size=batch_size, cpu_offload=cpu_offload, progress=False, log=lambda m: None,
                                  state=_OneProcess(device))
     files = {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.rglob("*.jpg"))}
@@ -776,7 +785,8 @@ def check_cli(ctx: Context) -> str:
         _cli("embed", "--encoder", "efficientnet-lite0", "--device", "cpu", "--no-cache", "--out",
              str(tmp / "emb.parquet"), "--no-progress")
         embed = f"embed --device cpu ok (--device cuda --dtype float16 skipped: {NO_CUDA})"
-    _cli("generate", "--model", "tiny", "--conditions", "L0", "--images-per-block", "1", "--out",
+    blocks = [] if ctx.cuda else ["--blocks", DRY_RUN_BLOCKS[0]]
+    _cli("generate", "--model", "tiny", "--conditions", "L0", "--images-per-block", "1", *blocks, "--out",
          str(tmp / "gen"), "--no-progress")
     return f"{embed}; generate --model tiny ok"
 

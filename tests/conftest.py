@@ -106,6 +106,21 @@ def tiny_m2f_dir(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="session")
+def tiny_m2f_small_dir(tiny_m2f_dir, tmp_path_factory):
+    """``tiny_m2f_dir`` with a saved image processor of a small input size (shortest edge 64, longest
+    128, as the README's segmenter recipe saves it): a whole-demo GAAS run at the tiny model's scale,
+    used as a checkpoint's ``preprocessor_config.json`` is. ``tiny_m2f_dir`` keeps no processor (the
+    backend's defaults, 384/1333)."""
+    import shutil
+
+    from transformers import Mask2FormerImageProcessor
+
+    path = shutil.copytree(tiny_m2f_dir, tmp_path_factory.mktemp("tiny-mask2former-small") / "model")
+    Mask2FormerImageProcessor(size={"shortest_edge": 64, "longest_edge": 128}, size_divisor=32).save_pretrained(path)
+    return path
+
+
 # -- a tiny random CLIP (with a real in-memory-built tokenizer), saved like real weights ----------
 
 

@@ -146,7 +146,7 @@ def test_generate_on_a_full_disk_is_one_line_and_leaves_no_partial_image(tmp_pat
     assert "run the same command again to resume" in line
     left = [p for p in out.rglob("*") if p.is_file() and p.suffix in (".jpg", ".tmp")]
     assert left == []  # no partial image, no temporary file
-    assert _cli(*args).returncode == 0  # the same command, with space, resumes and finishes
+    assert main(list(map(str, args))) == 0  # the same command, with space (in this process), resumes and finishes
     assert sorted(p.name for p in (out / "tiny" / "L0" / "lund_seg1").iterdir()) == ["00.jpg", "01.jpg"]
 
 

@@ -351,13 +351,13 @@ def test_demo_main_job(tmp_path, capsys, warm_demo_cache):
 
 
 @pytest.mark.slow
-def test_gaas_with_a_segmenter_equals_independent_computation(demo, encoder, tiny_m2f_dir, warm_demo_cache):
+def test_gaas_with_a_segmenter_equals_independent_computation(demo, encoder, tiny_m2f_small_dir, warm_demo_cache):
     from scipy.spatial.distance import jensenshannon
 
     from geofidelity_bench.encoders import EmbeddingCache
     from geofidelity_bench.segmentation import gaas_shares, get_segmenter, segment_images
 
-    seg = get_segmenter("mask2former-vistas", weights=tiny_m2f_dir, device="cpu")
+    seg = get_segmenter("mask2former-vistas", weights=tiny_m2f_small_dir, device="cpu")
     panel = [w.image_bytes for w in demo.world[:3]]
     emb_only = embed_images_for(encoder, [w.image_bytes for w in demo.world[3:6]])
     # the embeddings from the demo's cache; the shares (GAAS) computed here and independently below
@@ -384,10 +384,10 @@ def embed_images_for(encoder, images):
 
 
 @pytest.mark.slow
-def test_demo_reports_gaas_with_local_segmenter_weights(tiny_m2f_dir, tmp_path, capsys, warm_demo_cache):
+def test_demo_reports_gaas_with_local_segmenter_weights(tiny_m2f_small_dir, tmp_path, capsys, warm_demo_cache):
     out = tmp_path / "demo"
     assert main(["demo", "--out", str(out), "--cache-dir", str(warm_demo_cache), "--no-progress",
-                 "--segmenter-weights", str(tiny_m2f_dir)]) == 0
+                 "--segmenter-weights", str(tiny_m2f_small_dir)]) == 0
     assert "GAAS computed with segmenter mask2former-vistas" in capsys.readouterr().out
     df = pd.read_csv(out / "results.csv")
     assert df.gaas.notna().all() and ((df.gaas >= 0) & (df.gaas <= 1)).all()

@@ -126,8 +126,8 @@ def test_resumed_two_process_run_splits_the_remaining_work(baseline, tmp_path):
     import json
 
     out = tmp_path / "resumed"
-    first = [sys.executable, "-m", "geofidelity_bench.cli", *generate_args(out, conditions=["L0"], n=1)]
-    subprocess.run(first, cwd=ROOT, env=env(), check=True, capture_output=True, timeout=240)
+    run_generation(load_benchmark("demo"), ["tiny"], ["L0"], out, images_per_block=1, progress=False,
+                   log=lambda m: None)  # the first run, in this process
     done_before = set(jpg_hashes(out))
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),

@@ -436,7 +436,7 @@ def test_mfp_config_equals_mfp_compute(evaluate_lib, work, tmp_path):
     assert resized["ssim"] == pytest.approx(direct["ssim"], abs=1e-9)
 
 
-def test_segmenter_gives_gaas_like_evaluate_panels(evaluate_lib, demo, encoder, panel_inputs, tiny_m2f_dir,
+def test_segmenter_gives_gaas_like_evaluate_panels(evaluate_lib, demo, encoder, panel_inputs, tiny_m2f_small_dir,
                                                    warm_demo_cache):
     from geofidelity_bench.encoders import EmbeddingCache
     from geofidelity_bench.evaluation import evaluate_panels
@@ -445,8 +445,8 @@ def test_segmenter_gives_gaas_like_evaluate_panels(evaluate_lib, demo, encoder, 
     images, targets = panel_inputs
     fresh = evaluate_lib.load(metric_module.metric_path(), keep_in_memory=True)
     got = fresh.compute(predictions=images, references=targets, encoder=encoder, use_cache=False,
-                        segmenter="mask2former-vistas", segmenter_weights=str(tiny_m2f_dir), return_per_block=True)
-    seg = get_segmenter("mask2former-vistas", weights=tiny_m2f_dir, device="cpu")
+                        segmenter="mask2former-vistas", segmenter_weights=str(tiny_m2f_small_dir), return_per_block=True)
+    seg = get_segmenter("mask2former-vistas", weights=tiny_m2f_small_dir, device="cpu")
     panels = {}
     for img, block in zip(images, targets):
         panels.setdefault(("submission", "default", block), []).append(img)
