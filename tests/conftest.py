@@ -171,11 +171,26 @@ def tiny_clip_dir(tmp_path_factory):
 # -- the demo's efficientnet-lite0 embeddings, computed once per session ------------------------------
 
 
+_DEMO_LITE0_CACHE: dict = {}
+
+
+def demo_lite0_cache(tmp_path_factory):
+    """What the ``demo_lite0_cache_dir`` fixture returns, for helpers that are not fixtures (built once
+    per session)."""
+    if "dir" not in _DEMO_LITE0_CACHE:
+        _DEMO_LITE0_CACHE["dir"] = _build_demo_lite0_cache(tmp_path_factory)
+    return _DEMO_LITE0_CACHE["dir"]
+
+
 @pytest.fixture(scope="session")
 def demo_lite0_cache_dir(tmp_path_factory):
     """An embedding cache folder holding the efficientnet-lite0 embeddings of every image an ``evaluate``
     of the demo embeds (gallery, held-out and pool photos), made once by such an ``evaluate`` (cold).
     Never write to it: use ``warm_demo_cache`` (a copy) in a test."""
+    return demo_lite0_cache(tmp_path_factory)
+
+
+def _build_demo_lite0_cache(tmp_path_factory):
     from geofidelity_bench.benchmark import load_benchmark
     from geofidelity_bench.cli import main
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 import io
 import math
 import re
+import shutil
 import socket
 
 import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
+
+from conftest import demo_lite0_cache
 
 pytest.importorskip("gradio", reason="the app needs gradio (pip install -e '.[app]')")
 pytest.importorskip("gradio_client", reason="the API tests need gradio_client (pip install -e '.[app]')")
@@ -43,6 +46,8 @@ def shared_app_data(tmp_path_factory):
 
     if "data" not in _SHARED:
         cache = tmp_path_factory.getbasetemp() / "app-embedding-cache"  # also used by the results-CSV test
+        if not cache.exists():  # starts as a copy of the session's demo cache: the same photos and encoder
+            shutil.copytree(demo_lite0_cache(tmp_path_factory), cache)
         _SHARED["data"] = load_app_data("demo", "efficientnet-lite0", cache_dir=str(cache))
     return _SHARED["data"]
 
