@@ -43,11 +43,11 @@ Checks, in order (``--only a,b`` runs some of them):
   float32 ones for the record only (random weights say little about real error). The dry run uses
   tiny configs of the same three families, float32 only, small batches.
 * ``cli``: ``embed --device cuda --dtype float16`` and ``generate --model tiny``.
+* ``torchrun``: with 2+ GPUs, ``torchrun --nproc_per_node 2`` runs of ``embed`` and ``generate``,
+  each rank on its own GPU, files equal to the one-process run.
 
 The dry run generates on two blocks of the demo (``generation``, ``offload``) and one (``cli``):
 every step runs, on fewer panels.
-* ``torchrun``: with 2+ GPUs, ``torchrun --nproc_per_node 2`` runs of ``embed`` and ``generate``,
-  each rank on its own GPU, files equal to the one-process run.
 
 Limits (:data:`TOLERANCES`; each one's evidence is recorded beside it and in the JSON)
 -----------------------------------------------------------------------------------------

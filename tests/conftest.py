@@ -175,22 +175,12 @@ _DEMO_LITE0_CACHE: dict = {}
 
 
 def demo_lite0_cache(tmp_path_factory):
-    """What the ``demo_lite0_cache_dir`` fixture returns, for helpers that are not fixtures (built once
-    per session)."""
-    if "dir" not in _DEMO_LITE0_CACHE:
-        _DEMO_LITE0_CACHE["dir"] = _build_demo_lite0_cache(tmp_path_factory)
-    return _DEMO_LITE0_CACHE["dir"]
-
-
-@pytest.fixture(scope="session")
-def demo_lite0_cache_dir(tmp_path_factory):
     """An embedding cache folder holding the efficientnet-lite0 embeddings of every image an ``evaluate``
-    of the demo embeds (gallery, held-out and pool photos), made once by such an ``evaluate`` (cold).
-    Never write to it: use ``warm_demo_cache`` (a copy) in a test."""
-    return demo_lite0_cache(tmp_path_factory)
-
-
-def _build_demo_lite0_cache(tmp_path_factory):
+    of the demo embeds (gallery, held-out and pool photos), made once per session by such an
+    ``evaluate`` (cold); also for helpers that are not fixtures. Never write to it: copy it
+    (``warm_demo_cache``)."""
+    if "dir" in _DEMO_LITE0_CACHE:
+        return _DEMO_LITE0_CACHE["dir"]
     from geofidelity_bench.benchmark import load_benchmark
     from geofidelity_bench.cli import main
 
@@ -203,7 +193,14 @@ def _build_demo_lite0_cache(tmp_path_factory):
     assert main(["evaluate", "--benchmark", "demo", "--generated", str(root / "gen"), "--encoder",
                  "efficientnet-lite0", "--out", str(root / "out"), "--cache-dir", str(root / "cache"),
                  "--no-progress", "--no-gaas"]) == 0
-    return root / "cache"
+    _DEMO_LITE0_CACHE["dir"] = root / "cache"
+    return _DEMO_LITE0_CACHE["dir"]
+
+
+@pytest.fixture(scope="session")
+def demo_lite0_cache_dir(tmp_path_factory):
+    """:func:`demo_lite0_cache` as a fixture. Never write to it: use ``warm_demo_cache`` (a copy) in a test."""
+    return demo_lite0_cache(tmp_path_factory)
 
 
 @pytest.fixture

@@ -156,10 +156,8 @@ def run() -> None:
         sys.excepthook(*sys.exc_info())
         status = 1
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # a closed pipe: nothing more can be said
             stream.flush()
-        except Exception:  # noqa: BLE001 - a closed pipe: nothing more can be said
-            pass
     logging.shutdown()
     os._exit(status)
 
