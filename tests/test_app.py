@@ -216,11 +216,12 @@ def test_app_data_prompts_anchors_and_scoring_agree(app_data):
     assert "Am Lustgarten in the Mitte district of Berlin" in berlin["L1"].text
     anchors = app_data.anchors_of("lund_seg1")
     assert set(anchors) == {"heldout_real", "random_same_country", "random_global"}
-    # Scoring the held-out anchor panel through the app gives the anchor's own row.
+    # Scoring the held-out anchor panel through the app gives the anchor's own row, up to the float noise of
+    # batching: uploads are embedded fresh, in their own batch, the anchors' photos came from the cache
     panel = anchor_panels(bench)[("heldout_real", "anchor", "lund_seg1")]
     scored = app_data.score("lund_seg1", [r.image_bytes for r in panel])
     for key in ("cos_sim", "mmd", "dcsf", "retrieval_acc", "local_margin"):
-        assert math.isclose(scored.row[key], anchors["heldout_real"][key], rel_tol=1e-6, abs_tol=1e-9)
+        assert math.isclose(scored.row[key], anchors["heldout_real"][key], rel_tol=1e-5, abs_tol=1e-7), key
     assert scored.retrieval.best_candidate == ["target"] * 4
     assert [r[3] for r in scored.ranking_rows()] == ["1 of 5"] * 4
 

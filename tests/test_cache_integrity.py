@@ -56,6 +56,19 @@ def clean_run(tmp_path_factory):
     return gen, root / "cache", (root / "out" / "results.csv").read_bytes()
 
 
+def _assert_same_scores(got: bytes, want: bytes) -> None:
+    """The same rows and text, every score equal up to the float noise of batching (docs/benchmark.md
+    section 12: an image embedded in another batch may differ in the last float digits; with one thread
+    per process it does). Byte equality is for runs that embed in the same batches."""
+    import io
+
+    import pandas as pd
+
+    a, b = (pd.read_csv(io.BytesIO(x)) for x in (got, want))
+    assert not a.empty
+    pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-5, atol=1e-7)
+
+
 def _shards(cache: Path) -> list[Path]:
     return sorted(cache.glob("*/shard-*.safetensors"))
 
@@ -192,7 +205,8 @@ def test_evaluate_with_a_cache_dir_under_a_regular_file_warns_once_and_scores(cl
         assert _evaluate(gen, tmp_path / "out", blocker / "cache") == 0
     msgs = [str(w.message) for w in record if "cannot write" in str(w.message)]
     assert len(msgs) == 1 and str(blocker / "cache") in msgs[0] and "--cache-dir" in msgs[0]
-    assert (tmp_path / "out" / "results.csv").read_bytes() == clean_csv
+    # nothing cached: every image embedded in the evaluation's own batches, not in the clean run's
+    _assert_same_scores((tmp_path / "out" / "results.csv").read_bytes(), clean_csv)
 
 
 def test_disk_full_while_writing_the_cache_keeps_the_computed_rows(tmp_path, monkeypatch):
