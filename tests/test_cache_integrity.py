@@ -5,6 +5,7 @@ cache folder that cannot be written costs one warning, never the run's work."""
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from PIL import Image
@@ -60,10 +62,6 @@ def _assert_same_scores(got: bytes, want: bytes) -> None:
     """The same rows and text, every score equal up to the float noise of batching (docs/benchmark.md
     section 12: an image embedded in another batch may differ in the last float digits; with one thread
     per process it does). Byte equality is for runs that embed in the same batches."""
-    import io
-
-    import pandas as pd
-
     a, b = (pd.read_csv(io.BytesIO(x)) for x in (got, want))
     assert not a.empty
     pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-5, atol=1e-7)
