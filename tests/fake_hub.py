@@ -6,14 +6,23 @@ commit files, read repo info and download files:
 
 * ``POST /api/repos/create``                                    create_repo
 * ``GET  /api/{type}s/{repo}`` and ``/revision/{rev}``          repo_info / dataset_info (``?blobs=true``)
-* ``GET  /api/{type}s/{repo}/tree/{rev}[/{path}]``              list_repo_tree / list_repo_files
+* ``GET  /api/{type}s/{repo}/tree/{rev}[/{path}]``              list_repo_tree / list_repo_files (``?expand=true``: ``lastCommit``)
+* ``POST /api/{type}s/{repo}/paths-info/{rev}``                 get_paths_info (form or JSON body; ``expand``: ``lastCommit``)
+* ``GET  /api/{type}s/{repo}/commits/{rev}``                    list_repo_commits (newest first, 50 a page, ``?p=``)
 * ``POST /api/{type}s/{repo}/preupload/{rev}``                  upload modes (always "regular")
 * ``POST /api/{type}s/{repo}/commit/{rev}``                     NDJSON commit (file, deletedFile, deletedFolder)
 * ``POST /api/validate-yaml``                                   README metadata check
 * ``HEAD/GET /{type-prefix}{repo}/resolve/{rev}/{path}``         hf_hub_download
 * ``GET  /api/whoami-v2``
 
-Files live in memory per repo, with one snapshot per commit (so old revisions resolve).
+Files live in memory per repo, with one snapshot per commit (so old revisions resolve). Every
+commit has a date from ``clock`` (default: the real UTC time), kept strictly increasing: a clock
+that returns a time at or before the previous commit's (a coarse clock, a test's clock going
+backwards) gives the previous date plus one microsecond. Dates are written in the Hub's form
+with six fraction digits where the Hub writes three, ``YYYY-MM-DDTHH:MM:SS.ffffffZ``, so that
+microsecond survives ``huggingface_hub``'s ``parse_datetime`` (which reads up to six). A file's ``lastCommit`` is the newest commit, up to the
+revision asked, that added it or changed its bytes; a folder's is the newest commit that added,
+changed or deleted anything under it.
 ``fail_next(...)`` injects HTTP errors; ``requests`` records (method, path, status), never
 headers, so a test can check which calls were made without the token ever being stored.
 
@@ -33,7 +42,9 @@ import json
 import re
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -53,24 +64,63 @@ def git_blob_sha1(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
+def hub_date(moment: datetime) -> str:
+    """A UTC datetime as the Hub's JSON writes it (with microseconds: see the module docstring)."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class _Commit:
+    oid: str
+    date: datetime  # UTC, aware
+    title: str  # the NDJSON header's summary
+    snapshot: dict[str, bytes]
+    message: str = ""  # the header's description
+    author: str = "system"
+
+    def json_ref(self) -> dict[str, str]:
+        """The ``lastCommit`` object of a tree or paths-info entry (hf_api.RepoFile reads these keys)."""
+        return {"id": self.oid, "title": self.title, "date": hub_date(self.date)}
+
+
 @dataclass
 class _Repo:
     repo_type: str
     repo_id: str
     private: bool = False
-    commits: list[tuple[str, dict[str, bytes]]] = field(default_factory=list)  # (oid, snapshot)
+    commits: list[_Commit] = field(default_factory=list)  # oldest first
 
     @property
-    def head(self) -> tuple[str, dict[str, bytes]]:
+    def head(self) -> _Commit:
         return self.commits[-1]
 
-    def snapshot(self, revision: str) -> tuple[str, dict[str, bytes]] | None:
+    def index(self, revision: str) -> int | None:
+        """The position in ``commits`` of a branch name, a full commit id or a prefix of 7+ hex."""
         if revision in ("main", "refs/heads/main"):
-            return self.head
-        for oid, files in self.commits:
-            if oid == revision or (len(revision) >= 7 and oid.startswith(revision)):
-                return oid, files
+            return len(self.commits) - 1
+        for i, commit in enumerate(self.commits):
+            if commit.oid == revision or (len(revision) >= 7 and commit.oid.startswith(revision)):
+                return i
         return None
+
+    def snapshot(self, revision: str) -> _Commit | None:
+        i = self.index(revision)
+        return None if i is None else self.commits[i]
+
+    def changes(self, upto: int) -> tuple[dict[str, _Commit], list[tuple[_Commit, set[str]]]]:
+        """Up to commit ``upto``: each present file's last adding or changing commit, and every
+        commit with the set of paths it added, changed or deleted (for folders)."""
+        last: dict[str, _Commit] = {}
+        touched: list[tuple[_Commit, set[str]]] = []
+        before: dict[str, bytes] = {}
+        for commit in self.commits[: upto + 1]:
+            now = commit.snapshot
+            changed = {path for path, data in now.items() if before.get(path) != data}
+            for path in changed:
+                last[path] = commit
+            touched.append((commit, changed | (before.keys() - now.keys())))
+            before = now
+        return {path: last[path] for path in before}, touched
 
 
 @dataclass
@@ -84,8 +134,16 @@ class _Failure:
 class FakeHub:
     """The server; use as a context manager (or call ``start``/``stop``)."""
 
-    def __init__(self, token: str | None = None, user: str = "tester", port: int = 0):
+    def __init__(
+        self,
+        token: str | None = None,
+        user: str = "tester",
+        port: int = 0,
+        clock: Callable[[], datetime] | None = None,
+    ):
         self.token = token
+        # Commit dates come from here (a test injects one); naive datetimes are taken as UTC.
+        self.clock = clock or (lambda: datetime.now(timezone.utc))
         self.port = port  # 0: any free port (tests); a fixed one for `python tests/fake_hub.py`
         self.user = user
         self.repos: dict[tuple[str, str], _Repo] = {}
@@ -139,7 +197,12 @@ class FakeHub:
         with self._lock:
             snap = self.repos[(repo_type, repo_id)].snapshot(revision)
             assert snap is not None
-            return dict(snap[1])
+            return dict(snap.snapshot)
+
+    def commits(self, repo_type: str, repo_id: str) -> list[_Commit]:
+        """Every commit of a repo, oldest first (the repo's creation commit included)."""
+        with self._lock:
+            return list(self.repos[(repo_type, repo_id)].commits)
 
     def commit_count(self, repo_type: str, repo_id: str) -> int:
         with self._lock:
@@ -156,16 +219,17 @@ class FakeHub:
         """Creates the repo if needed and commits ``files`` directly (test setup)."""
         with self._lock:
             repo = self._ensure(repo_type, repo_id)
-            snap = dict(repo.head[1])
+            snap = dict(repo.head.snapshot)
             snap.update(files)
-            return self._commit(repo, snap)
+            return self._commit(repo, snap, title=message, author=self.user)
 
     # -- internals ------------------------------------------------------------------------
     def _ensure(self, repo_type: str, repo_id: str, private: bool = False) -> _Repo:
         key = (repo_type, repo_id)
         if key not in self.repos:
             repo = _Repo(repo_type, repo_id, private)
-            repo.commits.append((self._new_oid(), {".gitattributes": b"*.parquet filter=lfs diff=lfs merge=lfs -text\n"}))
+            # As on the Hub, a new repo starts with a system commit holding .gitattributes.
+            self._commit(repo, {".gitattributes": b"*.parquet filter=lfs diff=lfs merge=lfs -text\n"}, title="initial commit")
             self.repos[key] = repo
         return self.repos[key]
 
@@ -173,10 +237,20 @@ class FakeHub:
         self._counter += 1
         return hashlib.sha1(f"commit-{self._counter}".encode()).hexdigest()
 
-    def _commit(self, repo: _Repo, snapshot: dict[str, bytes]) -> str:
-        oid = self._new_oid()
-        repo.commits.append((oid, snapshot))
-        return oid
+    def _next_date(self, repo: _Repo) -> datetime:
+        moment = self.clock()
+        moment = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+        if repo.commits and moment <= repo.head.date:
+            # Strictly increasing, so "newest first" is one order however the clock behaves.
+            moment = repo.head.date + timedelta(microseconds=1)
+        return moment
+
+    def _commit(
+        self, repo: _Repo, snapshot: dict[str, bytes], title: str = "", message: str = "", author: str = "system"
+    ) -> str:
+        commit = _Commit(self._new_oid(), self._next_date(repo), title, snapshot, message, author)
+        repo.commits.append(commit)
+        return commit.oid
 
     def _take_failure(self, method: str, path: str) -> int | None:
         with self._lock:
@@ -305,6 +379,12 @@ class _Handler(BaseHTTPRequestHandler):
         match = re.fullmatch(r"/tree/([^/]+)(/.*)?", rest)
         if method == "GET" and match:
             return self._tree(repo, unquote(match.group(1)), (match.group(2) or "").strip("/"))
+        match = re.fullmatch(r"/paths-info/([^/]+)", rest)
+        if method == "POST" and match:
+            return self._paths_info(repo, unquote(match.group(1)))
+        match = re.fullmatch(r"/commits/([^/]+)", rest)
+        if method == "GET" and match:
+            return self._commits(repo, unquote(match.group(1)))
         match = re.fullmatch(r"/preupload/([^/]+)", rest)
         if method == "POST" and match:
             return self._preupload(repo, unquote(match.group(1)))
@@ -318,7 +398,7 @@ class _Handler(BaseHTTPRequestHandler):
             snap = repo.snapshot(revision)
         if snap is None:
             return self._error(404, f"Revision {revision} not found", "RevisionNotFound")
-        oid, files = snap
+        oid, files = snap.oid, snap.snapshot
         blobs = self._query.get("blobs", ["false"])[0].lower() in ("1", "true")
         siblings = []
         for path in sorted(files):
@@ -337,18 +417,47 @@ class _Handler(BaseHTTPRequestHandler):
                 "gated": False,
                 "siblings": siblings,
                 "tags": [],
-                "lastModified": "2025-01-01T00:00:00.000Z",
-                "createdAt": "2025-01-01T00:00:00.000Z",
+                "lastModified": hub_date(snap.date),
+                "createdAt": hub_date(repo.commits[0].date),
             },
         )
 
-    def _tree(self, repo: _Repo, revision: str, folder: str) -> None:
+    @staticmethod
+    def _flag(value: Any) -> bool:
+        """A boolean query or form value as httpx writes it ("true"/"false"), or a JSON bool."""
+        return value is True or str(value).lower() in ("1", "true")
+
+    def _entries_at(self, repo: _Repo, revision: str) -> tuple[dict[str, bytes], Callable[[str, bool], dict]] | None:
+        """The files at ``revision`` and a maker of tree entries (with ``lastCommit`` when
+        the request asked for ``expand``), or None for an unknown revision."""
         with self.hub._lock:
-            snap = repo.snapshot(revision)
-        if snap is None:
+            upto = repo.index(revision)
+            if upto is None:
+                return None
+            files = repo.commits[upto].snapshot
+            last, touched = repo.changes(upto)
+
+        def entry(path: str, is_file: bool, expand: bool) -> dict[str, Any]:
+            if is_file:
+                out = {"type": "file", "path": path, "size": len(files[path]), "oid": git_blob_sha1(files[path])}
+                commit = last[path]
+            else:
+                out = {"type": "directory", "path": path, "oid": git_blob_sha1(path.encode())}
+                inside = path + "/"
+                commit = next(c for c, paths in reversed(touched) if any(p.startswith(inside) for p in paths))
+            if expand:
+                out["lastCommit"] = commit.json_ref()
+            return out
+
+        return files, entry
+
+    def _tree(self, repo: _Repo, revision: str, folder: str) -> None:
+        found = self._entries_at(repo, revision)
+        if found is None:
             return self._error(404, f"Revision {revision} not found", "RevisionNotFound")
-        _, files = snap
-        recursive = self._query.get("recursive", ["false"])[0].lower() in ("1", "true")
+        files, make = found
+        recursive = self._flag(self._query.get("recursive", ["false"])[0])
+        expand = self._flag(self._query.get("expand", ["false"])[0])
         prefix = f"{folder}/" if folder else ""
         entries: dict[str, dict[str, Any]] = {}
         for path in sorted(files):
@@ -358,13 +467,67 @@ class _Handler(BaseHTTPRequestHandler):
             parts = rest.split("/")
             for depth in range(1, len(parts)):
                 sub = prefix + "/".join(parts[:depth])
-                if recursive or depth == 1:
-                    entries.setdefault(sub, {"type": "directory", "path": sub, "oid": git_blob_sha1(sub.encode())})
+                if (recursive or depth == 1) and sub not in entries:
+                    entries[sub] = make(sub, False, expand)
             if recursive or len(parts) == 1:
-                entries[path] = {"type": "file", "path": path, "size": len(files[path]), "oid": git_blob_sha1(files[path])}
+                entries[path] = make(path, True, expand)
         if folder and not entries:
             return self._error(404, f"{folder} not found", "EntryNotFound")
         return self._send(200, list(entries.values()))
+
+    def _paths_info(self, repo: _Repo, revision: str) -> None:
+        # huggingface_hub posts a form (paths=a&paths=b&expand=true); a JSON body is read too.
+        if "json" in (self.headers.get("Content-Type") or ""):
+            body = json.loads(self._payload or b"{}")
+            paths, expand = body.get("paths") or [], body.get("expand", False)
+            paths = [paths] if isinstance(paths, str) else paths
+        else:
+            form = parse_qs(self._payload.decode(), keep_blank_values=True)
+            paths, expand = form.get("paths", []), form.get("expand", ["false"])[0]
+        found = self._entries_at(repo, revision)
+        if found is None:
+            return self._error(404, f"Revision {revision} not found", "RevisionNotFound")
+        files, make = found
+        out, seen = [], set()
+        for path in (p.strip("/") for p in paths):
+            if path in seen:
+                continue
+            seen.add(path)
+            if path in files:
+                out.append(make(path, True, self._flag(expand)))
+            elif path and any(f.startswith(path + "/") for f in files):
+                out.append(make(path, False, self._flag(expand)))
+            # A path that is not there is left out, as on the Hub (get_paths_info documents it).
+        return self._send(200, out)
+
+    _COMMITS_PER_PAGE = 50
+
+    def _commits(self, repo: _Repo, revision: str) -> None:
+        with self.hub._lock:
+            upto = repo.index(revision)
+            history = list(reversed(repo.commits[: upto + 1])) if upto is not None else None
+        if history is None:
+            return self._error(404, f"Revision {revision} not found", "RevisionNotFound")
+        try:
+            page = int(self._query.get("p", ["0"])[0])
+        except ValueError:
+            return self._error(400, f"bad page number p={self._query['p'][0]!r}")
+        start = page * self._COMMITS_PER_PAGE
+        items = [
+            {
+                "id": c.oid,
+                "title": c.title,
+                "message": c.message,
+                "authors": [{"user": c.author}],
+                "date": hub_date(c.date),
+            }
+            for c in history[start : start + self._COMMITS_PER_PAGE]
+        ]
+        headers = {}
+        if start + self._COMMITS_PER_PAGE < len(history):
+            # As on the Hub: the next page in a Link header, which huggingface_hub's paginate follows.
+            headers["Link"] = f'<{self.hub.url}{self._path}?p={page + 1}>; rel="next"'
+        return self._send(200, items, headers)
 
     def _preupload(self, repo: _Repo, revision: str) -> None:
         if not self._authorized():
@@ -372,7 +535,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self._payload or b"{}")
         with self.hub._lock:
             snap = repo.snapshot(revision)
-        files = snap[1] if snap else {}
+        files = snap.snapshot if snap else {}
         out = []
         for f in body.get("files", []):
             existing = files.get(f["path"])
@@ -384,7 +547,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "oid": git_blob_sha1(existing) if existing is not None else None,
                 }
             )
-        return self._send(200, {"files": out, "commitOid": snap[0] if snap else None})
+        return self._send(200, {"files": out, "commitOid": snap.oid if snap else None})
 
     def _commit(self, repo: _Repo, revision: str) -> None:
         if not self._authorized():
@@ -397,9 +560,9 @@ class _Handler(BaseHTTPRequestHandler):
             if snap is None:
                 return self._error(404, f"Revision {revision} not found", "RevisionNotFound")
             parent = header.get("parentCommit")
-            if parent and parent != snap[0]:
+            if parent and parent != snap.oid:
                 return self._error(412, "A commit has happened since. Please refresh and try again.")
-            files = dict(snap[1])
+            files = dict(snap.snapshot)
             for item in lines:
                 key, value = item.get("key"), item.get("value") or {}
                 if key == "file":
@@ -416,7 +579,9 @@ class _Handler(BaseHTTPRequestHandler):
                         del files[path]
                 elif key == "lfsFile":
                     return self._error(400, "the fake hub accepts regular uploads only")
-            oid = self.hub._commit(repo, files)
+            oid = self.hub._commit(
+                repo, files, title=header.get("summary") or "", message=header.get("description") or "", author=self.hub.user
+            )
         prefix = {"dataset": "datasets/", "space": "spaces/"}.get(repo.repo_type, "")
         return self._send(
             200,
@@ -436,7 +601,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, f"Repository {repo_id} not found", "RepoNotFound")
         if snap is None:
             return self._error(404, f"Revision {revision} not found", "RevisionNotFound")
-        oid, files = snap
+        oid, files = snap.oid, snap.snapshot
         if path not in files:
             return self._error(404, f"Entry {path} not found", "EntryNotFound")
         data = files[path]
