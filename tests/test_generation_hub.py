@@ -307,3 +307,112 @@ def test_a_concurrent_change_makes_the_push_read_the_repo_again(gen_dir, hub, on
     hub.fail_next("POST", r"/api/datasets/.+/commit/", status=412, count=10)
     with pytest.raises(HubPushError, match="kept changing"):
         push_generations(gen_dir, REPO, endpoint=hub.url, retry_base_delay=0.01, max_shard_rows=2, attempts=2)
+
+
+# -- a folder without manifest.parquet (any folder in the layout `evaluate` reads) ------------------
+
+
+@pytest.fixture
+def handmade_dir(tmp_path):
+    """Panels written by hand with PIL, no manifest: two panels of PNGs, two of JPEGs (.jpg and .jpeg)."""
+    root = tmp_path / "handmade"
+    files = {
+        "painter/L0/lund_seg1/00.png": ("PNG", (200, 10, 10)),
+        "painter/L0/lund_seg1/01.png": ("PNG", (10, 200, 10)),
+        "painter/L1/lund_seg1/00.png": ("PNG", (10, 10, 200)),
+        "painter/L1/lund_seg1/03.png": ("PNG", (90, 90, 90)),
+        "painter/L0/lund_seg2/00.jpg": ("JPEG", (120, 30, 60)),
+        "painter/L0/lund_seg2/01.jpeg": ("JPEG", (30, 120, 60)),
+        "sketcher/GPS_ONLY/berlin_am_lustgarten/00.jpg": ("JPEG", (60, 30, 120)),
+        "sketcher/GPS_ONLY/berlin_am_lustgarten/01.JPG": ("JPEG", (1, 2, 3)),
+    }
+    for rel, (fmt, color) in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (24, 16), color).save(root / rel, format=fmt)
+    (root / "NOTES.txt").write_text("top-level files are not panels")  # skipped, as evaluate skips them
+    return root
+
+
+def test_a_folder_without_manifest_is_pushed_with_each_files_own_bytes_and_sha256(handmade_dir, hub, online, tmp_path):
+    from geofidelity_bench.evaluation import read_generated_folder
+    from geofidelity_bench.hub.configs import folder_manifest
+
+    # The folder is one `evaluate --generated` reads: the same files are pushed.
+    panels = read_generated_folder(handmade_dir, load_benchmark("demo"))
+    scored = sorted(f.relative_to(handmade_dir).as_posix() for files in panels.values() for f in files)
+    local = {rel: (handmade_dir / rel).read_bytes() for rel in scored}
+    assert len(local) == 8
+
+    seed_benchmark_repo(hub)
+    report = push_generations(handmade_dir, REPO, endpoint=hub.url, log=lambda m: None, max_shard_rows=4)
+    assert [(m.model, m.rows) for m in report.models] == [("painter", 6), ("sketcher", 2)]
+    files = hub.files("dataset", REPO)
+    assert sorted(p for p in files if p.startswith("generations/painter/")) == [
+        "generations/painter/train-00000-of-00002.parquet", "generations/painter/train-00001-of-00002.parquet"]
+    rows = read_generations(files, "painter") + read_generations(files, "sketcher")
+    assert sorted(r["path"] for r in rows) == scored
+    for row in rows:
+        data = row["image"]["bytes"]
+        assert data == local[row["path"]]  # the file's own bytes: a .png stays a .png
+        assert row["image"]["path"] == row["path"]
+        assert hashlib.sha256(data).hexdigest() == row["sha256"] == hashlib.sha256(local[row["path"]]).hexdigest()
+        assert row["file_size"] == len(data)
+        assert row["k"] == int(row["path"].rsplit("/", 1)[1].split(".")[0])
+        assert row["seed"] is None and row["prompt"] is None and row["created_at"] is None
+        with Image.open(io.BytesIO(data)) as img:
+            assert img.format == ("PNG" if row["path"].endswith(".png") else "JPEG")
+    # Rows in the order of the built files; folder_manifest gives the same rows.
+    painter = [(r["condition"], r["block_id"], r["k"]) for r in read_generations(files, "painter")]
+    assert painter == sorted(painter)
+    assert [r["sha256"] for r in folder_manifest(handmade_dir)] == [r["sha256"] for r in rows]
+
+    # The repo loads with plain `datasets`, PNG and JPEG rows side by side.
+    snapshot = tmp_path / "snapshot"
+    for path, data in files.items():
+        (snapshot / path).parent.mkdir(parents=True, exist_ok=True)
+        (snapshot / path).write_bytes(data)
+    import datasets
+
+    ds = datasets.load_dataset(str(snapshot), "generations", split="train", cache_dir=str(tmp_path / "cache"))
+    assert len(ds) == 8 and {ds[i]["image"].format for i in range(len(ds))} == {"PNG", "JPEG"}
+
+    # Pushing the unchanged folder again makes no commit.
+    commits = hub.commit_count("dataset", REPO)
+    again = push_generations(handmade_dir, REPO, endpoint=hub.url, log=lambda m: None, max_shard_rows=4)
+    assert all(m.up_to_date for m in again.models) and hub.commit_count("dataset", REPO) == commits
+
+
+def test_cli_pushes_a_folder_without_manifest(handmade_dir, hub, online, capsys):
+    from geofidelity_bench.cli import main
+
+    assert main(["push-generations", str(handmade_dir), "--repo-id", REPO, "--endpoint", hub.url]) == 0
+    assert "pushed painter" in capsys.readouterr().out
+    rows = read_generations(hub.files("dataset", REPO), "sketcher")
+    assert [r["path"] for r in rows] == ["sketcher/GPS_ONLY/berlin_am_lustgarten/00.jpg",
+                                         "sketcher/GPS_ONLY/berlin_am_lustgarten/01.JPG"]
+
+
+def test_a_folder_without_manifest_is_refused_by_file(handmade_dir, hub, online, tmp_path):
+    from geofidelity_bench.hub.configs import DatasetBuildError
+
+    # A panel that is a link to a file outside the folder is never read, and named.
+    secret = tmp_path / "secret.png"
+    Image.new("RGB", (4, 4)).save(secret)
+    link = handmade_dir / "painter" / "L0" / "lund_seg1" / "02.png"
+    link.symlink_to(secret)
+    (handmade_dir / "painter" / "L0" / "lund_seg1" / "notes.txt").write_text("x")
+    (handmade_dir / "painter" / "L0" / "lund_seg2" / "00.webp").write_bytes(b"RIFF")  # index 0 twice
+    with pytest.raises(DatasetBuildError) as excinfo:
+        push_generations(handmade_dir, REPO, endpoint=hub.url, log=lambda m: None)
+    message = str(excinfo.value)
+    assert f"{link}: a link that leads outside the folder" in message
+    assert "notes.txt: not a panel image" in message
+    assert "00.jpg and 00.webp have the same index 0" in message
+    assert "3 problem(s)" in message and hub.count("POST", r"/commit/") == 0
+
+    # Neither a manifest nor panel files: one clear error.
+    empty = tmp_path / "empty"
+    (empty / "painter" / "L0").mkdir(parents=True)
+    with pytest.raises(HubPushError, match=r"no generated image to push: neither a generation manifest.parquet nor "
+                                            r"panel files"):
+        push_generations(empty, REPO, endpoint=hub.url)

@@ -65,18 +65,20 @@ def build_model_shards(
     folder: str | os.PathLike,
     *,
     max_shard_rows: int = DEFAULT_MAX_SHARD_ROWS,
+    from_scan: bool = False,
 ) -> list[tuple[str, Path, int]]:
     """Writes the Parquet shards of one model into ``folder``: ``[(path_in_repo, file, n_rows)]``.
 
     Rows are sorted by (condition, block_id, k) and cut into shards of at most
-    ``max_shard_rows`` rows; one shard at a time is held in memory.
+    ``max_shard_rows`` rows; one shard at a time is held in memory. ``from_scan=True``: ``manifest``
+    holds :func:`~geofidelity_bench.hub.configs.folder_manifest` rows (a folder without manifest).
     """
     if max_shard_rows < 1:
         raise ValueError("max_shard_rows must be >= 1")
     n_rows = int((manifest["model"] == model).sum())
     total = max(1, -(-n_rows // max_shard_rows))
     features = generation_features()
-    rows = generation_rows(out_dir, manifest, model=model)
+    rows = generation_rows(out_dir, manifest, model=model, from_scan=from_scan)
     shards = []
     for i in range(total):
         chunk = [row for _, row in zip(range(max_shard_rows), rows)]

@@ -5,8 +5,8 @@ A push is a sequence of *groups*, one commit each, with ``parent_commit`` set:
 
 - :func:`push_dataset` (a folder written by ``build-dataset``): each benchmark config, each
   model's generations, then the card (``README.md`` + ``LICENSE.md``);
-- :func:`push_generations` (a folder written by ``generate``): each model's generations, the
-  repo's README updated in the same commit to declare the ``generations`` config
+- :func:`push_generations` (a folder written by ``generate``, or any folder in the layout
+  ``evaluate --generated`` reads): each model's generations, the repo's README updated in the same commit to declare the ``generations`` config
   (:func:`~geofidelity_bench.hub.card.update_readme`), everything else in the repo untouched.
 
 For each group :func:`push` reads the repo, compares every file by sha256 (LFS) or git blob id,
@@ -33,9 +33,9 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from ..benchmark import CONFIGS as BENCHMARK_CONFIGS
 from ..errors import redact_url
-from ..generation.manifest import load_manifest
+from ..generation.manifest import MANIFEST_FILE, journal_files, load_manifest
 from .card import CARD_FILE, LICENSE_FILE, card_with_foreign_generations, fill_repo_id, update_readme
-from .configs import GENERATIONS_DIR
+from .configs import GENERATIONS_DIR, folder_manifest
 from .parquet import DEFAULT_MAX_SHARD_ROWS, build_model_shards
 from .requests import (
     HubPushError,
@@ -389,8 +389,15 @@ def push_generations(
     sorted by condition, block_id, k; at most ``max_shard_rows`` per shard) and the repo's
     README with a ``generations`` entry in ``configs:``.
 
+    A folder without ``manifest.parquet`` (and without the journals of a running or killed
+    ``generate``) is read in the layout ``evaluate --generated`` reads,
+    ``{model}/{condition}/{block_id}/NN.{jpg,jpeg,png,webp}``
+    (:func:`~geofidelity_bench.hub.configs.folder_manifest`): each row holds the file's own bytes,
+    its real relative path and its sha256 (the same file and hash ``evaluate`` scored), and the
+    columns only ``generate`` knows (seed, prompt, settings) are empty.
+
     Args:
-        out_dir: a generation folder (panels + manifest).
+        out_dir: a generation folder (panels + manifest), or any folder of panels in that layout.
         repo_id: ``user/name`` of the dataset repo (created if missing).
         models: which models to push (default: every model of the manifest).
         token: Hub token (default: ``HF_TOKEN`` / the stored login); never printed.
@@ -400,10 +407,24 @@ def push_generations(
         attempts, retry_base_delay: retries of transient errors (delay doubles each time).
         log: where progress messages go (default: print).
     """
+    import pandas as pd
+
+    from ..generation.manifest import MANIFEST_COLUMNS
+
     repo = HubRepo(repo_id, token=token, endpoint=endpoint, attempts=attempts, retry_base_delay=retry_base_delay, log=log)
-    manifest = load_manifest(out_dir, verify=True)
-    if manifest.empty:
-        raise HubPushError(f"{out_dir}: no generated image with a valid manifest row to push")
+    # A generate folder is read through its manifest (verified hashes, seeds, settings), exactly as
+    # before; any other folder of panels through a scan of its files.
+    from_scan = not (Path(out_dir) / MANIFEST_FILE).is_file() and not journal_files(out_dir)
+    if from_scan:
+        manifest = pd.DataFrame(folder_manifest(out_dir), columns=list(MANIFEST_COLUMNS))
+        if manifest.empty:
+            raise HubPushError(
+                f"{out_dir}: no generated image to push: neither a generation {MANIFEST_FILE} nor panel files "
+                "{model}/{condition}/{block_id}/NN.jpg (or .jpeg/.png/.webp)")
+    else:
+        manifest = load_manifest(out_dir, verify=True)
+        if manifest.empty:
+            raise HubPushError(f"{out_dir}: no generated image with a valid manifest row to push")
     available = sorted(manifest["model"].unique())
     chosen = list(models) if models else available
     missing = [m for m in chosen if m not in available]
@@ -413,7 +434,8 @@ def push_generations(
     def groups() -> Iterator[PushGroup]:
         for model in chosen:
             with tempfile.TemporaryDirectory(prefix="geofidelity-push-") as folder:
-                shards = build_model_shards(out_dir, manifest, model, folder, max_shard_rows=max_shard_rows)
+                shards = build_model_shards(out_dir, manifest, model, folder, max_shard_rows=max_shard_rows,
+                                            from_scan=from_scan)
                 paths = [p for p, _, _ in shards]
                 rows = int((manifest["model"] == model).sum())
                 yield PushGroup(
