@@ -1,10 +1,15 @@
-"""``geofidelity-bench push-results``: submit an ``evaluate`` results folder to a results repo on the Hub.
+"""``geofidelity-bench push-results`` (submit an ``evaluate`` results folder to a results repo on the Hub)
+and ``geofidelity-bench leaderboard init|verify`` (the maintainer's side: pin the group, re-compute
+every submission from its images; docs/benchmark.md section 13).
 
 ::
 
+    geofidelity-bench leaderboard init --repo-id ORG/geofidelity-results --benchmark ORG/bench --encoder dinov2-base
     geofidelity-bench generate --model sdxl --out gen
+    geofidelity-bench push-generations gen --repo-id ORG/my-generations
     geofidelity-bench evaluate --generated gen --encoder dinov2-base --out results
-    geofidelity-bench push-results results --repo-id ORG/geofidelity-results [--model-card ORG/my-model]
+    geofidelity-bench push-results results --repo-id ORG/geofidelity-results --generations ORG/my-generations
+    geofidelity-bench leaderboard verify --repo-id ORG/geofidelity-results
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ def _cmd_push_results(args: argparse.Namespace) -> int:
     # Everything --model-card needs is checked before the results are pushed: the method, and a card
     # whose metadata parses (a broken card would otherwise fail after the upload).
     card = _model_card_target(args) if args.model_card else None
-    report = push_results(args.results_dir, args.repo_id, endpoint=args.endpoint, private=args.private,
+    report = push_results(args.results_dir, args.repo_id, endpoint=args.endpoint, generations=args.generations,
                           allow_copies=args.allow_copies)
     for line in report.lines():
         print(line)
@@ -101,17 +106,21 @@ def register(sub) -> None:
         "push-results",
         help="submit an `evaluate` results folder to a results dataset repo on the Hub (the living leaderboard)",
         description="Validates RESULTS_DIR (results.csv, run.json with benchmark fingerprint, encoder config and "
-        "hash, protocol and library version; finite in-range scores; no generated image flagged by the copy audit "
-        "unless --allow-copies) and uploads each generator's rows under submissions/{method}/{run_id}/ of the "
-        "dataset repo. The real-image anchors are stored once per comparable group (anchors/{group_id}/) and the "
-        "run's anchors are checked against them; sanity methods are not submitted. Re-pushing the same run uploads "
-        "nothing; another run is a new submission, never an overwrite. The token comes from HF_TOKEN or "
-        "`hf auth login`.",
+        "hash, protocol and library version; finite in-range scores; every NaN with its row's reason; no generated "
+        "image flagged by the copy audit unless --allow-copies or evaluate --exclude-copies) and uploads each "
+        "generator's rows under submissions/{method}/{run_id}/ of a results repo whose maintainer pinned the group "
+        "(`leaderboard init`). The run must be in a pinned group and its rows on the group's blocks; its anchors are "
+        "checked against the pinned ones, never written. --generations records the images so that `leaderboard "
+        "verify` can re-compute every number. Re-pushing the same run uploads nothing; another run is a new "
+        "submission, never an overwrite. The token comes from HF_TOKEN or `hf auth login`.",
     )
     p.add_argument("results_dir", metavar="RESULTS_DIR", help="folder written by `geofidelity-bench evaluate`")
     p.add_argument("--repo-id", required=True, type=hub_repo_id, metavar="ORG/NAME", help="results dataset repo (created if missing)")
     p.add_argument("--endpoint", default=None, metavar="URL", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)")
-    p.add_argument("--private", action="store_true", help="create the repo private (ignored when it exists)")
+    p.add_argument("--generations", default=None, metavar="ORG/NAME[@REVISION]",
+                   help="the dataset repo (pushed with `push-generations`) holding the images this run scored; the "
+                        "submission records the commit it resolves to and every image's sha256, so that `leaderboard "
+                        "verify` can re-compute every number. Without it the numbers stay self-reported")
     p.add_argument("--allow-copies", action="store_true",
                    help="submit even though generated images are flagged by the copy audit (results.csv n_copied, "
                         "run.json near_copies); the leaderboard then marks the submission as copied and never ranks it")
@@ -122,3 +131,103 @@ def register(sub) -> None:
     p.add_argument("--method", default=None,
                    help="which method's scores go to --model-card (default: the only L1 generator)")
     p.set_defaults(func=_cmd_push_results)
+    _register_leaderboard(sub)
+
+
+# -- leaderboard init | verify ------------------------------------------------------------------------
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from ..hub.leaderboard import init_leaderboard
+
+    report = init_leaderboard(
+        args.repo_id, args.benchmark, args.encoder, encoder_weights=args.encoder_weights, revision=args.revision,
+        segmenter=None if args.no_gaas else args.segmenter, segmenter_weights=args.segmenter_weights,
+        require_verified=True if args.require_verified else (False if args.allow_self_reported else None),
+        make_default=args.make_default, endpoint=args.endpoint, private=args.private, cache_dir=args.cache_dir,
+        device=args.device, batch_size=args.batch_size, progress=not args.no_progress)
+    for line in report.lines():
+        print(line)
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from ..hub.verify import verify_repo
+
+    if args.max is not None and args.max < 1:
+        from ._common import CLIError
+
+        raise CLIError(f"--max must be at least 1, got {args.max}")
+    report = verify_repo(args.repo_id, max_submissions=args.max, endpoint=args.endpoint, benchmark=args.benchmark,
+                         encoder_weights=args.encoder_weights, segmenter_weights=args.segmenter_weights,
+                         cache_dir=args.cache_dir, device=args.device, batch_size=args.batch_size,
+                         progress=not args.no_progress)
+    for line in report.lines():
+        print(line)
+    return 0
+
+
+def _register_leaderboard(sub) -> None:
+    from ._common import add_batch_size_arg
+
+    p = sub.add_parser(
+        "leaderboard",
+        help="the maintainer's side of a results repo: pin the comparable group (init), re-compute submissions (verify)",
+        description="A leaderboard that trusts nothing a submitter writes (docs/benchmark.md section 13): `init` pins "
+        "the group (benchmark, encoder, protocol, segmenter, the block set per condition) in leaderboard.json and "
+        "computes its real-image anchors; `verify` re-computes every submission from its pushed images and records "
+        "verified / mismatch / unverifiable.",
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    i = actions.add_parser(
+        "init", help="pin a comparable group in a results repo and compute its anchors",
+        description="Writes leaderboard.json (benchmark id, revision and fingerprint; encoder and its config hash; "
+        "protocol; GAAS segmenter; bootstrap setting; the group's blocks per prompt condition; the default group; "
+        "whether only verified submissions are ranked) and the group's real-image anchors, computed here, in one "
+        "commit on the commit it read (created if the repo is missing). Running it again for a pinned group "
+        "re-computes the anchors and refuses any difference; --require-verified / --allow-self-reported and "
+        "--make-default change the repo's settings.")
+    i.add_argument("--repo-id", required=True, type=hub_repo_id, metavar="ORG/NAME", help="the results dataset repo")
+    i.add_argument("--benchmark", required=True, metavar="ID_OR_DIR", help="the benchmark (demo, a folder or a Hub id)")
+    i.add_argument("--revision", default=None, help="Hub revision of the benchmark (recorded; default: main)")
+    i.add_argument("--encoder", required=True, help="encoder name (see `geofidelity-bench embed --list`)")
+    i.add_argument("--encoder-weights", default=None, help="local weights folder (or Hub id) for the encoder")
+    i.add_argument("--segmenter", default=None,
+                   help="GAAS segmenter of the group (mask2former-vistas, segformer-cityscapes; default: none, GAAS not "
+                        "ranked)")
+    i.add_argument("--segmenter-weights", default=None, help="local weights folder (or Hub id) for the segmenter")
+    i.add_argument("--no-gaas", action="store_true", help="pin the group without a GAAS segmenter")
+    i.add_argument("--require-verified", action="store_true", help="rank only verified submissions")
+    i.add_argument("--allow-self-reported", action="store_true",
+                   help="rank self-reported submissions too (marked) until they are verified (the default of a new repo)")
+    i.add_argument("--make-default", action="store_true", help="make this group the repo's default group")
+    i.add_argument("--private", action="store_true", help="create the repo private (ignored when it exists)")
+    i.add_argument("--endpoint", default=None, metavar="URL", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)")
+    i.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    i.add_argument("--cache-dir", default=None, help="embedding cache folder (default: no cache)")
+    add_batch_size_arg(i, 32, "images per encoder batch")
+    i.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    i.set_defaults(func=_cmd_init)
+
+    v = actions.add_parser(
+        "verify", help="re-compute every unverified submission from its pushed images",
+        description="For each submission without a verification record: downloads its panels at the recorded commit, "
+        "checks their sha256s, re-runs evaluate with the pinned group's settings (its own copy audit included) and "
+        "writes verifications/{method}/{run_id}.json (verified / mismatch / unverifiable, and why) with the verifier's "
+        "rows. Resumable (one commit per submission); under `accelerate launch` or `torchrun` each process takes "
+        "every WORLD_SIZE-th submission. Run it as a scheduled job on a GPU box or in CI.")
+    v.add_argument("--repo-id", required=True, type=hub_repo_id, metavar="ORG/NAME", help="the results dataset repo")
+    v.add_argument("--endpoint", default=None, metavar="URL", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)")
+    v.add_argument("--max", type=int, default=None, metavar="N", help="verify at most N submissions in this run")
+    v.add_argument("--benchmark", default=None, metavar="ID_OR_DIR",
+                   help="where to load the pinned benchmark from (checked against its pinned fingerprint; default: "
+                        "its pinned id)")
+    v.add_argument("--encoder-weights", default=None,
+                   help="a local copy of the pinned encoder's weights (checked against the pinned config hash)")
+    v.add_argument("--segmenter-weights", default=None, help="a local copy of the pinned segmenter's weights")
+    v.add_argument("--device", default=None, help="torch device (default: this process's GPU, else cpu)")
+    v.add_argument("--cache-dir", default=None, help="embedding cache folder (reference embeddings; default: no cache)")
+    add_batch_size_arg(v, 32, "images per encoder batch")
+    v.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    v.set_defaults(func=_cmd_verify)

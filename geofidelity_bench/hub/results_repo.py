@@ -61,6 +61,7 @@ from ..metrics.catalog import METRICS, RESULT_METRIC_COLUMNS
 from ..record_checks import reserved_rows_problem
 from ..results import RESULTS_FILE, RUN_FILE, ResultsFolderError, read_results_csv
 from .card import CARD_FILE
+from .leaderboard_config import LEADERBOARD_FILE
 from .requests import HubPushError, check_repo_id, describe_error, file_digests, same_remote, with_retries
 
 SUBMISSIONS_DIR = "submissions"
@@ -68,6 +69,9 @@ SUBMISSION_GLOB = f"{SUBMISSIONS_DIR}/*/*/{RESULTS_FILE}"
 ORIGINAL_DIR = "run"
 ANCHORS_DIR = "anchors"
 ANCHORS_GLOB = f"{ANCHORS_DIR}/*/{RESULTS_FILE}"
+#: Beside each submission's results.csv: its generations (repo, commit) and the sha256 of every image it scored.
+SUBMISSION_RECORD = "submission.json"
+SUBMISSION_RECORD_FORMAT = "geofidelity-bench-submission/1"
 #: Condition of the real-image anchor rows and of the sanity rows (contract C3); every other row is a generator's.
 ANCHOR_CONDITION = "anchor"
 SANITY_CONDITION = "sanity"
@@ -169,8 +173,10 @@ class ResultsPushReport:
     group: str = ""  # the comparable group, in words
     anchors_path: str = ""  # where the group's anchors are stored
     anchor_check: AnchorCheck | None = None
-    anchors_added: int = 0  # anchor rows this push added to the group's anchors
     copied: dict = field(default_factory=dict)  # {(method, condition, block_id): flagged images} of generator panels
+    copies_excluded: int = 0  # flagged images the run left out (evaluate --exclude-copies)
+    generations: dict | None = None  # {"repo_id", "revision", "commit"} of the submitted images
+    record_added: list[str] = field(default_factory=list)  # methods already submitted whose submission.json came now
 
     def lines(self) -> list[str]:
         """What the push did, one line each (the CLI prints them)."""
@@ -178,7 +184,19 @@ class ResultsPushReport:
         out += [f"{self.repo_id}: {m} run {self.run_id} is already submitted (nothing uploaded)" for m in self.already]
         if not self.new and not self.already:
             out.append(f"{self.repo_id}: the folder holds no generator rows, so no submission was made")
-        if self.copied:
+        out += [f"{self.repo_id}: {m} run {self.run_id}: its generations are now recorded" for m in self.record_added]
+        if self.generations:
+            g = self.generations
+            out.append(f"{self.repo_id}: images: {g['repo_id']} at commit {g['commit'][:12]}"
+                       + (f" ({g['revision']})" if g.get("revision") else "")
+                       + "; `geofidelity-bench leaderboard verify` re-computes every number from them")
+        elif self.new:
+            out.append(f"{self.repo_id}: no --generations: the numbers are self-reported and can never be verified "
+                       "(push the panels with `push-generations` and submit with --generations ORG/NAME)")
+        if self.copies_excluded:
+            out.append(f"{self.repo_id}: copies excluded: the run was scored without {self.copies_excluded} image(s) "
+                       "flagged by the copy audit (evaluate --exclude-copies); the leaderboard marks it so")
+        if self.copied and not self.copies_excluded:
             out.append(f"{self.repo_id}: submitted with --allow-copies: {sum(self.copied.values())} image(s) in "
                        f"{len(self.copied)} generator panel(s) are flagged by the copy audit; the leaderboard marks "
                        "this submission as copied and never ranks it")
@@ -188,11 +206,10 @@ class ResultsPushReport:
         chk = self.anchor_check
         if chk is not None:
             if chk.status == "mismatch":
-                out.append(f"{self.repo_id}: anchors NOT comparable with the group's ({self.anchors_path}): "
+                out.append(f"{self.repo_id}: anchors NOT comparable with the pinned ones ({self.anchors_path}): "
                            f"{chk.detail}; the leaderboard shows this submission apart")
             else:
-                added = f"; {self.anchors_added} anchor row(s) added to {self.anchors_path}" if self.anchors_added else ""
-                out.append(f"{self.repo_id}: anchors ({self.group}): {chk.status}: {chk.detail}{added}")
+                out.append(f"{self.repo_id}: anchors ({self.group}): {chk.status}: {chk.detail}")
         return out
 
 
@@ -306,18 +323,22 @@ def validate_results_folder(folder: str | os.PathLike) -> Submission:
     return Submission(folder, rows, info, run_id_of(info, csv.read_bytes()))
 
 
-def _nan_explanations(info: Mapping) -> tuple[set[str], set[tuple[str, str]]]:
-    """What run.json explains: (columns NaN everywhere for a stated reason, {(column, "method/condition/block")}).
+def _nan_explanations(info: Mapping) -> tuple[set[str], set[tuple[str, str]], list[str]]:
+    """What run.json explains: (columns NaN everywhere for a stated reason, {(column, "method/condition/block")},
+    the columns of records that name no row).
 
-    ``nan_reasons`` as ``evaluate`` writes it (records with ``column``, ``reason`` and ``rows``; a record
-    without ``rows`` covers the column), or a ``{column: reason}`` mapping; a top-level string entry named
-    after a metric; and, for GAAS, ``gaas.reason`` of a run without a segmenter.
+    ``nan_reasons`` as ``evaluate`` writes it: records with ``column``, ``reason`` and ``rows``. A reason
+    is per (method, condition, block) row, never column-wide (docs/benchmark.md section 13): a record
+    without ``rows`` (or a ``{column: reason}`` mapping) explains nothing and is returned as the third
+    item, so that a column-wide record cannot blank a submission's worst blocks. The one column-wide
+    reason is GAAS's ``gaas.reason`` of a run without a segmenter (GAAS then is n/a for every row).
     """
     columns: set[str] = set()
     cells: set[tuple[str, str]] = set()
+    column_wide: list[str] = []
     reasons = info.get("nan_reasons")
     if isinstance(reasons, Mapping):
-        columns |= {str(c) for c, why in reasons.items() if why}
+        column_wide += sorted(str(c) for c, why in reasons.items() if why)
     elif isinstance(reasons, list):
         for rec in reasons:
             if not isinstance(rec, Mapping) or not rec.get("reason"):
@@ -327,12 +348,11 @@ def _nan_explanations(info: Mapping) -> tuple[set[str], set[tuple[str, str]]]:
             if isinstance(rows, list):
                 cells |= {(col, str(r)) for r in rows}
             else:
-                columns.add(col)
-    columns |= {c for c in RESULT_METRIC_COLUMNS if isinstance(info.get(c), str) and info.get(c)}
+                column_wide.append(col)
     gaas = info.get("gaas")
     if isinstance(gaas, Mapping) and not gaas.get("segmenter") and gaas.get("reason"):
         columns.add("gaas")
-    return columns, cells
+    return columns, cells, column_wide
 
 
 def check_rows_once_and_nans_explained(rows, info: Mapping, csv) -> None:
@@ -357,7 +377,7 @@ def check_rows_once_and_nans_explained(rows, info: Mapping, csv) -> None:
             "results table has one row per panel (merge runs with `geofidelity-bench report --results A B`, never "
             "by concatenating their results.csv); nothing was uploaded"
         )
-    columns, cells = _nan_explanations(info)
+    columns, cells, column_wide = _nan_explanations(info)
     submitted = (roles(rows) != "sanity").to_numpy()
     labels = (keys["method"] + "/" + keys["condition"] + "/" + keys["block_id"]).to_numpy()
     unexplained: list[tuple[int, str]] = []
@@ -368,6 +388,12 @@ def check_rows_once_and_nans_explained(rows, info: Mapping, csv) -> None:
         unexplained += [(int(i), col) for i in np.flatnonzero(nan) if (col, labels[i]) not in cells]
     if unexplained:
         i, col = min(unexplained)
+        if col in column_wide:
+            raise SubmissionError(
+                f"{csv}: run.json nan_reasons has a record for column {col!r} that lists no rows, and {len(unexplained)} "
+                f"NaN score(s) rely on such records, e.g. row {i + 2} ({labels[i]}): a reason is per (method, "
+                "condition, block) row, never column-wide (a column-wide reason could blank any block); re-run "
+                "`geofidelity-bench evaluate`, which lists every row; nothing was uploaded")
         raise SubmissionError(
             f"{csv}: {len(unexplained)} NaN score(s) have no reason in run.json nan_reasons, e.g. column {col!r} in "
             f"row {i + 2} ({labels[i]}): a missing score must say why (`geofidelity-bench evaluate` records every "
@@ -487,13 +513,18 @@ def _originals(sub: Submission) -> list[Path]:
 
 
 def submission_files(sub: Submission, anchor_check: AnchorCheck | None = None,
-                     copied: Mapping[tuple[str, str, str], int] | None = None) -> dict[str, Path | bytes]:
-    """{path in the repo: content} of every generator method's folder."""
+                     copied: Mapping[tuple[str, str, str], int] | None = None,
+                     record: Mapping[str, Any] | None = None) -> dict[str, Path | bytes]:
+    """{path in the repo: content} of every generator method's folder (with ``record``, its
+    :data:`SUBMISSION_RECORD` holding that method's images)."""
     originals = _originals(sub)
     files: dict[str, Path | bytes] = {}
     for method in sub.methods:
         prefix = sub.prefix(method)
         files[prefix + RESULTS_FILE] = _csv_bytes(submission_rows(sub, method, anchor_check, copied))
+        if record is not None:
+            mine = dict(record, method=method, images=(record.get("images") or {}).get(method, {}))
+            files[prefix + SUBMISSION_RECORD] = (json.dumps(mine, indent=2, sort_keys=True) + "\n").encode("utf-8")
         for p in originals:
             files[f"{prefix}{ORIGINAL_DIR}/{p.name}"] = p
     return files
@@ -606,85 +637,212 @@ def push_results(
     results_dir: str | os.PathLike,
     repo_id: str,
     *,
+    generations: str | None = None,
     allow_copies: bool = False,
     endpoint: str | None = None,
     token: str | None = None,
-    private: bool = False,
     attempts: int = 6,
     retry_base_delay: float = 1.0,
     log: Callable[[str], None] | None = None,
 ) -> ResultsPushReport:
-    """Validates ``results_dir`` and submits its generators to the dataset repo ``repo_id`` (created if missing).
+    """Validates ``results_dir`` and submits its generators to the results repo ``repo_id``.
 
-    One commit adds ``submissions/{method}/{run_id}/`` for every generator method of the run, the
-    group's anchors (the first run of a group) or the anchor rows they lack, and the card when the
-    repo has none. The run's anchors are checked against the group's (see the module docstring);
-    sanity methods are not submitted. A run already in the repo makes no commit; a folder of the
-    same run_id with other original files is never overwritten (:class:`HubPushError`).
+    The repo must have been pinned by its maintainer (``leaderboard init``: leaderboard.json and the
+    group's anchors); the run must belong to a pinned group, and its rows to the group's conditions and
+    blocks. The run's anchors are only checked against the pinned ones, never written. ``generations``
+    (``ORG/NAME[@REVISION]``, a dataset pushed with ``push-generations``) is resolved to a commit, which
+    the submission records (``submission.json``) together with the sha256 of every panel image the run
+    scored, so that ``leaderboard verify`` can re-compute every number from those images.
+
+    One compare-and-swap commit (:func:`~geofidelity_bench.hub.leaderboard.commit_checked`) adds
+    ``submissions/{method}/{run_id}/`` for every generator method; every check is made again on the
+    state it commits on. A run already in the repo makes no commit; a folder of the same run_id with
+    other original files is never overwritten (:class:`HubPushError`).
 
     Raises:
-        SubmissionError: the folder is not a valid results folder, or its generator panels hold
-            images flagged by the copy audit and ``allow_copies`` is False.
+        SubmissionError: the folder is not a valid results folder, the repo is not pinned, the run is in
+            no pinned group, a row names a block or condition the group does not have, its generator
+            panels hold images flagged by the copy audit (and neither ``allow_copies`` nor
+            ``evaluate --exclude-copies``), or ``generations`` cannot be resolved.
     """
-    from .push import HubRepo, PushGroup
+    from .leaderboard import commit_checked
+    from .push import HubRepo
 
     check_repo_id(repo_id, "results repo id")
     sub = validate_results_folder(results_dir)
     copied = copied_panels(sub)
-    if copied and not allow_copies:
+    excluded = copies_excluded(sub)
+    if copied and not allow_copies and not excluded:
         raise _copies_error(sub, copied)
     repo = HubRepo(repo_id, token=token, endpoint=endpoint, attempts=attempts, retry_base_delay=retry_base_delay, log=log)
-    repo.ensure_exists(private)
-    info = repo.info()
-    remote = {s.rfilename: s for s in (info.siblings or [])}
+    gens = resolve_generations(generations, sub, endpoint=endpoint, token=repo.token) if generations else None
     comp = comparability_of_run(sub.run_info)
     a_path = anchors_path(comp.group_id)
-    report = ResultsPushReport(repo_id, sub.run_id, sanity=sub.sanity_methods, group=comp.short(), anchors_path=a_path,
-                               copied=copied)
-    ours_anchors = anchor_file_rows(sub)
-    stored = None
-    if a_path in remote:
-        text = repo.read_text(a_path, info.sha)
-        stored = _read_rows_text(text or "", f"{repo_id}/{a_path}") if text else None
-    if ours_anchors.empty:
-        check = AnchorCheck("unchecked", "the run has no real-image anchor rows to check (evaluate --no-anchors?)")
-    elif stored is None or stored.empty:
-        check = AnchorCheck("match", f"the group's anchors are stored from this run ({len(ours_anchors)} row(s))",
-                            len(ours_anchors))
-    else:
-        check = check_anchors(stored, ours_anchors, RESULT_METRIC_COLUMNS, where=f"the group's anchors ({a_path})")
-    report.anchor_check = check
-    files: dict[str, Path | bytes] = {}
-    if check.status == "match" and not ours_anchors.empty:
-        merged, report.anchors_added = merge_anchor_rows(stored, ours_anchors)
-        if report.anchors_added:
-            files[a_path] = _csv_bytes(merged)
-            files[f"{ANCHORS_DIR}/{comp.group_id}/{ORIGINAL_DIR}/{sub.run_id}.json"] = sub.folder / RUN_FILE
-    sub_files = submission_files(sub, check, copied)
-    for method in sub.methods:
-        prefix = sub.prefix(method)
-        ours = {p for p in sub_files if p.startswith(prefix)}
-        theirs = {p for p in remote if p.startswith(prefix)}
-        if not theirs:
-            report.new.append(method)
-            files.update({p: sub_files[p] for p in ours})
-            continue
-        report.already.append(method)
-        originals = {p for p in ours if p.startswith(prefix + ORIGINAL_DIR + "/")}
-        differ = sorted((theirs ^ ours) | {p for p in originals if not same_remote(remote[p], _digests(sub_files[p]))})
-        if differ:
-            raise HubPushError(f"{repo_id} already has {prefix} with other content ({differ[0]}); "
-                               "a submission is never overwritten")
-    if not files:
-        return report
-    what = ", ".join(report.new) or "anchors"
-    group = PushGroup(
-        f"submission {sub.run_id}", files, None,
-        lambda changed, stale: f"Submit run {sub.run_id} ({what})",
-        card=_card(repo_id), label=f"run {sub.run_id}",
-    )
-    report.commit = repo.push_group(group).commit
+    record = submission_record(sub, gens)
+
+    def decide(state):
+        report = ResultsPushReport(repo_id, sub.run_id, sanity=sub.sanity_methods, group=comp.short(),
+                                   anchors_path=a_path, copied=copied, copies_excluded=excluded,
+                                   generations=gens)
+        decide.report = report
+        config = _pinned_config(state, repo_id)
+        group = config.groups.get(comp.group_id)
+        if group is None:
+            raise SubmissionError(_not_pinned_text(sub, comp, config, repo_id))
+        _check_group_rows(sub, group)
+        stored_text = state.read(a_path)
+        stored = _read_rows_text(stored_text, f"{repo_id}/{a_path}") if stored_text else None
+        ours_anchors = anchor_file_rows(sub)
+        if ours_anchors.empty:
+            check = AnchorCheck("unchecked", "the run has no real-image anchor rows to check (evaluate --no-anchors?)")
+        elif stored is None or stored.empty:
+            check = AnchorCheck("unchecked", f"the group has no pinned anchors ({a_path})")
+        else:
+            check = check_anchors(stored, ours_anchors, RESULT_METRIC_COLUMNS, where=f"the pinned anchors ({a_path})")
+        report.anchor_check = check
+        sub_files = submission_files(sub, check, copied, record)
+        files: dict[str, Path | bytes] = {}
+        for method in sub.methods:
+            prefix = sub.prefix(method)
+            ours = {p for p in sub_files if p.startswith(prefix)}
+            theirs = {p for p in state.files if p.startswith(prefix)}
+            if not theirs:
+                report.new.append(method)
+                files.update({p: sub_files[p] for p in ours})
+                continue
+            report.already.append(method)
+            originals = {p for p in ours if p.startswith(prefix + ORIGINAL_DIR + "/")}
+            record_path = prefix + SUBMISSION_RECORD
+            differ = sorted(((theirs ^ ours) - {record_path})
+                            | {p for p in originals if not same_remote(state.files[p], _digests(sub_files[p]))})
+            if differ:
+                raise HubPushError(f"{repo_id} already has {prefix} with other content ({differ[0]}); "
+                                   "a submission is never overwritten")
+            if record_path in ours and record_path not in theirs:  # the run, now with its generations
+                files[record_path] = sub_files[record_path]
+                report.record_added.append(method)
+            elif record_path in ours and not same_remote(state.files[record_path], _digests(sub_files[record_path])):
+                theirs_record = json.loads(state.read(record_path) or "{}")
+                if theirs_record.get("generations") or not record.get("generations"):
+                    raise HubPushError(f"{repo_id} already has {record_path} with other generations; a submission is "
+                                       "never overwritten")
+                files[record_path] = sub_files[record_path]  # a self-reported submission, now with its images
+                report.record_added.append(method)
+        if not files:
+            return None
+        card = state.read(CARD_FILE)
+        if not card or SUBMISSION_GLOB not in card or ANCHORS_GLOB not in card:
+            files[CARD_FILE] = results_card(repo_id).encode("utf-8")
+        what = ", ".join(report.new or report.record_added)
+        return files, f"Submit run {sub.run_id} ({what})"
+
+    commit = commit_checked(repo, decide, what=f"run {sub.run_id}")
+    report = decide.report
+    report.commit = commit
     return report
+
+
+def _pinned_config(state, repo_id: str):
+    config = state.config(repo_id)
+    if config is None:
+        raise SubmissionError(
+            f"{repo_id} has no {LEADERBOARD_FILE}: its maintainer has not pinned a group, so nothing can be ranked "
+            f"there. The maintainer runs `geofidelity-bench leaderboard init --repo-id {repo_id} --benchmark ID "
+            "--encoder NAME` first (docs/benchmark.md section 13); nothing was uploaded")
+    return config
+
+
+def _not_pinned_text(sub: Submission, comp, config, repo_id: str) -> str:
+    from ..comparability import Comparability
+
+    parts = []
+    for g in config.groups.values():
+        pinned = Comparability(*g.key)
+        diff = pinned.differences(comp)
+        parts.append(f"{g.group_id} [{g.label()}]: another {', another '.join(diff) or 'segmenter'}")
+    return (f"{sub.folder}: the run ({comp.short()}) is in no group pinned in {repo_id}/{LEADERBOARD_FILE}; the pinned "
+            f"group(s): {'; '.join(parts)}. Evaluate with the pinned benchmark and encoder (`geofidelity-bench "
+            "evaluate --benchmark ID --encoder NAME`), or ask the maintainer to pin yours; nothing was uploaded")
+
+
+def _check_group_rows(sub: Submission, group) -> None:
+    """Refuses generator rows of a condition or block the pinned group does not have (its block set
+    comes from the benchmark, never from submissions)."""
+    rows = sub.rows[roles(sub.rows) == "generator"]
+    bad_cond = sorted(set(rows["condition"].astype(str)) - {c for c, b in group.blocks.items() if b})
+    if bad_cond:
+        raise SubmissionError(
+            f"{sub.folder / RESULTS_FILE}: condition(s) {bad_cond} are not among the pinned group's prompt conditions "
+            f"with blocks ({', '.join(c for c, b in group.blocks.items() if b)}): conditions of your own are not "
+            "ranked; evaluate without them (`evaluate --conditions ...`); nothing was uploaded")
+    unknown = sorted({f"{c}/{b}" for c, b in zip(rows["condition"].astype(str), rows["block_id"].astype(str))
+                      if b not in set(group.blocks.get(c, ()))})
+    if unknown:
+        raise SubmissionError(
+            f"{sub.folder / RESULTS_FILE}: {len(unknown)} row(s) name a block the pinned benchmark does not have in "
+            f"that condition, e.g. {', '.join(unknown[:5])}: the group's blocks come from the benchmark "
+            f"{group.benchmark.get('name')} ({str(group.benchmark.get('fingerprint'))[:12]}); nothing was uploaded")
+
+
+def copies_excluded(sub: Submission) -> int:
+    """How many flagged images the run left out of its generator panels (``evaluate --exclude-copies``; 0 without)."""
+    audit = sub.run_info.get("copy_audit")
+    if not isinstance(audit, Mapping) or audit.get("excluded") is not True:
+        return 0
+    return sum(copied_panels(sub).values())
+
+
+def resolve_generations(spec: str, sub: Submission, *, endpoint: str | None = None, token: str | None = None) -> dict:
+    """``ORG/NAME[@REVISION]`` -> {"repo_id", "revision", "commit"}, checked: the revision exists and holds
+    ``generations/{method}/*.parquet`` for every submitted method.
+
+    Raises:
+        SubmissionError: naming the repo, the revision or the missing method.
+    """
+    from huggingface_hub import HfApi
+
+    repo_id, _, revision = str(spec).partition("@")
+    check_repo_id(repo_id, "--generations repo id")
+    api = HfApi(endpoint=endpoint, token=token)
+    retry = dict(attempts=4, base_delay=0.5, log=lambda _m: None, token=token)
+    try:
+        info = with_retries(lambda: api.dataset_info(repo_id, revision=revision or None),
+                            f"read {repo_id}", **retry)
+    except Exception as err:  # noqa: BLE001 - missing repo or revision, HTTP error: one message
+        raise SubmissionError(f"--generations {spec}: cannot read it ({describe_error(err, token)}); push the "
+                              "panels first with `geofidelity-bench push-generations GEN --repo-id ORG/NAME`") from None
+    names = {s.rfilename for s in (info.siblings or [])}
+    missing = [m for m in sub.methods if not any(n.startswith(f"generations/{m}/") and n.endswith(".parquet")
+                                                 for n in names)]
+    if missing:
+        raise SubmissionError(f"--generations {spec} (commit {info.sha[:12]}) has no generations/{{method}}/*.parquet "
+                              f"of method(s) {missing}: push them with `geofidelity-bench push-generations`")
+    return {"repo_id": repo_id, "revision": revision or None, "commit": info.sha}
+
+
+def submission_record(sub: Submission, gens: Mapping | None) -> dict:
+    """What ``submission.json`` records: the generations (repo and resolved commit) and the sha256 of every
+    panel image the run scored, per method and panel (from run.json's copy audit records)."""
+    from ..near_copies import panel_image_hashes
+
+    images: dict[str, dict[str, list[str]]] = {}
+    if gens is not None:
+        try:
+            hashes = panel_image_hashes(sub.run_info)
+        except GeoFidelityError as err:
+            raise SubmissionError(f"{sub.folder / RUN_FILE}: {err}; re-run `geofidelity-bench evaluate` with this "
+                                  "version, which records every image's sha256") from None
+        for (method, cond, block), shas in hashes.items():
+            if method in sub.methods:
+                images.setdefault(method, {})[f"{cond}/{block}"] = list(shas)
+        lacking = sorted({f"{m}/{c}/{b}" for m, c, b in zip(sub.rows["method"], sub.rows["condition"],
+                                                                  sub.rows["block_id"])
+                          if m in sub.methods and f"{c}/{b}" not in images.get(m, {})})
+        if lacking:
+            raise SubmissionError(f"{sub.folder / RUN_FILE}: the copy audit records no image of panel(s) "
+                                  f"{', '.join(lacking[:5])}: the images scored cannot be named; re-run evaluate")
+    return {"format": SUBMISSION_RECORD_FORMAT, "generations": dict(gens) if gens else None, "images": images,
+            "copies_excluded": copies_excluded(sub)}
 
 
 # -- reading back ---------------------------------------------------------------------------------
@@ -705,23 +863,34 @@ def load_submissions(repo_id: str, *, endpoint: str | None = None, revision: str
     """Every submission's rows and every group's anchors of ``repo_id`` (one DataFrame, with a
     ``stored_as`` column: :data:`STORED_SUBMISSION` or :data:`STORED_ANCHORS`) and {run_id: run.json}.
 
-    Older repos (before anchors were stored per group) hold anchor and sanity rows inside
-    ``submissions/``: they are returned as they are (``stored_as`` "submission"), and the
-    leaderboard treats them by their condition (contract C3).
+    Every file is read at one commit (the one ``revision`` names when read). The rows also carry
+    what the repo, not the submitter, says of them: ``committed_at`` (the date of the Hub commit that
+    added the file: order and "newest run" come from it, never from a submitted ``created_at``),
+    ``verification`` (``verified``, ``mismatch``, ``unverifiable``, or ``pending`` without a
+    verification record: self-reported) with ``verification_detail`` (for a verified submission the
+    scores are the verifier's), and ``copies_excluded`` (the run was scored with ``evaluate
+    --exclude-copies``). ``df.attrs["leaderboard_config"]`` is the pinned leaderboard.json (None for a
+    repo made before it: its numbers are self-reported, read-only). Older repos (before anchors were
+    stored per group) hold anchor and sanity rows inside ``submissions/``: they are returned as they
+    are (``stored_as`` "submission"), and the leaderboard treats them by their condition (contract C3).
 
     Raises:
         ResultsFolderError: the repo cannot be read or holds no submission.
+        LeaderboardConfigError: its leaderboard.json is broken (naming the field).
     """
     import pandas as pd
+
+    from .leaderboard_config import parse_config
 
     check_repo_id(repo_id, "results repo id")
     api = _api(endpoint)
     retry = dict(attempts=4, base_delay=0.5, log=log or (lambda _m: None))
     try:
-        paths = with_retries(lambda: api.list_repo_files(repo_id, repo_type="dataset", revision=revision),
-                             f"list {repo_id}", **retry)
+        info = with_retries(lambda: api.dataset_info(repo_id, revision=revision), f"read {repo_id}", **retry)
     except Exception as err:  # noqa: BLE001 - offline, missing repo, HTTP error: one message
         raise _read_failed(repo_id, err) from None
+    commit = info.sha
+    paths = {s.rfilename for s in (info.siblings or [])}
     csvs = sorted(p for p in paths if re.fullmatch(rf"{SUBMISSIONS_DIR}/[^/]+/[^/]+/{re.escape(RESULTS_FILE)}", p))
     anchor_csvs = sorted(p for p in paths if re.fullmatch(rf"{ANCHORS_DIR}/[^/]+/{re.escape(RESULTS_FILE)}", p))
     if not csvs and not anchor_csvs:
@@ -729,33 +898,112 @@ def load_submissions(repo_id: str, *, endpoint: str | None = None, revision: str
     frames, infos = [], {}
     with tempfile.TemporaryDirectory(prefix="geofidelity-results-") as cache:
         def download(path: str) -> Path:
-            return Path(with_retries(lambda: api.hf_hub_download(repo_id, path, repo_type="dataset", revision=revision,
+            return Path(with_retries(lambda: api.hf_hub_download(repo_id, path, repo_type="dataset", revision=commit,
                                                                 cache_dir=cache), f"download {path}", **retry))
+
+        def read_json(path: str):
+            if path not in paths:
+                return None
+            try:
+                return json.loads(download(path).read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                raise ResultsFolderError(f"{repo_id}/{path} is not valid JSON ({err})") from None
 
         def add_info(run_json: str, run_id: str, where: str) -> None:
             if with_run_info and run_json in paths and run_id not in infos:
-                info = json.loads(download(run_json).read_text(encoding="utf-8"))
-                infos[run_id] = dict(info, _run=run_id, _dir=f"{repo_id}/{where}")
+                run = read_json(run_json)
+                infos[run_id] = dict(run, _run=run_id, _dir=f"{repo_id}/{where}")
 
         try:
+            config = None
+            if LEADERBOARD_FILE in paths:
+                config = parse_config(download(LEADERBOARD_FILE).read_text(encoding="utf-8"),
+                                      f"{repo_id}/{LEADERBOARD_FILE}")
+            dates = commit_dates(api, repo_id, commit, [*csvs, *anchor_csvs], retry)
             for path in csvs:
                 df = _read_rows(download(path), f"{repo_id}/{path}")
+                folder = path.rsplit("/", 1)[0]
+                method, rid = folder.split("/")[1:3]
                 df["stored_as"] = STORED_SUBMISSION
+                df["committed_at"] = dates.get(path, "")
+                record = read_json(f"{folder}/{SUBMISSION_RECORD}") or {}
+                df["copies_excluded"] = bool(record.get("copies_excluded")) if isinstance(record, Mapping) else False
+                df = _with_verification(df, method, rid, read_json, download, f"{repo_id}/{folder}")
                 frames.append(df)
                 rid = str(df["run_id"].iloc[0]) if len(df) else ""
-                add_info(path.rsplit("/", 1)[0] + f"/{ORIGINAL_DIR}/{RUN_FILE}", rid, path)
+                add_info(f"{folder}/{ORIGINAL_DIR}/{RUN_FILE}", rid, path)
             for path in anchor_csvs:
                 df = _read_rows(download(path), f"{repo_id}/{path}")
                 df["stored_as"] = STORED_ANCHORS
+                df["committed_at"] = dates.get(path, "")
+                df["verification"], df["verification_detail"], df["copies_excluded"] = "", "", False
                 frames.append(df)
                 folder = path.rsplit("/", 1)[0]
                 for rid in sorted(set(df["run_id"].astype(str))):
                     add_info(f"{folder}/{ORIGINAL_DIR}/{rid}.json", rid, path)
-        except ResultsFolderError:
+        except (ResultsFolderError, GeoFidelityError):
             raise
         except Exception as err:  # noqa: BLE001
             raise _read_failed(repo_id, err) from None
-    return pd.concat(frames, ignore_index=True), infos
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs["leaderboard_config"] = config
+    out.attrs["commit"] = commit
+    return out, infos
+
+
+def commit_dates(api, repo_id: str, revision: str, paths: Sequence[str], retry: Mapping) -> dict[str, str]:
+    """{path: ISO date of the last commit that changed it}, from the Hub (``get_paths_info(expand=True)``).
+
+    A submission's files are never changed after they are added, so this is the date it was submitted:
+    what a submitter writes (``created_at``) is never used to order submissions.
+    """
+    out: dict[str, str] = {}
+    paths = list(paths)
+    for i in range(0, len(paths), 50):
+        chunk = paths[i:i + 50]
+        infos = with_retries(lambda: api.get_paths_info(repo_id, chunk, expand=True, repo_type="dataset",
+                                                        revision=revision), f"read commit dates of {repo_id}", **retry)
+        for entry in infos:
+            last = getattr(entry, "last_commit", None)
+            date = getattr(last, "date", None)
+            if date is not None:
+                out[entry.path] = date.isoformat() if hasattr(date, "isoformat") else str(date)
+    return out
+
+
+#: Columns a verified submission shows from the verifier's rows (its scores, and its copy audit's counts).
+VERIFIED_COLUMNS = (*RESULT_METRIC_COLUMNS, "n_generated", "n_copied", "n_distinct")
+
+
+def _with_verification(df, method: str, run_id: str, read_json, download, where: str):
+    """The submission's rows with ``verification``/``verification_detail``; a verified one with the verifier's
+    numbers (the record and its rows are the maintainer's, read from ``verifications/``)."""
+    import pandas as pd
+
+    from .leaderboard_config import PENDING, VERIFICATION_STATUSES, VERIFIED, VERIFICATIONS_DIR
+
+    record = read_json(f"{VERIFICATIONS_DIR}/{method}/{run_id}.json")
+    if not isinstance(record, Mapping) or record.get("status") not in VERIFICATION_STATUSES:
+        df["verification"] = PENDING
+        df["verification_detail"] = "self-reported: no verification record yet (`geofidelity-bench leaderboard verify`)"
+        return df
+    df["verification"] = str(record["status"])
+    df["verification_detail"] = str(record.get("detail") or "")
+    if record["status"] != VERIFIED:
+        return df
+    try:
+        ours = read_results_csv(download(f"{VERIFICATIONS_DIR}/{method}/{run_id}/{RESULTS_FILE}"))
+    except Exception as err:  # noqa: BLE001 - a verified record without its rows shows nothing as verified
+        df["verification"] = PENDING
+        df["verification_detail"] = f"the verification record of {where} has no readable rows ({type(err).__name__})"
+        return df
+    ours = ours[ours["method"].astype(str) == method]
+    key = pd.MultiIndex.from_arrays([df["condition"].astype(str), df["block_id"].astype(str)])
+    theirs = ours.set_index([ours["condition"].astype(str), ours["block_id"].astype(str)])
+    for col in VERIFIED_COLUMNS:
+        if col in theirs.columns:
+            df[col] = theirs[col].reindex(key).to_numpy()
+    return df
 
 
 def load_leaderboard(repo_id: str, *, endpoint: str | None = None, revision: str | None = None):
