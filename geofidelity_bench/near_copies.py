@@ -38,6 +38,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .errors import GeoFidelityError
+
 #: Hash size of pHash and dHash (``hash_size`` of ``imagehash``): HASH_SIZE**2 = 256 bits each.
 HASH_SIZE = 16
 #: Two images whose hash distance (the larger of the aligned pHash and dHash distances, 0-256
@@ -531,8 +533,11 @@ def audit_panels(
         hash_cache: where the hash banks of items with bytes are kept (None: computed every time).
 
     Returns:
-        Records ``{method, condition, block_id, file, reference_id, reference_block_id, hash_distance,
-        cosine, exact, flagged}`` (docs/benchmark.md section 11, run.json ``copy_audit``).
+        Records ``{method, condition, block_id, file, sha256, reference_id, reference_block_id,
+        hash_distance, cosine, exact, flagged}`` (docs/benchmark.md section 11, run.json ``copy_audit``).
+        ``sha256`` is the hex sha256 of the image's encoded bytes (a file's or bytes item's own bytes, a
+        benchmark photo's stored hash), so a record names exactly the file that was audited and scored;
+        None for an item without bytes (a PIL image, an embedding).
     """
     from .benchmark import item_name
 
@@ -561,7 +566,7 @@ def audit_panels(
     for key in keys:
         for _ in range(len(panel_embeddings[key])):
             records.append({"method": key[0], "condition": key[1], "block_id": key[2], "file": flat_names[row],
-                            **found[row]})
+                            "sha256": shas[row], **found[row]})
             row += 1
     return records
 
@@ -571,6 +576,44 @@ def audit_summary(records: Sequence[Mapping[str, Any]], *, excluded: bool = Fals
     return {"thresholds": thresholds(), "method": method_text(), "compared_with": COMPARED_WITH,
             "n_audited": len(records), "n_flagged": sum(bool(r["flagged"]) for r in records), "excluded": bool(excluded),
             "images": [dict(r) for r in records]}
+
+
+class AuditRecordError(GeoFidelityError, ValueError):
+    """A run.json's copy audit cannot give what was asked of it; the message names the panel and file."""
+
+
+def panel_image_hashes(run_info: Mapping[str, Any]) -> dict[tuple[str, str, str], list[str]]:
+    """(method, condition, block_id) -> the sorted sha256 of the panel's audited images, from a run.json.
+
+    Every generated panel ``evaluate`` scored is in the copy audit (``copy_audit.images``), one record
+    per image with the sha256 of its bytes; the real-image anchors (condition ``anchor``, not audited)
+    and the demo's sanity methods (condition ``sanity``) are left out. Sorted, the list is the panel's
+    content whatever the file names: two runs scored the same images when their lists are equal.
+
+    Raises:
+        AuditRecordError: the run.json has no copy audit, or a record has no sha256 (a run.json written
+            before the audit recorded hashes, or a panel given without bytes); the message names the
+            panel and the file.
+    """
+    from .record_checks import ANCHOR_CONDITION, RESERVED_METHODS, SANITY_CONDITION
+
+    audit = run_info.get("copy_audit") if isinstance(run_info, Mapping) else None
+    if not isinstance(audit, Mapping) or not isinstance(audit.get("images"), list):
+        raise AuditRecordError("run.json has no copy_audit.images (the copy audit of evaluate, docs/benchmark.md "
+                               "section 11); evaluate the panels again with this version")
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for i, record in enumerate(audit["images"]):
+        key = (str(record.get("method")), str(record.get("condition")), str(record.get("block_id")))
+        if key[1] in (ANCHOR_CONDITION, SANITY_CONDITION) or key[0] in RESERVED_METHODS:
+            continue
+        sha = record.get("sha256")
+        if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+            what = "has no sha256" if sha is None else f"has sha256 {sha!r}, not 64 lowercase hex digits"
+            raise AuditRecordError(f"run.json copy_audit.images[{i}]: panel {'/'.join(key)}, file "
+                                   f"{record.get('file')!r} {what} (a run.json written before the audit recorded "
+                                   "hashes, or an image given without bytes); evaluate the panels again")
+        out.setdefault(key, []).append(sha)
+    return {key: sorted(shas) for key, shas in out.items()}
 
 
 def copied_counts(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], int]:
@@ -621,9 +664,10 @@ def near_copies_warning(records: Sequence[Mapping[str, Any]], *, first: int = 10
 EXPECTED_COPIES = ("sanity_augmented_heldout", "sanity_world")
 
 
-__all__ = ["COPY_COSINE", "CROP_BOXES", "HASH_DISTANCE_MAX", "HASH_SIZE", "HashCache", "NEAR_COPY_COSINE",
-           "ReferencePool", "aligned_distance", "audit_panels", "audit_summary", "copied_counts", "find_near_copies",
-           "hash_items", "image_hashes", "near_copies_warning", "nearest", "pool_items", "reference_pool", "thresholds"]
+__all__ = ["COPY_COSINE", "CROP_BOXES", "HASH_DISTANCE_MAX", "HASH_SIZE", "AuditRecordError", "HashCache",
+           "NEAR_COPY_COSINE", "ReferencePool", "aligned_distance", "audit_panels", "audit_summary", "copied_counts",
+           "find_near_copies", "hash_items", "image_hashes", "near_copies_warning", "nearest", "panel_image_hashes",
+           "pool_items", "reference_pool", "thresholds"]
 
 
 # -- inside a benchmark -------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -278,6 +279,60 @@ def test_exclude_copies_scores_the_panels_without_the_flagged_images(demo, encod
     assert run["copy_audit"]["excluded"] is True and run["parameters"]["exclude_copies"] is True
     assert run["copy_audit"]["n_flagged"] == 3
     assert "--exclude-copies left 1 image(s)" in json.dumps(run["nan_reasons"])
+
+
+def test_audit_records_carry_the_sha256_of_each_scored_file(demo, tmp_path, cache_dir):
+    import copy
+    import hashlib
+
+    gen = tmp_path / "gen"
+    _write_panel(gen, "m", "L0", "lund_seg1", [jpeg_bytes(200, size=(96, 64)), jpeg_bytes(201, size=(96, 64))])
+    own = _write_panel(gen, "m", "GPS_ONLY", "lund_seg1", [demo.gallery("lund_seg1")[0].image_bytes])  # a copy
+    (own / "01.png").write_bytes(_encode(Image.open(io.BytesIO(jpeg_bytes(202, size=(96, 64)))), "PNG"))
+    _write_panel(gen, "other", "L0", "lund_seg2", [jpeg_bytes(203, size=(96, 64))] * 2)  # one image twice
+    files = sorted(p for p in gen.rglob("*") if p.is_file())
+    out = tmp_path / "out"
+    assert main(["evaluate", "--benchmark", "demo", "--generated", str(gen), "--encoder", "efficientnet-lite0",
+                 "--out", str(out), "--cache-dir", str(cache_dir), "--no-progress", "--no-anchors"]) == 0
+    run = json.loads((out / "run.json").read_text())
+    records = run["copy_audit"]["images"]
+    assert sorted(Path(r["file"]).resolve() for r in records) == [f.resolve() for f in files]
+    for r in records:
+        assert r["sha256"] == hashlib.sha256(Path(r["file"]).read_bytes()).hexdigest(), r["file"]
+
+    by_panel = nc.panel_image_hashes(run)
+    expected: dict[tuple, list[str]] = {}
+    for f in files:
+        method, condition, block_id = f.relative_to(gen).parts[:3]
+        expected.setdefault((method, condition, block_id), []).append(hashlib.sha256(f.read_bytes()).hexdigest())
+    assert by_panel == {key: sorted(shas) for key, shas in expected.items()}
+    assert len(by_panel[("other", "L0", "lund_seg2")]) == 2  # one entry per image, repeats kept
+
+    # The evaluation's own panels are left out; a record without a sha256 is refused by name.
+    with_sanity = copy.deepcopy(run)
+    with_sanity["copy_audit"]["images"].append({**records[0], "method": "sanity_world", "condition": "sanity",
+                                                "sha256": None})
+    assert nc.panel_image_hashes(with_sanity) == by_panel
+    old = copy.deepcopy(run)
+    del old["copy_audit"]["images"][1]["sha256"]
+    r = records[1]
+    named = f"copy_audit.images[1]: panel {r['method']}/{r['condition']}/{r['block_id']}, file {r['file']!r} has no sha256"
+    with pytest.raises(nc.AuditRecordError, match=re.escape(named)):
+        nc.panel_image_hashes(old)
+    assert isinstance(nc.AuditRecordError("x"), ValueError)
+    with pytest.raises(nc.AuditRecordError, match="no copy_audit"):
+        nc.panel_image_hashes({"results": []})
+
+
+def test_audit_records_give_a_sha256_only_for_items_with_bytes(demo, hashed_pool):
+    import hashlib
+
+    data = jpeg_bytes(7, size=(64, 48))
+    ref = demo.gallery("lund_seg2")[0]
+    items = {("m", "L0", "lund_seg1"): [data, ref, Image.open(io.BytesIO(data))]}
+    records = nc.audit_panels(hashed_pool, items, {("m", "L0", "lund_seg1"): np.ones((3, 4))})
+    assert [r["sha256"] for r in records] == [hashlib.sha256(data).hexdigest(),
+                                              hashlib.sha256(ref.image_bytes).hexdigest(), None]
 
 
 def test_without_exclude_copies_the_same_panel_is_scored_whole(demo, encoder, cache_dir):
