@@ -245,12 +245,15 @@ def register(sub) -> None:
         "push-generations",
         help="upload a generation folder to a Hub dataset repo as its 'generations' config",
         description=(
-            "Uploads the panels of a folder written by `generate` (its manifest.parquet and images) to a Hub "
-            "dataset repo as its 'generations' config, one commit per model, so that generations made on "
-            "several machines add up in one repo. The Hub is --endpoint, else $HF_ENDPOINT, else huggingface.co."
+            "Uploads the panels of a generated folder to a Hub dataset repo as its 'generations' config, one commit "
+            "per model, so that generations made on several machines add up in one repo. A folder written by "
+            "`generate` is pushed from its manifest.parquet; any other folder in the layout `evaluate` reads "
+            "({model}/{condition}/{block_id}/NN.jpg|png|webp) is pushed with each file's own bytes and sha256 (what "
+            "`push-results --generations` records and `leaderboard verify` checks). The Hub is --endpoint, else "
+            "$HF_ENDPOINT, else huggingface.co."
         ),
     )
-    q.add_argument("dir", help="a folder written by `generate`")
+    q.add_argument("dir", help="a generated folder ({model}/{condition}/{block_id}/NN.jpg, as `generate` writes it)")
     q.add_argument("--repo-id", required=True, type=hub_repo_id, help="dataset repo id (user/name), created if missing")
     q.add_argument("--models", nargs="+", default=None, help="models to push (default: all in the folder)")
     _add_hub_args(q)

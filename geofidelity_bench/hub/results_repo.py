@@ -1,30 +1,31 @@
 """A results repo on the Hub: submissions of ``evaluate`` results folders, read back as one table.
 
-A submission is a generator's rows (docs/benchmark.md section 13, Submissions): rows of condition
-``anchor`` (the real-image anchors) belong to the comparable group (:mod:`..comparability`) and
-are stored once per group; rows of condition ``sanity`` (the demo's sanity methods) are checks
-of the benchmark and are never submitted.
+A submission is a generator's rows (docs/benchmark.md section 13, Submissions and the leaderboard):
+rows of condition ``anchor`` (the real-image anchors) belong to the comparable group
+(:mod:`..comparability`), pinned and computed by the maintainer; rows of condition ``sanity`` (the
+demo's sanity methods) are checks of the benchmark and are never submitted.
 
 Layout of the dataset repo (one folder per generator method and run; nothing is ever overwritten)::
 
     README.md                                   dataset card; ``configs:`` entries read
                                                 submissions/*/*/results.csv (default) and
                                                 anchors/*/results.csv (anchors) as tables
+    leaderboard.json                            the maintainer's pin (:mod:`.leaderboard_config`)
+    anchors/{group_id}/results.csv              the group's anchor rows, computed by ``leaderboard init``
+    anchors/{group_id}/run/{run_id}.json        the run.json of that computation
     submissions/{method}/{run_id}/results.csv   the method's rows of the run, with the columns
                                                 SUBMISSION_COLUMNS added
     submissions/{method}/{run_id}/run/...       the run's original files (results.csv, run.json,
                                                 summary_*.csv), unchanged
-    anchors/{group_id}/results.csv              the group's real-image anchor rows, one per
-                                                (method, block) (and per segmenter for GAAS),
-                                                each with the run that brought it
-    anchors/{group_id}/run/{run_id}.json        the run.json of each run that brought anchor rows
+    submissions/{method}/{run_id}/submission.json  the generations (repo, commit) and the sha256 of
+                                                every image the run scored
+    verifications/{method}/{run_id}.json        the verifier's record (:mod:`.verify`)
+    verifications/{method}/{run_id}/results.csv the verifier's rows (shown once verified)
 
-``group_id`` is :attr:`~geofidelity_bench.comparability.Comparability.group_id` (benchmark
-fingerprint, encoder config hash, protocol version). The first run of a group stores its anchors;
-every later run's anchors are checked against them (:func:`~geofidelity_bench.comparability.check_anchors`,
-recorded in each submitted row as ``anchor_check``): they are deterministic, so a mismatch means
-another encoder or pipeline and the leaderboard shows that submission apart. Blocks (or a GAAS
-segmenter) that the stored anchors lack are added from a run whose anchors match.
+A push needs a pinned repo (:mod:`.leaderboard`), a run of a pinned group and rows on the group's
+blocks; the run's anchors are checked against the pinned ones (recorded in each submitted row as
+``anchor_check``) and never written. Every write is one compare-and-swap commit on the commit it
+read (:func:`~geofidelity_bench.hub.leaderboard.commit_checked`).
 
 ``run_id`` is the first 16 hex digits of the sha256 of run.json's canonical JSON (sorted keys,
 without what changes from one run of the same thing to the next: timestamps, duration, cache and
@@ -34,11 +35,12 @@ the same method is a new submission.
 
 A results folder whose generator rows hold images flagged by the copy audit (``n_copied > 0`` in
 results.csv, or ``near_copies`` records of generator panels in run.json) is refused unless
-``allow_copies``; its rows then carry ``n_copied`` and the leaderboard marks it and never ranks it.
+``allow_copies`` (its rows then carry ``n_copied`` and the leaderboard never ranks it) or it was
+scored without them (``evaluate --exclude-copies``: accepted, marked "copies excluded").
 
 :func:`validate_results_folder` checks a folder before anything is uploaded; :func:`push_results`
-pushes it with the one push of :mod:`geofidelity_bench.hub.push`; :func:`load_leaderboard` reads
-every submission's rows back; :func:`update_model_card` writes a method's scores into a model
+submits it; :func:`load_submissions` reads every submission's rows back with what the repo says of
+them (commit dates, verification); :func:`update_model_card` writes a method's scores into a model
 repo's ``model-index``.
 """
 
@@ -574,7 +576,13 @@ tags:
 
 # GeoFidelity-Bench results: {repo_id}
 
-Submissions to the GeoFidelity-Bench leaderboard. A submission is a generator's rows, one folder
+Submissions to the GeoFidelity-Bench leaderboard. The maintainer pins each comparable group in
+`leaderboard.json` (`geofidelity-bench leaderboard init`: benchmark, encoder, protocol, segmenter,
+the block set per condition) and computes its real-image anchors; submitters never write anchors.
+`geofidelity-bench leaderboard verify` re-computes every submission from the images it names
+(`submission.json`: the generations repo, the commit, every image's sha256) and writes
+`verifications/{{method}}/{{run_id}}.json` (verified / mismatch / unverifiable) with its own rows:
+a verified submission shows the verifier's numbers; the others are marked self-reported. A submission is a generator's rows, one folder
 per method and run: `submissions/{{method}}/{{run_id}}/results.csv` holds the method's rows (one per
 condition and block) with the run's id, benchmark fingerprint, encoder config hash, protocol
 version, GAAS segmenter, comparable group and the check of its real-image anchors;
@@ -589,7 +597,7 @@ A submission that does not cover the group's blocks is partial and listed apart;
 copy the benchmark's photos is marked and never ranked; GAAS is compared only within one
 segmenter. Read everything with `datasets.load_dataset("{repo_id}")` or
 `geofidelity_bench.hub.results_repo.load_submissions("{repo_id}")`; submit with
-`geofidelity-bench push-results RESULTS_DIR --repo-id {repo_id}`.
+`geofidelity-bench push-results RESULTS_DIR --repo-id {repo_id} --generations ORG/NAME`.
 """
 
 
@@ -1097,6 +1105,7 @@ def update_model_card(
     token: str | None = None,
     source_url: str | None = None,
     card=None,
+    verified: bool = False,
 ) -> ModelCardUpdate:
     """Writes ``scores`` into the ``model-index`` of the model repo's card, keeping its other results.
 
@@ -1106,7 +1115,9 @@ def update_model_card(
     hash, protocol version) and names the encoder (and, for GAAS, the segmenter); the run replaces
     every entry of the same key, so a NaN score removes the stale value instead of leaving an
     older run's number beside the new ones, and a run with another encoder adds its own entries.
-    ``card``: the card as :func:`read_model_card` returned it (default: read now).
+    ``card``: the card as :func:`read_model_card` returned it (default: read now). ``verified``: whether
+    the numbers are a verifier's re-computation (``leaderboard verify``); otherwise every entry says it is
+    self-reported (``metric_args.verified: false`` and "self-reported" in its name).
     """
     from huggingface_hub import EvalResult
     from huggingface_hub.errors import HfHubHTTPError
@@ -1135,7 +1146,7 @@ def update_model_card(
             conf = s.get("confidence", 0.95)
             config = f"encoder {encoder} ({enc_hash[:12]}), protocol {protocol}"
             args = {"ci_low": round(float(s["ci_low"]), 6), "ci_high": round(float(s["ci_high"]), 6),
-                    "confidence": conf, "encoder": encoder, **key_args}
+                    "confidence": conf, "encoder": encoder, "verified": bool(verified), **key_args}
             if s.get("n_blocks") is not None:
                 args["n_blocks"] = int(s["n_blocks"])
             if s["metric"] == "gaas":
@@ -1145,7 +1156,8 @@ def update_model_card(
                 task_type="text-to-image", dataset_type=dataset_type, dataset_name=dataset_name,
                 dataset_config=dataset_config, dataset_revision=fp, metric_type=s["metric"],
                 metric_value=round(float(value), 6), metric_config=config,
-                metric_name=f"{info.label} ({'higher' if info.higher_is_better else 'lower'} is better; encoder "
+                metric_name=f"{info.label} ({'verified' if verified else 'self-reported, not verified'}; "
+                            f"{'higher' if info.higher_is_better else 'lower'} is better; encoder "
                             f"{encoder}; {conf:.0%} CI {float(s['ci_low']):.3f} to {float(s['ci_high']):.3f})",
                 metric_args=args, source_name="GeoFidelity-Bench", source_url=source_url,
             ))
