@@ -29,6 +29,33 @@ HELDOUT_METHOD = "heldout_real"
 #: The mark shown next to a row or point that rests on fewer blocks than the others beside it.
 FEWER_BLOCKS_MARK = "\u2020 fewer blocks"
 
+#: The marks of a Hub leaderboard submission (docs/benchmark.md section 13), each with its one-line legend.
+#: Re-computed by the leaderboard's verifier from the submitted images: the numbers shown are the verifier's.
+VERIFIED_MARK = "\u2713 verified"
+#: The submitter's own numbers (no verification record yet, or a verifier that could not re-compute them).
+SELF_REPORTED_MARK = "\u25c7 self-reported"
+#: Re-computed by the verifier with other numbers than the submitted ones: never ranked.
+MISMATCH_MARK = "\u2717 mismatch"
+#: Scored with ``evaluate --exclude-copies``: the images flagged by the copy audit were left out of its panels.
+COPIES_EXCLUDED_MARK = "\u2298 copies excluded"
+VERIFIED_LEGEND = (f"{VERIFIED_MARK}: the leaderboard's verifier re-computed every score of the submission from its "
+                   "images, and the numbers shown are the verifier's")
+SELF_REPORTED_LEGEND = (f"{SELF_REPORTED_MARK}: the submitter's own numbers, not re-computed by the leaderboard's "
+                        "verifier (not verified yet, or unverifiable)")
+MISMATCH_LEGEND = (f"{MISMATCH_MARK}: the verifier re-computed the scores from the submitted images and they differ "
+                   "from the submitted ones; such a submission is never ranked")
+COPIES_EXCLUDED_LEGEND = (f"{COPIES_EXCLUDED_MARK}: the images flagged by the copy audit (copies of the benchmark's "
+                          "own photos) were left out of its panels before scoring (`evaluate --exclude-copies`); the "
+                          "count says how many")
+#: {mark: its one-line legend}
+MARK_LEGENDS = {VERIFIED_MARK: VERIFIED_LEGEND, SELF_REPORTED_MARK: SELF_REPORTED_LEGEND,
+                MISMATCH_MARK: MISMATCH_LEGEND, COPIES_EXCLUDED_MARK: COPIES_EXCLUDED_LEGEND}
+
+
+def copies_excluded_mark(n_images: int) -> str:
+    """``"\u2298 copies excluded: 3 image(s)"``: a submission scored without the images the copy audit flagged."""
+    return f"{COPIES_EXCLUDED_MARK}: {int(n_images)} image(s)"
+
 
 def fewer_blocks_note(n_blocks: int, n_most: int) -> str:
     """``"† fewer blocks: 1 of 7, not comparable"``: a row or point over fewer blocks than the others."""
@@ -165,3 +192,5 @@ __all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "COPIED_MARK", "FEWER_BLOCKS
            "MIN_INTERVAL_CITIES", "REPEATS_MARK", "SAME_NEIGHBORHOOD_KIND_LABELS", "bootstrap_text", "chance_counting_note", "chance_sentence",
            "copied_mask", "copied_note", "fewer_blocks_note", "interval_caveat", "repeats_photos", "same_neighborhood_counts_text",
            "same_neighborhood_note", "thin_anchor_blocks", "thin_anchor_note"]
+__all__ += ["COPIES_EXCLUDED_LEGEND", "COPIES_EXCLUDED_MARK", "MARK_LEGENDS", "MISMATCH_LEGEND", "MISMATCH_MARK",
+            "SELF_REPORTED_LEGEND", "SELF_REPORTED_MARK", "VERIFIED_LEGEND", "VERIFIED_MARK", "copies_excluded_mark"]

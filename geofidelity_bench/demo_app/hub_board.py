@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..caveats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from ..caveats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MISMATCH_MARK
 from ..provenance import utc_timestamp
 
 
@@ -45,7 +45,8 @@ class HubBoard:
             self.status = redact_url(f"Could not load {self.repo_id} ({err}); showing {when}.")
             return self
         used = [infos[r] for r in sorted(set(view.rows["run_id"].astype(str))) if r in infos]
-        rows = view.rows.drop(columns=["stored_as", "anchor_check", "anchor_check_detail"], errors="ignore")
+        rows = view.rows.drop(columns=["stored_as", "anchor_check", "anchor_check_detail", "committed_at",
+                                       "verification", "verification_detail", "copies_excluded"], errors="ignore")
         # the same rows, bootstrap and seed as the tables: the whiskers of leaderboard.png are their intervals
         plots, note = report_images(rows, used, n_resamples=self.n_resamples, seed=self.seed, rank_resamples=1)
         self.plots, self.plots_note = plots, ("" if plots else note)
@@ -59,17 +60,35 @@ class HubBoard:
 
 def render_board(repo_id: str, view, tables, *, n_resamples: int = BOOTSTRAP_RESAMPLES,
                  seed: int = BOOTSTRAP_SEED) -> str:
-    """The Hub tab's Markdown: the group, its counts and caveats, the ranked tables, the submissions listed apart."""
-    lines = [f"### Comparable group: {view.group.label}", ""]
-    lines += [f"- {line}" for line in view.header_lines(n_resamples, seed)]
+    """The Hub tab's Markdown: the legacy banner (a repo without leaderboard.json), the group, its counts per
+    condition and caveats, each ranked submission's marks, the ranked tables (labels marked), the submissions
+    listed apart."""
+    header = view.header_lines(n_resamples, seed)
+    banner = getattr(view, "banner", "")
+    lines = []
+    if banner:  # the first thing a reader sees: nothing here is verified
+        lines += [f"> **{banner}**".replace("ORG/NAME", repo_id), ""]
+        header = [line for line in header if line != banner]
+    lines += [f"### Comparable group: {view.group.label}", ""]
+    lines += [f"- {line}" for line in header]
     lines += ["", view.other_text(), *(f"- {n}" for n in view.notes)]
+    marks = getattr(view, "marks", {}) or {}
+    if marks:
+        ranked = getattr(view, "ranked", {}) or {}
+        lines += ["", "#### Ranked submissions"]
+        for method, mark in sorted(marks.items()):
+            conds = [c for c, methods in ranked.items() if method in methods]
+            lines.append(f"- {method}: {mark}" + (f" (ranked in {', '.join(conds)})" if conds else ""))
     for t in tables.values():
         lines += ["", f"#### {t.title}", t.caption, "", t.markdown if t.ok else f"skipped: {t.reason}"]
         lines += [f"- {n}" for n in t.notes]
     if view.apart:
         lines += ["", "#### Listed apart (not ranked)",
-                  "Submissions that are partial (do not cover the group's blocks), not comparable (their anchors "
-                  "differ from the group's) or copied: plain means over their own blocks, never ranked or bolded.",
+                  "Submissions, or the conditions of a submission, that are partial (do not cover the group's blocks "
+                  "of that condition, or miss a score on a block where the held-out anchor has it), not comparable "
+                  "(their anchors differ from the group's), copied, whose verification found other numbers "
+                  f"({MISMATCH_MARK}), or not verified where this repo ranks only verified submissions: plain means "
+                  "over their own blocks, never ranked or bolded.",
                   "", view.apart_markdown()]
     return "\n".join(lines)
 
