@@ -224,7 +224,8 @@ def test_a_run_partial_in_l1_is_ranked_in_l0_only_and_the_header_agrees_with_tab
         ranked = [line for line in header if line.startswith("Ranked")]
         assert len(ranked) == 1 and "each covering all" not in ranked[0]
         assert "Ranked in L1: 1 generator submission(s) over the group's 7 block(s); in L0: 2 over 7" in ranked[0]
-        assert "Listed apart, never ranked or bolded: 1 partial, 0 not comparable, 0 copied, 0 mismatch." in header
+        assert ("Listed apart, never ranked or bolded: 1 partial, 0 not comparable, 0 copied. Listed apart by "
+                "verification: 0 mismatch (the verifier's numbers differ).") in header
         tables = leaderboard_tables(view, n_resamples=N_RESAMPLES)
         t10 = tables["leaderboard"].data
         gen = t10[t10["group"] == "generator"]
@@ -267,8 +268,8 @@ def test_require_verified_ranks_only_verified_and_a_mismatch_is_always_apart():
             assert apart["gen_p"].self_reported and apart["gen_p"].mark == caveats.SELF_REPORTED_MARK
             assert "gen_p" not in t10.markdown
             assert f"gen_p ({caveats.SELF_REPORTED_MARK})" in view.apart_markdown()
-            assert ("Listed apart, never ranked or bolded: 0 partial, 0 not comparable, 0 copied, 1 mismatch, "
-                    "1 self-reported") in view.header_lines()[1]
+            assert ("Listed apart, never ranked or bolded: 0 partial, 0 not comparable, 0 copied. Listed apart by "
+                    "verification: 1 mismatch (the verifier's numbers differ), 1 self-reported") in view.header_lines()[1]
         else:
             assert view.methods == ["gen_p", "gen_v"] and set(apart) == {"gen_m"}
             assert view.marks == {"gen_p": caveats.SELF_REPORTED_MARK, "gen_v": caveats.VERIFIED_MARK}
@@ -295,7 +296,7 @@ def test_a_run_scored_without_its_copies_is_ranked_and_marked_with_the_count():
     header = view.header_lines()
     assert any(line.startswith(caveats.COPIES_EXCLUDED_MARK) and "gen_c: 3 image(s)" in line for line in header)
     assert f"{caveats.COPIES_EXCLUDED_LEGEND}." in header
-    assert "0 partial, 0 not comparable, 1 copied, 0 mismatch" in header[1]
+    assert "0 partial, 0 not comparable, 1 copied. Listed apart by verification: 0 mismatch" in header[1]
     tables = leaderboard_tables(view, n_resamples=N_RESAMPLES)
     row = t10_row(tables, "gen_c")
     assert row["n_copied_panels"] == 0 and "copies excluded: 3 image(s)" in row["label"]

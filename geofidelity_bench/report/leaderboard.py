@@ -287,8 +287,8 @@ class LeaderboardView:
         verify = sum(a.mismatch for a in self.apart)
         lines = [self.banner] if self.banner else []
         lines.append(self.ranked_text())
-        apart = (f"Listed apart, never ranked or bolded: {partial} partial, {mism} not comparable, {copied} copied, "
-                 f"{verify} mismatch")
+        apart = (f"Listed apart, never ranked or bolded: {partial} partial, {mism} not comparable, {copied} copied. "
+                 f"Listed apart by verification: {verify} mismatch (the verifier's numbers differ)")
         if self.require_verified:
             n_self = sum(a.self_reported for a in self.apart)
             apart += f", {n_self} self-reported (only verified submissions are ranked here)"
