@@ -375,3 +375,20 @@ def test_committed_at_comes_from_the_hub_not_the_submitted_created_at(lb):
     assert not subs["committed_at"].str.startswith("2099").any()
     hashes = {hashlib.sha256(str(x).encode()).hexdigest() for x in subs["created_at"]}
     assert hashes  # created_at is still carried as the submitter's claim
+
+
+def test_rows_that_name_another_method_than_their_folder_are_ignored_and_named(lb):
+    df, _ = load_submissions(REPO, endpoint=lb["hub"].url)
+    honest = df[(df["method"] == "tiny") & (df["stored_as"] == "submission")]
+    forged = honest[honest["run_id"] == honest["run_id"].iloc[0]].drop(
+        columns=["stored_as", "committed_at", "verification", "verification_detail", "copies_excluded"])
+    forged = forged.assign(cos_sim=0.99)
+    buf = io.StringIO()
+    forged.to_csv(buf, index=False)
+    lb["hub"].add_files("dataset", REPO, {"submissions/evil/0123456789abcdef/results.csv": buf.getvalue().encode()})
+    after, _ = load_submissions(REPO, endpoint=lb["hub"].url)
+    assert not (after["cos_sim"] == 0.99).any()
+    assert any("submissions/evil/0123456789abcdef/results.csv" in n for n in after.attrs["ignored"])
+    from geofidelity_bench.report.leaderboard import leaderboard_view
+
+    assert any("evil" in n for n in leaderboard_view(after).notes)

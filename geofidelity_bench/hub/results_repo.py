@@ -903,7 +903,7 @@ def load_submissions(repo_id: str, *, endpoint: str | None = None, revision: str
     anchor_csvs = sorted(p for p in paths if re.fullmatch(rf"{ANCHORS_DIR}/[^/]+/{re.escape(RESULTS_FILE)}", p))
     if not csvs and not anchor_csvs:
         raise ResultsFolderError(f"results repo {repo_id} holds no submission ({SUBMISSION_GLOB})")
-    frames, infos = [], {}
+    frames, infos, ignored = [], {}, []
     with tempfile.TemporaryDirectory(prefix="geofidelity-results-") as cache:
         def download(path: str) -> Path:
             return Path(with_retries(lambda: api.hf_hub_download(repo_id, path, repo_type="dataset", revision=commit,
@@ -932,6 +932,14 @@ def load_submissions(repo_id: str, *, endpoint: str | None = None, revision: str
                 df = _read_rows(download(path), f"{repo_id}/{path}")
                 folder = path.rsplit("/", 1)[0]
                 method, rid = folder.split("/")[1:3]
+                # the folder says whose rows these are: rows naming another method or run are not this
+                # submission's (a file uploaded around push-results could otherwise speak for another method)
+                own = (df["method"].astype(str) == method) & (df["run_id"].astype(str) == rid) \
+                    if "run_id" in df.columns else df["method"].astype(str) == method
+                if not own.all():
+                    ignored.append(f"{repo_id}/{path}: {int((~own).sum())} row(s) name another method or run than "
+                                   "their folder; ignored")
+                    df = df[own].reset_index(drop=True)
                 df["stored_as"] = STORED_SUBMISSION
                 df["committed_at"] = dates.get(path, "")
                 record = read_json(f"{folder}/{SUBMISSION_RECORD}") or {}
@@ -956,6 +964,7 @@ def load_submissions(repo_id: str, *, endpoint: str | None = None, revision: str
     out = pd.concat(frames, ignore_index=True)
     out.attrs["leaderboard_config"] = config
     out.attrs["commit"] = commit
+    out.attrs["ignored"] = ignored
     return out, infos
 
 

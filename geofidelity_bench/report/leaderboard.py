@@ -511,6 +511,7 @@ def leaderboard_view(df: pd.DataFrame, group: str | None = None, *,
     missing = [c for c in (*GROUP_KEYS, "run_id") if c not in df.columns]
     if missing:
         raise ReportError(f"the submitted rows lack column(s) {missing}")
+    ignored = [str(n) for n in df.attrs.get("ignored", [])]  # rows the loader refused, named
     df = df.copy()
     df.attrs = {}
     unpinned: list[SubmissionGroup] = []
@@ -546,7 +547,7 @@ def leaderboard_view(df: pd.DataFrame, group: str | None = None, *,
         if col in part.columns:  # a cell that is no finite number is no score (an infinite mean would top the board)
             values = pd.to_numeric(part[col], errors="coerce")
             part[col] = values.where(np.isfinite(values.to_numpy(dtype=float)))
-    notes: list[str] = []
+    notes: list[str] = list(ignored)
     roles = _roles(part)
     n_sanity = int((roles == "sanity").sum())
 
