@@ -209,6 +209,15 @@ def _results_folder(path):
     return make_results(path, seed=1)
 
 
+def pin_from_results(hub, repo_id, folder):
+    """The maintainer's pin of the folder's group (a results repo takes no push before it)."""
+    try:
+        from leaderboard_helpers import pin_from_results as pin
+    except ImportError:
+        from tests.leaderboard_helpers import pin_from_results as pin
+    return pin(hub, repo_id, folder)
+
+
 def _latin1(folder) -> Path:
     csv = folder / "results.csv"
     text = csv.read_text(encoding="utf-8").replace("rome", "Zürich", 1)
@@ -268,8 +277,14 @@ def test_push_results_refuses_unexplained_nan_and_repeated_rows(hub, online, tmp
     line = _one_line(capsys.readouterr().err)
     assert (f"{csv}: 1 NaN score(s) have no reason in run.json nan_reasons, e.g. column 'mrr' in row {row + 2} "
             "(gen_a/L1/b2)") in line and "nothing was uploaded" in line
-    # with its reason recorded as evaluate records it, the same table is valid
+    # a column-wide reason (a record that lists no rows) explains nothing: it could blank any block
     info = json.loads((folder / "run.json").read_text())
+    info["nan_reasons"] = [{"column": "mrr", "reason": "a test"}]
+    (folder / "run.json").write_text(json.dumps(info))
+    assert main(push) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "nan_reasons has a record for column 'mrr' that lists no rows" in line and "never column-wide" in line, line
+    # with its reason recorded as evaluate records it, the same table is valid
     info["nan_reasons"] = [{"column": "mrr", "reason": "a test", "n_rows": 1, "rows": ["gen_a/L1/b2"]}]
     (folder / "run.json").write_text(json.dumps(info))
     assert validate_results_folder(folder).run_id
@@ -294,6 +309,8 @@ def test_push_results_refuses_unexplained_nan_and_repeated_rows(hub, online, tmp
 def test_push_results_with_a_broken_model_card_stops_before_the_push(hub, online, tmp_path, capsys, card):
     hub.add_files("model", "tester/my-model", {"README.md": card.encode()})
     folder = _results_folder(tmp_path / "r")
+    pin_from_results(hub, "tester/results", folder)  # pinned: the push itself would be accepted
+    commits = hub.commit_count("dataset", "tester/results")
     before = len(hub.requests)
     assert main(["push-results", str(folder), "--repo-id", "tester/results", "--endpoint", hub.url,
                  "--model-card", "tester/my-model"]) == 2
@@ -301,6 +318,7 @@ def test_push_results_with_a_broken_model_card_stops_before_the_push(hub, online
     assert "the model card tester/my-model/README.md cannot be updated" in line and "fix the card" in line, line
     pushed = [r for r in hub.requests[before:] if r[0] == "POST" or "datasets" in r[1]]
     assert pushed == []  # the results repo was not even looked up
+    assert hub.commit_count("dataset", "tester/results") == commits
     assert hub.files("model", "tester/my-model")["README.md"] == card.encode()
 
 

@@ -9,11 +9,13 @@ import socket
 import pytest
 
 try:  # the fake Hub (`hub`, `online`), results folders, and the browser of the app's browser test
+    from leaderboard_helpers import init_demo, pin_from_results
     from test_app_browser import OVERFLOW_JS, browser, pytestmark  # noqa: F401
     from test_generation_hub import hub, online  # noqa: F401
     from test_leaderboard_hub import REPO, demo_runs, make_results  # noqa: F401
     from test_app import shared_app_data
 except ImportError:  # tests/ imported as a package
+    from tests.leaderboard_helpers import init_demo, pin_from_results
     from tests.test_app_browser import OVERFLOW_JS, browser, pytestmark  # noqa: F401
     from tests.test_generation_hub import hub, online  # noqa: F401
     from tests.test_leaderboard_hub import REPO, demo_runs, make_results  # noqa: F401
@@ -31,10 +33,13 @@ def _push_results(folder, hub) -> None:
 def test_space_shows_comparable_submissions_and_names_the_other_group(hub, online, browser, tmp_path, tmp_path_factory):
     from geofidelity_bench.demo_app import HubBoard, build_app, launch
 
-    _push_results(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
+    r1 = make_results(tmp_path / "r1", seed=1, method="gen_a")
+    r3 = make_results(tmp_path / "r3", seed=3, method="gen_c", encoder="clip-vit-b32", enc_hash="c" * 64)
+    pin_from_results(hub, REPO, r1)  # the maintainer's pins: the default group first, then another encoder's
+    pin_from_results(hub, REPO, r3)
+    _push_results(r1, hub)
     _push_results(make_results(tmp_path / "r2", seed=2, method="gen_b"), hub)
-    _push_results(make_results(tmp_path / "r3", seed=3, method="gen_c", encoder="clip-vit-b32", enc_hash="c" * 64),
-                  hub)
+    _push_results(r3, hub)
 
     _push_results(make_results(tmp_path / "r5", seed=5, method="gen_part", blocks=[("b0", "rome")]), hub)
     board = HubBoard(REPO, endpoint=hub.url, n_resamples=100).refresh()
@@ -59,7 +64,7 @@ def test_space_shows_comparable_submissions_and_names_the_other_group(hub, onlin
         assert "1 submission(s) in 1 other group(s)" in page_text and "encoder config" in page_text
         assert "Ranked: 2 generator submission(s), each covering all 6 block(s)" in page_text
         ranking, apart = text.split("Listed apart (not ranked)")
-        assert "gen_part" not in ranking and "gen_part" in apart and "partial: covers 1 of" in apart
+        assert "gen_part" not in ranking and "gen_part" in apart and "covers 1 of the group's 6 block(s)" in apart
         page.screenshot(path=str(tmp_path / "hub_leaderboard.png"), full_page=True)
 
         # a new comparable run appears after Refresh, without restarting the Space
@@ -74,16 +79,26 @@ def test_space_shows_comparable_submissions_and_names_the_other_group(hub, onlin
         demo.close()
 
 
-def test_hub_tab_after_the_demo_and_a_one_block_run(hub, online, browser, demo_runs, tmp_path, tmp_path_factory):
+def test_hub_tab_after_the_demo_and_a_one_block_run(hub, online, browser, demo_runs, warm_demo_cache, tmp_path,
+                                                    tmp_path_factory):
     """The Hub tab with the demo pushed three times and a 1-block tiny run: one set of anchors, no
     sanity rows, the tiny run listed apart as partial, right counts; screenshots at two sizes."""
     import os
 
+    import pandas as pd
+
     from geofidelity_bench.demo_app import HubBoard, build_app, launch
 
+    init_demo(hub, REPO, warm_demo_cache)  # the maintainer pins the demo's group
     for _ in range(3):
         _push_results(demo_runs / "demo", hub)
     _push_results(demo_runs / "tiny", hub)
+    # the pinned L0 has the demo's 7 blocks, L1 the one block whose L1 prompt the demo can build: the 1-block run
+    # is ranked in L1 (it covers it) and listed apart, partial, in L0
+    raw = pd.read_csv(demo_runs / "tiny" / "results.csv")
+    tiny = raw[raw["method"] == "tiny"].set_index("condition")["cos_sim"]
+    cos = {c: f"{tiny[c]:.3f}" for c in ("L0", "L1")}
+    assert cos["L0"] != cos["L1"]
     board = HubBoard(REPO, endpoint=hub.url).refresh()  # the one bootstrap setting: 5,000 resamples, seed 42
     data = shared_app_data(tmp_path_factory)  # the app's data, built once per session
     demo = build_app(data, board)
@@ -108,12 +123,13 @@ def test_hub_tab_after_the_demo_and_a_one_block_run(hub, online, browser, demo_r
             sync_api.expect(board_text).to_contain_text("Listed apart")
             text = board_text.inner_text()
             ranking, apart = text.split("Listed apart (not ranked)")
-            assert "Ranked: 0 generator submission(s), each covering all 7 block(s) of the group (3 cities)" in text
             assert "1 partial, 0 not comparable, 0 copied" in text
             assert "3 method(s) on 7 block(s)" in text and "5,000 bootstrap resamples, seed 42" in text
-            assert "Sanity" not in ranking and "tiny" not in ranking
-            assert "tiny" in apart and "partial: covers 1 of the group's 7 block(s)" in apart
-            assert ranking.count("Held-out Real") == 1
+            assert "Sanity" not in ranking
+            tiny_ranked = [line for line in ranking.splitlines() if line.startswith("tiny") and "\t" in line]  # rows
+            assert tiny_ranked and all(cos["L1"] in line and cos["L0"] not in line for line in tiny_ranked)
+            assert "tiny" in apart and "covers 1 of the group's 7 block(s)" in apart and cos["L0"] in apart
+            assert len([line for line in ranking.splitlines() if line.startswith("Held-out Real")]) == 1
             # the group's plots, which the text refers to (whiskers, leaderboard.png), at their own aspect ratio
             plots = page.locator("#hub-plots img")
             sync_api.expect(page.locator("#hub-plots")).to_contain_text("Leaderboard with real-image anchors")

@@ -1,5 +1,9 @@
 """The living leaderboard: push-results, load_leaderboard, comparable groups, model cards, report
-from a repo id, against the loopback fake Hub."""
+from a repo id, against the loopback fake Hub.
+
+Every results repo is pinned by its maintainer before any push (leaderboard.json and the group's
+anchors): the synthetic folders of :func:`make_results` by :func:`leaderboard_helpers.pin_from_results`,
+the demo's by the real `geofidelity-bench leaderboard init`. A push never writes anchors."""
 
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ import pytest
 import yaml
 
 try:  # the fake Hub fixtures: `online` (requests allowed, HF_TOKEN set) and `hub` (the server)
+    from leaderboard_helpers import init_demo, pin_from_results, segmenter_of
     from test_generation_hub import TOKEN, hub, online  # noqa: F401
 except ImportError:  # tests/ imported as a package
+    from tests.leaderboard_helpers import init_demo, pin_from_results, segmenter_of
     from tests.test_generation_hub import TOKEN, hub, online  # noqa: F401
 from geofidelity_bench import stats
 from geofidelity_bench.cli import main
@@ -79,20 +85,38 @@ def push(folder, hub, **kw):
     return push_results(folder, REPO, endpoint=hub.url, log=lambda m: None, retry_base_delay=0.01, **kw)
 
 
+def pin(folder, hub, **kw):
+    """Pins the group of ``folder`` in REPO from its own anchors (the maintainer's step before any push)."""
+    return pin_from_results(hub, REPO, folder, **kw)
+
+
+def anchor_files(hub, repo=REPO) -> dict[str, bytes]:
+    """{path: bytes} of every file under anchors/ of the repo."""
+    return {p: b for p, b in hub.files("dataset", repo).items() if p.startswith("anchors/")}
+
+
 def test_push_repush_and_second_run(hub, online, tmp_path):
     run1 = make_results(tmp_path / "r1", seed=1)
+    pinned = pin(run1, hub)
+    assert pinned.commit and pinned.added
+    anchors_before = anchor_files(hub)
+    group = pinned.group
+    assert set(anchors_before) == {pinned.anchors_path, f"anchors/{group.group_id}/run/{group.anchors_run_id}.json"}
     report = push(run1, hub)
     assert report.new == ["gen_a"] and report.commit  # a submission is a generator's rows
-    assert report.anchor_check.status == "match" and report.anchors_added == 3 * len(BLOCKS)
+    assert report.anchor_check.status == "match" and not hasattr(report, "anchors_added")
     files = hub.files("dataset", REPO)
     rid = report.run_id
     assert not any(p.startswith(f"submissions/{m}/") for p in files for m in stats.ANCHOR_METHODS)
+    assert anchor_files(hub) == anchors_before  # a push never writes anchors: the pinned ones stay, byte for byte
     anchors = pd.read_csv(io.BytesIO(files[report.anchors_path]))
-    assert report.anchors_path.startswith("anchors/") and len(anchors) == 3 * len(BLOCKS)
-    assert set(anchors["condition"]) == {"anchor"} and set(anchors["run_id"]) == {rid}
+    assert report.anchors_path == pinned.anchors_path and len(anchors) == 3 * len(BLOCKS)
+    assert set(anchors["condition"]) == {"anchor"} and set(anchors["run_id"]) == {pinned.group.anchors_run_id}
     assert f"submissions/gen_a/{rid}/results.csv" in files
     assert files[f"submissions/gen_a/{rid}/run/results.csv"] == (run1 / "results.csv").read_bytes()
     assert f"submissions/gen_a/{rid}/run/run.json" in files
+    record = json.loads(files[f"submissions/gen_a/{rid}/submission.json"])
+    assert record["method"] == "gen_a" and record["generations"] is None  # self-reported: no --generations
     card = files["README.md"].decode()
     meta = yaml.safe_load(card.split("---")[1])
     assert meta["configs"][0]["data_files"][0]["path"] == "submissions/*/*/results.csv"
@@ -106,21 +130,70 @@ def test_push_repush_and_second_run(hub, online, tmp_path):
     run2 = make_results(tmp_path / "r2", seed=2, created="2026-02-01T00:00:00+00:00")
     second = push(run2, hub)
     assert second.run_id != rid and "gen_a" in second.new
-    assert second.anchor_check.status == "match" and second.anchors_added == 0
+    assert second.anchor_check.status == "match"
     files2 = hub.files("dataset", REPO)
     assert files2[f"submissions/gen_a/{rid}/results.csv"] == files[f"submissions/gen_a/{rid}/results.csv"]
-    assert files2[report.anchors_path] == files[report.anchors_path]  # one set of anchors per group
+    assert anchor_files(hub) == anchors_before  # one set of anchors per group, the maintainer's
     assert f"submissions/gen_a/{second.run_id}/results.csv" in files2
+    assert files2["leaderboard.json"] == files["leaderboard.json"]
+
+
+def test_push_to_an_unpinned_repo_is_refused_and_commits_nothing(hub, online, tmp_path, capsys):
+    from geofidelity_bench.hub.requests import HubPushError
+
+    folder = make_results(tmp_path / "r1", seed=1)
+    with pytest.raises((SubmissionError, HubPushError), match=REPO):
+        push(folder, hub)
+    assert ("dataset", REPO) not in hub.repos  # a push never creates the results repo (`leaderboard init` does)
+    hub.add_files("dataset", REPO, {"README.md": b"# results\n"})  # a repo its maintainer has not pinned
+    commits, before = hub.commit_count("dataset", REPO), hub.files("dataset", REPO)
+    with pytest.raises(SubmissionError, match=r"has no leaderboard\.json.*leaderboard init.*nothing was uploaded"):
+        push(folder, hub)
+    assert main(["push-results", str(folder), "--repo-id", REPO, "--endpoint", hub.url]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "leaderboard init" in err and REPO in err, err
+    assert hub.commit_count("dataset", REPO) == commits and hub.files("dataset", REPO) == before
+
+    # pinned, but for another encoder: the run is in no pinned group
+    pin(make_results(tmp_path / "other", seed=1, encoder="clip", enc_hash="c" * 64), hub)
+    commits = hub.commit_count("dataset", REPO)
+    with pytest.raises(SubmissionError, match=r"in no group pinned.*another encoder config.*nothing was uploaded"):
+        push(folder, hub)
+    assert hub.commit_count("dataset", REPO) == commits
+
+
+def test_rows_of_blocks_or_conditions_the_group_does_not_pin_are_refused(hub, online, tmp_path):
+    pin(make_results(tmp_path / "r0", seed=0), hub)  # the group's blocks: b0..b5 in L0, L1, C_WRONG_STREET
+    commits = hub.commit_count("dataset", REPO)
+    invented = make_results(tmp_path / "r1", seed=1, blocks=[*BLOCKS, ("b9", "rome")])
+    with pytest.raises(SubmissionError, match=r"3 row\(s\) name a block the pinned benchmark does not have.*L1/b9"):
+        push(invented, hub)
+
+    def l2(df, info):
+        extra = df[(df["condition"] == "L1")].assign(condition="L2")
+        return pd.concat([df, extra], ignore_index=True), info
+
+    with pytest.raises(SubmissionError, match=r"condition\(s\) \['L2'\] are not among the pinned group's"):
+        push(make_results(tmp_path / "r2", seed=2, extra=l2), hub)
+    assert hub.commit_count("dataset", REPO) == commits
+    assert not any(p.startswith("submissions/") for p in hub.files("dataset", REPO))
 
 
 def test_load_leaderboard_rows_and_datasets_reads_the_card(hub, online, tmp_path):
     run1 = make_results(tmp_path / "r1", seed=1)
+    pinned = pin(run1, hub)
     rid = push(run1, hub).run_id
     df = load_leaderboard(REPO, endpoint=hub.url)
     original = pd.read_csv(run1 / "results.csv", keep_default_na=False, na_values={"gaas": [""]})
-    assert len(df) == len(original)  # the generator's rows and the group's anchors
+    assert len(df) == len(original)  # the generator's rows and the group's (pinned) anchors
     assert set(df.loc[df["condition"] == "anchor", "stored_as"]) == {"group_anchors"}
     assert set(df["run_id"]) == {rid} and set(df["benchmark_fingerprint"]) == {FP_V1}
+    # what the repo, not the submitter, says of the rows: the pin, the commit dates, no verification yet
+    config = df.attrs["leaderboard_config"]
+    assert config.default_group == pinned.group.group_id and list(config.groups) == [pinned.group.group_id]
+    gen = df[df["stored_as"] == "submission"]
+    assert set(gen["verification"]) == {"pending"} and not gen["copies_excluded"].any()
+    assert gen["committed_at"].str.len().gt(0).all() and set(gen["committed_at"]) != {"2026-01-01T00:00:00+00:00"}
     assert set(df["encoder_config_hash"]) == {"e" * 64} and set(df["country"]) == {"NA"}
     merged = df.merge(original, on=["method", "condition", "block_id"], suffixes=("", "_orig"))
     assert np.array_equal(merged["cos_sim"].to_numpy(), merged["cos_sim_orig"].to_numpy())
@@ -138,10 +211,14 @@ def test_load_leaderboard_rows_and_datasets_reads_the_card(hub, online, tmp_path
 
 
 def test_groups_rank_only_comparable_submissions(hub, online, tmp_path):
-    push(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
+    r1 = make_results(tmp_path / "r1", seed=1, method="gen_a")
+    r3 = make_results(tmp_path / "r3", seed=3, method="gen_c", encoder="clip-vit-b32", enc_hash="c" * 64,
+                      created="2026-03-01T00:00:00+00:00")
+    pin(r1, hub)  # the default group: the first pinned
+    pin(r3, hub)  # another encoder: a group of its own
+    push(r1, hub)
     push(make_results(tmp_path / "r2", seed=2, method="gen_b", blocks=BLOCKS[:5]), hub)
-    third = push(make_results(tmp_path / "r3", seed=3, method="gen_c", encoder="clip-vit-b32", enc_hash="c" * 64,
-                              created="2026-03-01T00:00:00+00:00"), hub)
+    third = push(r3, hub)
     df, infos = load_submissions(REPO, endpoint=hub.url)
     view = leaderboard_view(df)
     assert view.group.encoder == "dinov2-base"
@@ -170,8 +247,12 @@ def test_groups_rank_only_comparable_submissions(hub, online, tmp_path):
 
 
 def test_report_from_a_repo_id(hub, online, tmp_path, capsys):
-    push(make_results(tmp_path / "r1", seed=1), hub)
-    push(make_results(tmp_path / "r3", seed=3, method="gen_c", encoder="clip", enc_hash="c" * 64), hub)
+    r1, r3 = (make_results(tmp_path / "r1", seed=1),
+              make_results(tmp_path / "r3", seed=3, method="gen_c", encoder="clip", enc_hash="c" * 64))
+    pin(r1, hub)
+    pin(r3, hub)
+    push(r1, hub)
+    push(r3, hub)
     out = tmp_path / "rep"
     rc = main(["report", "--results", REPO, "--endpoint", hub.url, "--out", str(out), "--no-plots",
                "--n-resamples", "100", "--rank-resamples", "20"])
@@ -226,6 +307,7 @@ model-index:
 """
     hub.add_files("model", "tester/my-model", {"README.md": existing.encode()})
     folder = make_results(tmp_path / "r1", seed=1)
+    pin(folder, hub)
     args = ["push-results", str(folder), "--repo-id", REPO, "--endpoint", hub.url, "--model-card", "tester/my-model"]
     assert main(args) == 0
     out = capsys.readouterr().out
@@ -259,16 +341,20 @@ def test_app_hub_board_loads_refreshes_and_keeps_the_last_state(hub, online, tmp
 
     board = HubBoard(REPO, endpoint=hub.url, n_resamples=100).refresh()
     assert board.loaded_at is None and "Could not load" in board.status  # no repo yet
-    push(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
+    r1, r3 = (make_results(tmp_path / "r1", seed=1, method="gen_a"),
+              make_results(tmp_path / "r3", seed=3, method="gen_c", encoder="clip", enc_hash="c" * 64))
+    pin(r1, hub)
+    pin(r3, hub)
+    push(r1, hub)
     push(make_results(tmp_path / "r2", seed=2, method="gen_b"), hub)
-    push(make_results(tmp_path / "r3", seed=3, method="gen_c", encoder="clip", enc_hash="c" * 64), hub)
+    push(r3, hub)
     board.refresh()
     assert board.loaded_at and "3 generator submission(s)" in board.status
     assert "gen_a" in board.markdown and "gen_b" in board.markdown and "gen_c" not in board.markdown
     assert "1 submission(s) in 1 other group(s)" in board.markdown
     assert "Ranked: 2 generator submission(s), each covering all 6 block(s) of the group (3 cities)" in board.markdown
     shown = board.markdown
-    hub.fail_next("GET", r"/tree/", status=403)
+    hub.fail_next("GET", rf"^/api/datasets/{REPO}(/revision/[^/]+)?$", status=403)  # the repo cannot be read
     board.refresh()
     assert "Could not load" in board.status and board.loaded_at in board.status and board.markdown == shown
     text = submit_markdown(REPO)
@@ -287,7 +373,9 @@ def test_app_serves_the_hub_board_and_the_submit_tab(hub, online, tmp_path, tmp_
     except ImportError:  # tests/ imported as a package
         from tests.test_app import shared_app_data
 
-    push(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
+    r1 = make_results(tmp_path / "r1", seed=1, method="gen_a")
+    pin(r1, hub)
+    push(r1, hub)
     board = HubBoard(REPO, endpoint=hub.url, n_resamples=100).refresh()
     data = shared_app_data(tmp_path_factory)
     demo = build_app(data, board)
@@ -329,39 +417,52 @@ def demo_runs(tmp_path_factory):
     return root
 
 
-def test_demo_pushed_three_times_and_a_one_block_run(hub, online, demo_runs, capsys):
-    """Done when: one set of anchors, no sanity rows among generators, the 1-block run partial, right counts."""
+def test_demo_pushed_three_times_and_a_one_block_run(hub, online, demo_runs, warm_demo_cache, capsys):
+    """Done when: one set of anchors (the maintainer's), no sanity rows among generators, the 1-block run
+    partial, right counts."""
     from geofidelity_bench.benchmark import load_benchmark
     from geofidelity_bench.demo_app import HubBoard
 
     demo, tiny = demo_runs / "demo", demo_runs / "tiny"
-    capsys.readouterr()
-    for i in range(3):
+    init_demo(hub, REPO, warm_demo_cache)  # the maintainer pins the demo's group and computes its anchors
+    out = capsys.readouterr().out
+    assert f"{REPO}: pinned group" in out and "anchors computed here: 21 row(s)" in out
+    pinned, commits = anchor_files(hub), hub.commit_count("dataset", REPO)
+    for _ in range(3):
         assert main(["push-results", str(demo), "--repo-id", REPO, "--endpoint", hub.url]) == 0
         out = capsys.readouterr().out
         assert "not submitted: sanity method(s) sanity_augmented_heldout, sanity_world" in out
         assert "holds no generator rows" in out
-        assert ("21 anchor row(s) added" in out) == (i == 0)
+        assert ": match: all " in out and "agree with the pinned anchors" in out  # the demo's = the maintainer's
+        assert anchor_files(hub) == pinned and hub.commit_count("dataset", REPO) == commits  # nothing written
     assert main(["push-results", str(tiny), "--repo-id", REPO, "--endpoint", hub.url]) == 0
     out = capsys.readouterr().out
     assert "submitted tiny as run" in out and "anchors" in out and ": match: all" in out
     files = hub.files("dataset", REPO)
     assert sorted({p.split("/")[1] for p in files if p.startswith("submissions/")}) == ["tiny"]
-    anchor_files = [p for p in files if p.startswith("anchors/") and p.endswith("results.csv")]
-    assert len(anchor_files) == 1
-    stored = pd.read_csv(io.BytesIO(files[anchor_files[0]]))
+    assert anchor_files(hub) == pinned
+    stored_files = [p for p in pinned if p.endswith("results.csv")]
+    assert len(stored_files) == 1
+    stored = pd.read_csv(io.BytesIO(files[stored_files[0]]))
     assert len(stored) == 21 and not stored.duplicated(["method", "block_id"]).any()  # one set of anchors
 
     df, infos = load_submissions(REPO, endpoint=hub.url)
     view = leaderboard_view(df)
     bench = load_benchmark("demo")
     assert view.blocks == sorted(b.block_id for b in bench.blocks) and view.n_cities == len(bench.cities)
-    assert view.methods == [] and [(a.method, a.partial, a.n_blocks) for a in view.apart] == [("tiny", True, 1)]
+    # the group's blocks per condition are the benchmark's: L0 has all 7, L1 only the one block whose L1 prompt the
+    # demo can build; the 1-block run is partial in L0 (listed apart there) and complete in L1 (ranked there)
+    pin_blocks = df.attrs["leaderboard_config"].default.blocks
+    assert len(pin_blocks["L0"]) == 7 and pin_blocks["L1"] == ["berlin_am_lustgarten"]
+    assert [(a.method, a.partial, a.n_blocks) for a in view.apart] == [("tiny", True, 1)]
+    tiny_rows = view.rows[view.rows["method"] == "tiny"]
+    assert view.methods == ["tiny"] and list(tiny_rows["condition"]) == ["L1"]  # never ranked in L0
     assert not (view.rows["condition"] == "sanity").any()
-    assert sorted(view.anchor_methods) == sorted(stats.ANCHOR_METHODS) and len(view.rows) == 21
+    assert sorted(view.anchor_methods) == sorted(stats.ANCHOR_METHODS)
+    assert (view.rows["condition"] == "anchor").sum() == 21
     tables = leaderboard_tables(view, list(infos.values()))
     t10 = tables["leaderboard"].data
-    assert set(t10["group"]) == {"anchor"}
+    assert set(t10.loc[t10["group"] == "generator", "method"]) == {"tiny"}
     # the anchors' CosSim is the plain mean of the demo's rows (independent of the Hub round trip)
     raw = pd.read_csv(demo / "results.csv")
     held = raw[raw["method"] == "heldout_real"]["cos_sim"].mean()
@@ -370,28 +471,40 @@ def test_demo_pushed_three_times_and_a_one_block_run(hub, online, demo_runs, cap
     board = HubBoard(REPO, endpoint=hub.url).refresh()
     md = board.markdown
     assert board.n_resamples == 5000 and "1 generator submission(s)" in board.status
-    assert "Ranked: 0 generator submission(s), each covering all 7 block(s) of the group (3 cities)" in md
-    assert "Listed apart, never ranked or bolded: 1 partial, 0 not comparable, 0 copied." in md
+    assert "Listed apart, never ranked or bolded: 1 partial, 0 not comparable, 0 copied" in md
     assert "3 method(s) on 7 block(s)" in md and "5,000 bootstrap resamples, seed 42" in md
-    assert "intervals rest on only 7 block(s) (< 10) and 3 cities (< 5)" in md
-    assert "partial: covers 1 of the group's 7 block(s)" in md
-    ranking = md.split("#### Listed apart")[0]
+    assert "intervals rest on only" in md and "3 cities (< 5)" in md
+    assert "covers 1 of the group's 7 block(s)" in md
+    ranking, apart = md.split("#### Listed apart")
     assert "Sanity" not in ranking and "sanity_" not in ranking
-    assert not [line for line in ranking.splitlines() if line.startswith("|") and "**" in line]  # nothing bolded
+    raw_tiny = pd.read_csv(tiny / "results.csv")
+    l0 = raw_tiny.loc[(raw_tiny["method"] == "tiny") & (raw_tiny["condition"] == "L0"), "cos_sim"].iloc[0]
+    l1 = raw_tiny.loc[(raw_tiny["method"] == "tiny") & (raw_tiny["condition"] == "L1"), "cos_sim"].iloc[0]
+    assert f"{l0:.3f}" != f"{l1:.3f}"
+    ranked_lines = [line for line in ranking.splitlines() if line.startswith("| tiny")]
+    apart_lines = [line for line in apart.splitlines() if line.startswith("| tiny")]
+    assert ranked_lines and all(f"{l1:.3f}" in line and f"{l0:.3f}" not in line for line in ranked_lines)
+    assert len(apart_lines) == 1 and "L0" in apart_lines[0] and f"{l0:.3f}" in apart_lines[0]  # L0: apart only
 
 
 def test_anchor_mismatch_shows_the_submission_apart(hub, online, tmp_path, capsys):
-    push(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
+    r1 = make_results(tmp_path / "r1", seed=1, method="gen_a")
+    pin(r1, hub)
+    pinned = anchor_files(hub)
+    push(r1, hub)
     # the same config hash, but anchors that differ: another encoder or pipeline
     other = make_results(tmp_path / "r2", seed=2, method="gen_b", anchor_seed=7)
     capsys.readouterr()
     assert main(["push-results", str(other), "--repo-id", REPO, "--endpoint", hub.url]) == 0
     out = capsys.readouterr().out
-    assert "anchors NOT comparable" in out and "another encoder or pipeline" in out
-    files = hub.files("dataset", REPO)
-    stored = [p for p in files if p.startswith("anchors/") and p.endswith(".csv")]
-    assert len(pd.read_csv(io.BytesIO(files[stored[0]]))) == 3 * len(BLOCKS)  # not merged into the group's
-    view = leaderboard_view(load_leaderboard(REPO, endpoint=hub.url))
+    assert "submitted gen_b" in out  # submitted, and shown apart
+    assert "anchors NOT comparable with the pinned ones" in out and "another encoder or pipeline" in out
+    assert anchor_files(hub) == pinned  # never merged into the group's, never replacing them
+    df = load_leaderboard(REPO, endpoint=hub.url)
+    gen = df[df["stored_as"] == "submission"]
+    assert set(gen.loc[gen["method"] == "gen_b", "anchor_check"]) == {"mismatch"}
+    assert set(gen.loc[gen["method"] == "gen_a", "anchor_check"]) == {"match"}
+    view = leaderboard_view(df)
     assert view.methods == ["gen_a"]
     (apart,) = view.apart
     assert apart.method == "gen_b" and apart.not_comparable and not apart.partial
@@ -405,6 +518,33 @@ def test_anchor_mismatch_shows_the_submission_apart(hub, online, tmp_path, capsy
     assert check_anchors(a, b, RESULT_METRIC_COLUMNS).status == "match"
     c = a.assign(cos_sim=a["cos_sim"] + 1e-3)
     assert check_anchors(a, c, RESULT_METRIC_COLUMNS).status == "mismatch"
+
+
+@pytest.mark.parametrize("seg", [None, "mask2former-vistas"], ids=["same-keys", "rows-the-pin-lacks"])
+def test_a_mismatching_run_never_adds_its_anchors_to_the_group(hub, online, tmp_path, seg):
+    """The bug this catches: push-results adding a run's anchor rows to the group's anchors although its
+    anchor check is a mismatch. With a segmenter the pin lacks, every anchor row of the run is one the
+    pinned anchors do not have ((method, block, segmenter)), so even a merge of "missing" rows would show."""
+    pinned_report = pin(make_results(tmp_path / "r0", seed=0), hub)  # no GAAS segmenter
+    a_path = pinned_report.anchors_path
+    pinned = anchor_files(hub)
+    group = pinned_report.group
+    assert set(pinned) == {a_path, f"anchors/{group.group_id}/run/{group.anchors_run_id}.json"}
+    bad = make_results(tmp_path / "bad", seed=3, method="gen_x", anchor_seed=11, segmenter=seg, gaas=seg is not None)
+    report = push(bad, hub)
+    assert report.new == ["gen_x"] and report.commit and report.anchor_check.status == "mismatch"
+    files = hub.files("dataset", REPO)
+    assert f"submissions/gen_x/{report.run_id}/results.csv" in files
+    assert files[a_path] == pinned[a_path]  # byte-identical to what the pin wrote
+    assert anchor_files(hub) == pinned  # and no file under anchors/ was added (no anchors/*/run/{run_id}.json)
+    assert not any(report.run_id in p for p in files if not p.startswith(f"submissions/gen_x/{report.run_id}/"))
+    stored = pd.read_csv(io.BytesIO(files[a_path]))
+    assert set(stored["run_id"]) == {pinned_report.group.anchors_run_id} and len(stored) == 3 * len(BLOCKS)
+    # read back: the group's anchors are still only the maintainer's rows, and the run is marked
+    df = load_leaderboard(REPO, endpoint=hub.url)
+    anchors = df[df["stored_as"] == "group_anchors"]
+    assert set(anchors["run_id"]) == {pinned_report.group.anchors_run_id} and len(anchors) == 3 * len(BLOCKS)
+    assert set(df.loc[df["method"] == "gen_x", "anchor_check"]) == {"mismatch"}
 
 
 def test_older_repos_with_anchors_and_sanity_inside_submissions(hub, online, tmp_path):
@@ -426,7 +566,9 @@ def test_older_repos_with_anchors_and_sanity_inside_submissions(hub, online, tmp
                 rows.insert(j, col, val)
             files[f"submissions/{m}/{sub.run_id}/results.csv"] = rows.to_csv(index=False).encode()
     hub.add_files("dataset", REPO, files)
-    view = leaderboard_view(load_leaderboard(REPO, endpoint=hub.url))
+    df = load_leaderboard(REPO, endpoint=hub.url)
+    assert df.attrs["leaderboard_config"] is None  # no leaderboard.json: read as a legacy repo, self-reported
+    view = leaderboard_view(df)
     assert view.methods == ["gen_a", "gen_b"] and [a.method for a in view.apart] == ["gen_c"]
     assert sorted(view.anchor_methods) == sorted(stats.ANCHOR_METHODS)
     assert len(view.rows[view.rows["condition"] == "anchor"]) == 3 * len(BLOCKS)  # one set, not three
@@ -451,7 +593,9 @@ def _with_near_copies(df, info):
 def test_push_refuses_copies_unless_allowed_and_marks_them(hub, online, tmp_path, capsys):
     from geofidelity_bench import caveats
 
-    push(make_results(tmp_path / "r0", seed=0, method="gen_a"), hub)
+    r0 = make_results(tmp_path / "r0", seed=0, method="gen_a")
+    pin(r0, hub)
+    push(r0, hub)
     for i, (method, extra, what) in enumerate([("gen_x", _with_copies, "gen_x/L1/b0"),
                                                ("gen_y", _with_near_copies, "gen_y/L0/b1/00.jpg")]):
         # the best scores of all on every block: a copy must still never top the board
@@ -478,7 +622,9 @@ def test_push_refuses_copies_unless_allowed_and_marks_them(hub, online, tmp_path
 
 
 def test_gaas_is_compared_only_within_one_segmenter(hub, online, tmp_path):
-    push(make_results(tmp_path / "r1", seed=1, method="gen_a", segmenter="mask2former-vistas", gaas=True), hub)
+    r1 = make_results(tmp_path / "r1", seed=1, method="gen_a", segmenter="mask2former-vistas", gaas=True)
+    pin(r1, hub, segmenter=segmenter_of("mask2former-vistas"))  # the group's GAAS segmenter, pinned
+    push(r1, hub)
     push(make_results(tmp_path / "r2", seed=2, method="gen_b", segmenter="mask2former-vistas", gaas=True), hub)
     push(make_results(tmp_path / "r3", seed=3, method="gen_c", segmenter="segformer-cityscapes", gaas=True), hub)
     df, infos = load_submissions(REPO, endpoint=hub.url)
@@ -531,7 +677,9 @@ def test_blocks_count_only_finite_scores(hub, online, tmp_path):
                                    for col in RESULT_METRIC_COLUMNS]
         return df, info
 
-    push(make_results(tmp_path / "r1", seed=1, method="gen_a"), hub)
+    r1 = make_results(tmp_path / "r1", seed=1, method="gen_a")
+    pin(r1, hub)
+    push(r1, hub)
     push(make_results(tmp_path / "r2", seed=2, method="gen_b", extra=all_nan_on_b2), hub)
     view = leaderboard_view(load_leaderboard(REPO, endpoint=hub.url))
     assert len(view.blocks) == 6 and view.methods == ["gen_a"]
@@ -549,7 +697,9 @@ def test_thin_anchor_blocks_are_counted_and_marked(hub, online, tmp_path):
         df.loc[thin, "n_distinct"] = 1.0
         return df, info
 
-    push(make_results(tmp_path / "r1", seed=1, method="gen_a", extra=repeats), hub)
+    r1 = make_results(tmp_path / "r1", seed=1, method="gen_a", extra=repeats)
+    pin(r1, hub)  # the pinned anchors hold the thin held-out blocks
+    push(r1, hub)
     push(make_results(tmp_path / "r2", seed=2, method="gen_b"), hub)  # an older folder without n_distinct
     board = HubBoard(REPO, endpoint=hub.url, n_resamples=100).refresh()
     assert f"{caveats.REPEATS_MARK}: 2 of 6 block(s) have fewer held-out photos" in board.markdown
@@ -565,6 +715,9 @@ def test_model_card_is_keyed_by_comparability_and_names_the_encoder(hub, online,
     hub.add_files("model", "tester/m", {"README.md": b"---\nlicense: mit\n---\n# m\n"})
     base = ["--repo-id", REPO, "--endpoint", hub.url, "--model-card", "tester/m"]
     r1 = make_results(tmp_path / "r1", seed=1, segmenter="mask2former-vistas", gaas=True)
+    r3 = make_results(tmp_path / "r3", seed=3, encoder="efficientnet-lite0", enc_hash="f" * 64)
+    pin(r1, hub, segmenter=segmenter_of("mask2former-vistas"))
+    pin(r3, hub)
     assert main(["push-results", str(r1), *base]) == 0
     first = card()
     assert len(first) == 8 and {r.metric_args["encoder"] for r in first} == {"dinov2-base"}
@@ -578,7 +731,6 @@ def test_model_card_is_keyed_by_comparability_and_names_the_encoder(hub, online,
     l1 = raw[(raw["method"] == "gen_a") & (raw["condition"] == "L1")]
     assert second["cos_sim"].metric_value == pytest.approx(l1["cos_sim"].mean(), abs=1e-6)
     # another encoder: its own entries, the DINOv2 ones stay
-    r3 = make_results(tmp_path / "r3", seed=3, encoder="efficientnet-lite0", enc_hash="f" * 64)
     capsys.readouterr()
     assert main(["push-results", str(r3), *base]) == 0
     assert "with encoder efficientnet-lite0" in capsys.readouterr().out
@@ -592,10 +744,13 @@ def test_model_card_is_keyed_by_comparability_and_names_the_encoder(hub, online,
 def test_push_results_model_card_of_a_repo_that_does_not_exist_names_it_and_pushes_nothing(hub, online, tmp_path,
                                                                                            capsys):
     folder = make_results(tmp_path / "r1", seed=1)
+    pin(folder, hub)  # a push would be accepted
+    commits, before, n = hub.commit_count("dataset", REPO), hub.files("dataset", REPO), len(hub.requests)
     args = ["push-results", str(folder), "--repo-id", REPO, "--endpoint", hub.url, "--model-card", "tester/no-such-model"]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
     assert "tester/no-such-model" in err and "not found" in err and "create" in err, err
     assert "404 Client Error" not in err
-    assert ("dataset", REPO) not in hub.repos, "nothing is pushed (the results repo is not even created)"
+    assert hub.commit_count("dataset", REPO) == commits and hub.files("dataset", REPO) == before, "nothing is pushed"
+    assert not [r for r in hub.requests[n:] if REPO in r[1]], "the results repo is not even read"
