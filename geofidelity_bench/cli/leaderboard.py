@@ -115,7 +115,7 @@ def register(sub) -> None:
         "submission, never an overwrite. The token comes from HF_TOKEN or `hf auth login`.",
     )
     p.add_argument("results_dir", metavar="RESULTS_DIR", help="folder written by `geofidelity-bench evaluate`")
-    p.add_argument("--repo-id", required=True, type=hub_repo_id, metavar="ORG/NAME", help="results dataset repo (created if missing)")
+    p.add_argument("--repo-id", required=True, type=hub_repo_id, metavar="ORG/NAME", help="results dataset repo (pinned by its maintainer with `leaderboard init`)")
     p.add_argument("--endpoint", default=None, metavar="URL", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)")
     p.add_argument("--generations", default=None, metavar="ORG/NAME[@REVISION]",
                    help="the dataset repo (pushed with `push-generations`) holding the images this run scored; the "

@@ -683,6 +683,16 @@ def push_results(
     if copied and not allow_copies and not excluded:
         raise _copies_error(sub, copied)
     repo = HubRepo(repo_id, token=token, endpoint=endpoint, attempts=attempts, retry_base_delay=retry_base_delay, log=log)
+    try:
+        exists = with_retries(lambda: repo.api.repo_exists(repo_id, repo_type="dataset"), f"look up {repo_id}",
+                              **repo.retry)
+    except Exception as err:  # noqa: BLE001 - offline, HTTP error: one message
+        raise HubPushError(f"cannot look up results repo {repo_id}: {describe_error(err, repo.token)}") from None
+    if not exists:
+        raise SubmissionError(
+            f"results repo {repo_id} does not exist (or your token cannot read it): a results repo is created by its "
+            f"maintainer with `geofidelity-bench leaderboard init --repo-id {repo_id} --benchmark ID --encoder NAME`, "
+            "which pins the group; nothing was uploaded")
     gens = resolve_generations(generations, sub, endpoint=endpoint, token=repo.token) if generations else None
     comp = comparability_of_run(sub.run_info)
     a_path = anchors_path(comp.group_id)
