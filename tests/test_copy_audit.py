@@ -121,6 +121,48 @@ def test_aligned_distance_is_the_smallest_hamming_distance_over_crops_and_mirror
     assert brute(a, b) <= nc.HASH_DISTANCE_MAX < brute(a, c)
 
 
+
+def _bits(n: int) -> np.ndarray:
+    """A 256-bit hash (4 uint64 words) with its first ``n`` bits set."""
+    return np.array([(1 << min(64, max(0, n - 64 * w))) - 1 for w in range(4)], dtype=np.uint64)
+
+
+def test_a_hash_distance_of_exactly_the_threshold_is_flagged_and_one_more_is_not():
+    """docs/benchmark.md section 5: flagged at hash distance AT MOST 60. Hand-made hash banks against an
+    all-zero query: the pHash is ``d`` bits away on one crop only (100 on every other view, the whole
+    image and its mirror included), the dHash 10 bits on every view; the distance, worked out by hand
+    and by a brute-force popcount below, is ``d``. A ``< 60`` rule misses the photo at 60."""
+    n_views = nc.CROP_BOXES + 1
+
+    def bank(d: int) -> np.ndarray:
+        b = np.zeros((2, n_views, 4), dtype=np.uint64)
+        b[0] = _bits(100)
+        b[0, 7] = _bits(d)  # one crop (never the whole image, 0, or the mirror, the last view)
+        b[1] = _bits(10)
+        return b
+
+    def brute(q, p) -> int:
+        """The larger over the two hashes of the smallest Hamming distance between one image (whole or
+        mirrored) and the crops of the other, either way round."""
+        ham = lambda x, y: sum(bin(int(u) ^ int(v)).count("1") for u, v in zip(x, y))  # noqa: E731
+        whole, crops = (0, n_views - 1), range(n_views - 1)
+        return max(min(min(ham(x[h, w], y[h, c]) for w in whole for c in crops) for x, y in ((q, p), (p, q)))
+                   for h in (0, 1))
+
+    t = nc.HASH_DISTANCE_MAX
+    query = np.zeros((2, n_views, 4), dtype=np.uint64)
+    banks = [bank(t), bank(t + 1)]
+    assert [brute(query, b) for b in banks] == [t, t + 1]
+    pool = nc.ReferencePool(ids=["at", "above"], blocks=["b1", "b2"], heldout=[False, False], shas=["s1", "s2"],
+                            embeddings=None, banks=np.stack(banks))
+    found = {f["pos"]: f for f in nc.candidates(pool, [query], None, [None])[0]}
+    assert (found[0]["hash_distance"], found[1]["hash_distance"]) == (t, t + 1)
+    assert found[0]["flagged"] is True and found[1]["flagged"] is False
+    assert not found[0]["exact"]
+    match = nc.nearest(pool, [query], None, [None])[0]
+    assert (match["reference_id"], match["hash_distance"], match["flagged"]) == ("at", t, True)
+
+
 # -- calibration on the benchmark ------------------------------------------------------------------
 
 
