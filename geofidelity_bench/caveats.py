@@ -25,6 +25,14 @@ COPIED_MARK = "\u26a0 copied"
 #: The mark shown next to a row whose panel repeats photos (n_distinct < n_generated).
 REPEATS_MARK = "\u21bb repeats photos"
 
+#: The mark shown next to a row scored with ``--allow-unpromptable``: the benchmark refuses the
+#: condition's prompt for the block (e.g. L1 without a street name), so no prompt could have produced
+#: the panel; such rows are listed apart and never ranked with promptable rows.
+UNPROMPTABLE_MARK = "\u2205 unpromptable"
+UNPROMPTABLE_LEGEND = (f"{UNPROMPTABLE_MARK}: scored with --allow-unpromptable although the benchmark has no prompt "
+                       "of that condition for the block (docs/benchmark.md section 2): listed after every promptable "
+                       "row and never ranked with them")
+
 HELDOUT_METHOD = "heldout_real"
 #: The mark shown next to a row or point that rests on fewer blocks than the others beside it.
 FEWER_BLOCKS_MARK = "\u2020 fewer blocks"
@@ -146,6 +154,16 @@ def copied_mask(results):
     return pd.to_numeric(results["n_copied"], errors="coerce").fillna(0) > 0
 
 
+def unpromptable_mask(results):
+    """Per row of ``results``: scored although the benchmark refuses its prompt (``unpromptable == 1``;
+    a file without the column, or NaN, reads as not unpromptable)."""
+    import pandas as pd
+
+    if "unpromptable" not in results:
+        return pd.Series(False, index=results.index)
+    return pd.to_numeric(results["unpromptable"], errors="coerce").fillna(0).astype(float) > 0
+
+
 def copied_note(n_rows: int, n_images: int) -> str | None:
     """What a copied row means (None when nothing was flagged)."""
     if n_rows <= 0:
@@ -188,9 +206,50 @@ def same_neighborhood_note(counts: dict[str, int]) -> str | None:
             "neighborhood look-alikes with merely nearby or same-city blocks")
 
 
+def same_country_fallback_blocks(results) -> list[str]:
+    """The blocks whose random-same-country anchor cannot be "same country": their country has no other
+    block among the rows' blocks, so the anchor draws from all other blocks (docs/benchmark.md section 6).
+
+    Read from the rows themselves (each block's ``country``, over every block of ``results``, anchors
+    included), so a results.csv alone tells it. Sorted block ids; [] when every country has two blocks."""
+    import pandas as pd
+
+    if results is None or len(results) == 0 or not {"block_id", "country"} <= set(results.columns):
+        return []
+    blocks = results[["block_id", "country"]].astype(str).drop_duplicates("block_id")
+    per_country = blocks.groupby("country")["block_id"].transform("size")
+    return sorted(blocks.loc[per_country.to_numpy() < 2, "block_id"].tolist()) if len(blocks) else []
+
+
+def same_country_fallback_note(blocks, n_blocks: int) -> str | None:
+    """What the random-same-country anchor is on ``blocks`` (:func:`same_country_fallback_blocks`), or None."""
+    blocks = list(blocks)
+    if not blocks:
+        return None
+    names = ", ".join(blocks[:5]) + (f" and {len(blocks) - 5} more" if len(blocks) > 5 else "")
+    return (f"random same country: {len(blocks)} of {n_blocks} block(s) ({names}) are the only block of their country, "
+            "so their \"same-country\" anchor draws from all other blocks, like random global (docs/benchmark.md "
+            "section 6); on those blocks it says nothing about the country")
+
+
+def missing_negative_blocks(results, role: str) -> list[str]:
+    """The blocks of ``results`` with no ``role`` negative (``sim_{role}`` NaN on every row of the block):
+    a mean of that similarity, or of a margin using it, is over the other blocks only."""
+    import numpy as np
+
+    col = f"sim_{role}"
+    if results is None or len(results) == 0 or col not in results.columns:
+        return []
+    values = results[col].astype(float).to_numpy()
+    has = results.assign(_has=np.isfinite(values)).groupby("block_id")["_has"].any()
+    return sorted(map(str, has.index[~has.to_numpy()]))
+
+
 __all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "COPIED_MARK", "FEWER_BLOCKS_MARK", "HELDOUT_METHOD", "MIN_INTERVAL_BLOCKS",
            "MIN_INTERVAL_CITIES", "REPEATS_MARK", "SAME_NEIGHBORHOOD_KIND_LABELS", "bootstrap_text", "chance_counting_note", "chance_sentence",
            "copied_mask", "copied_note", "fewer_blocks_note", "interval_caveat", "repeats_photos", "same_neighborhood_counts_text",
            "same_neighborhood_note", "thin_anchor_blocks", "thin_anchor_note"]
 __all__ += ["COPIES_EXCLUDED_LEGEND", "COPIES_EXCLUDED_MARK", "MARK_LEGENDS", "MISMATCH_LEGEND", "MISMATCH_MARK",
             "SELF_REPORTED_LEGEND", "SELF_REPORTED_MARK", "VERIFIED_LEGEND", "VERIFIED_MARK", "copies_excluded_mark"]
+__all__ += ["UNPROMPTABLE_LEGEND", "UNPROMPTABLE_MARK", "missing_negative_blocks", "same_country_fallback_blocks",
+            "same_country_fallback_note", "unpromptable_mask"]

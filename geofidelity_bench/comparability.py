@@ -100,6 +100,55 @@ class Comparability:
         return ", ".join(parts)
 
 
+#: Registry name of the benchmark's GAAS segmenter (docs/benchmark.md section 5): it wins a tie
+#: between segmenters (:func:`choose_gaas_segmenter`). Kept as text: this module imports nothing else.
+DEFAULT_SEGMENTER_NAME = "mask2former-vistas"
+
+
+def segmenter_name_of_run(run_info: Mapping) -> str:
+    """The registry name of a run's GAAS segmenter (``gaas.segmenter`` of run.json; "" without one)."""
+    gaas = run_info.get("gaas") if isinstance(run_info, Mapping) else None
+    return _text(gaas.get("segmenter")) if isinstance(gaas, Mapping) else ""
+
+
+def choose_gaas_segmenter(counts: Mapping[str, int], names: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The segmenter whose GAAS a group of comparable rows shows, and the sentence that says why.
+
+    ``counts``: {segmenter key (config hash, else name): how many rows (or runs) carry its GAAS};
+    ``names``: {segmenter key: registry name} where known. The segmenter with the most rows wins; a
+    tie goes to the benchmark's default segmenter (:data:`DEFAULT_SEGMENTER_NAME`), then to the
+    smallest key, so the choice never depends on the order rows were read. The sentence is "" when
+    only one segmenter is present (nothing was chosen). GAAS of the others is shown n/a: another
+    segmenter's GAAS is another number by design (docs/benchmark.md section 7).
+    """
+    names = dict(names or {})
+    present = {str(k): int(v) for k, v in counts.items() if _text(k) and int(v) > 0}
+    if not present:
+        return "", ""
+    if len(present) == 1:
+        return next(iter(present)), ""
+
+    def label(key: str) -> str:
+        name = names.get(key, "")
+        return f"{name} ({key[:12]})" if name and name != key else key[:12]
+
+    most = max(present.values())
+    tied = sorted(k for k, v in present.items() if v == most)
+    default = [k for k in tied if names.get(k, "") == DEFAULT_SEGMENTER_NAME]
+    chosen = default[0] if default else tied[0]
+    others = ", ".join(f"{label(k)}: {present[k]}" for k in sorted(present, key=lambda k: (-present[k], k))
+                       if k != chosen)
+    if len(tied) == 1:
+        why = "the one most rows used"
+    elif default:
+        why = f"a tie, broken in favour of the benchmark's default segmenter {DEFAULT_SEGMENTER_NAME}"
+    else:
+        why = "a tie, broken by the smaller config hash (neither is the benchmark's default segmenter)"
+    sentence = (f"GAAS is shown for segmenter {label(chosen)} ({present[chosen]} row(s); {why}); GAAS of the other "
+                f"segmenter(s) is n/a here, because GAAS is compared only within one segmenter ({others})")
+    return chosen, sentence
+
+
 def segmenter_of_run(run_info: Mapping) -> str:
     """The GAAS segmenter of a run's ``run.json`` (config hash, else name; "" without one)."""
     gaas = run_info.get("gaas") if isinstance(run_info, Mapping) else None

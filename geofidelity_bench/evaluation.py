@@ -44,7 +44,9 @@ from .record_checks import ANCHOR_CONDITION, ANCHOR_METHODS, reserved_method_pro
 #: (:func:`geofidelity_bench.metrics.retrieval_chance`; docs/benchmark.md section 5, Metrics).
 CHANCE_COLUMNS = ("n_candidates", "chance_retrieval_acc", "chance_mrr")
 #: The columns of ``results.csv``, in order: the panel's keys and sizes (``n_distinct``: distinct
-#: images in the panel; ``n_copied``: images the copy audit flagged, NaN when not audited), every
+#: images in the panel; ``n_copied``: images the copy audit flagged, NaN when not audited;
+#: ``unpromptable``: 1 for a panel scored with ``allow_unpromptable`` although the benchmark refuses
+#: its prompt for the block, 0 otherwise, NaN in a file written before the column existed), every
 #: metric of the catalog (:data:`geofidelity_bench.metrics.catalog.RESULT_METRICS`), the chance
 #: columns, then the encoder.
 RESULT_COLUMNS = [
@@ -58,6 +60,7 @@ RESULT_COLUMNS = [
     "n_reference",
     "n_distinct",
     "n_copied",
+    "unpromptable",
     *RESULT_METRIC_COLUMNS,
     *CHANCE_COLUMNS,
     "encoder",
@@ -662,6 +665,7 @@ def score_embeddings(
             "n_reference": target.n_rows,
             "n_distinct": n_distinct_rows(gen),
             "n_copied": float("nan"),
+            "unpromptable": 0.0,
             "cos_sim": cos,
             "mmd": mmd,
             "dcsf": dcsf,
@@ -888,6 +892,10 @@ def evaluate_panels(
     df.attrs["embedding_stats"] = stats
     df.attrs["skipped_images"] = image_check.skipped
     df.attrs["animated_images"] = image_check.animated
+    if len(df):  # a panel the benchmark refuses to prompt carries its mark in every view (never ranked)
+        refused = {(m, r["condition"], r["block_id"]) for r in unpromptable for m in r["methods"]}
+        df["unpromptable"] = [1.0 if k in refused else 0.0
+                              for k in zip(df["method"], df["condition"], df["block_id"])]
     df.attrs["unpromptable_panels"] = {"allowed": bool(allow_unpromptable), "panels": unpromptable}
     df.attrs["copy_audit"] = near_copies.audit_summary(records, excluded=exclude_copies)
     df.attrs["near_copies"] = [r for r in records if r["flagged"]]
@@ -919,7 +927,7 @@ def _with_too_small_panels(df: pd.DataFrame, benchmark: Benchmark, too_small: Ma
         rows.append({"method": key[0], "condition": key[1], "block_id": key[2], "city": block.city,
                      "country": block.country, "stratum": block.stratum or "", "n_generated": n_left,
                      "n_reference": len(benchmark.gallery(key[2])), "n_distinct": float("nan"),
-                     "n_copied": float("nan"), **{c: float("nan") for c in METRIC_COLUMNS},
+                     "n_copied": float("nan"), "unpromptable": 0.0, **{c: float("nan") for c in METRIC_COLUMNS},
                      **chance_columns(block), "encoder": encoder_name})
         for column in METRIC_COLUMNS:
             _nan_row_reasons(key, reasons, column, too_small_reason(n_left))
@@ -940,21 +948,75 @@ SUMMARY_GROUPS = {
 }
 
 
+def covered(results: pd.DataFrame) -> pd.Series:
+    """Per row: whether it has a finite value in one of the leaderboard scores
+    (:data:`~geofidelity_bench.metrics.catalog.LEADERBOARD_METRIC_COLUMNS`). A row whose every score
+    is NaN covers no block: every view's "blocks" count is the blocks its rows cover."""
+    from .metrics.catalog import LEADERBOARD_METRIC_COLUMNS
+
+    cols = [c for c in LEADERBOARD_METRIC_COLUMNS if c in results.columns]
+    if not cols or results.empty:
+        return pd.Series(False, index=results.index)
+    values = results[cols].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    return pd.Series(np.isfinite(values).any(axis=1), index=results.index)
+
+
 def summarize(results: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """Mean of every metric per group (NaN-skipping) with ``n_blocks`` (rows) per group, and, where
-    the rows carry them, the chance levels of retrieval accuracy and MRR averaged over the same rows
-    as the retrieval mean (those with a finite retrieval accuracy; docs/benchmark.md section 5)."""
+    """Mean of every metric per group (NaN-skipping) with ``n_blocks`` per group and, where the rows
+    carry them, the chance levels of retrieval accuracy and MRR averaged over the same rows as the
+    retrieval mean (those with a finite retrieval accuracy; docs/benchmark.md section 5).
+
+    ``n_blocks``: the distinct blocks of the group's rows that have a finite leaderboard score
+    (:func:`covered`); a row whose every score is NaN (a panel left too small, a failed image) adds
+    nothing to a mean, so it is not counted either (docs/benchmark.md section 7)."""
     results = results.copy(deep=False)
     results.attrs = {}  # the rows only: pandas deep-copies attrs into every derived frame
     grouped = results.groupby(list(by), sort=True, dropna=False)
     out = grouped[METRIC_COLUMNS].mean(numeric_only=True)
-    out.insert(0, "n_blocks", grouped.size())
+    blocks = results["block_id"].where(covered(results))
+    out.insert(0, "n_blocks", blocks.groupby([results[c] for c in by], sort=True, dropna=False).nunique()
+               .reindex(out.index).fillna(0).astype(int))
     chance = [c for c in CHANCE_COLUMNS[1:] if c in results.columns]
     if chance:
         finite = pd.to_numeric(results["retrieval_acc"], errors="coerce").notna()
         values = results[chance].apply(pd.to_numeric, errors="coerce").where(finite)
         out = out.join(values.groupby([results[c] for c in by], sort=True, dropna=False).mean())
     return out.reset_index()
+
+
+def leaderboard_summary(results: pd.DataFrame, sort_by: str = "cos_sim") -> pd.DataFrame:
+    """The leaderboard's rows, the same for the printed table, the app and the evaluate module: one row per
+    (method, condition), with the panels scored with ``allow_unpromptable`` apart (docs/benchmark.md
+    section 7, Statistics and analyses).
+
+    Columns: those of :func:`summarize` (``n_blocks``: blocks with a finite score), ``unpromptable``
+    (the row holds the unpromptable panels of its method and condition), ``n_copied_panels`` (panels
+    the copy audit flagged), ``n_repeating`` (panels repeating photos) and ``ranked`` (neither copied
+    nor unpromptable). Order: ranked rows best ``sort_by`` first (NaN last; ties by method, condition),
+    then rows with copied panels, then unpromptable rows: neither is ever a model's ranked result.
+    """
+    from . import caveats
+    from .metrics.catalog import HIGHER_IS_BETTER
+
+    frame = results.copy(deep=False)
+    frame.attrs = {}
+    for col in ("n_generated", "n_distinct", "n_copied"):
+        if col not in frame.columns:
+            frame[col] = float("nan")
+    frame["unpromptable"] = caveats.unpromptable_mask(frame).to_numpy()
+    frame["_copied"] = caveats.copied_mask(frame).to_numpy()
+    frame["_repeats"] = [caveats.repeats_photos(g, d) for g, d in zip(frame["n_generated"], frame["n_distinct"])]
+    keys = ["method", "condition", "unpromptable"]
+    out = summarize(frame, keys)
+    marks = frame.groupby(keys, sort=True, dropna=False)[["_copied", "_repeats"]].sum()
+    out = out.merge(marks.rename(columns={"_copied": "n_copied_panels", "_repeats": "n_repeating"})
+                    .astype(int).reset_index(), on=keys, how="left")
+    out["ranked"] = (out["n_copied_panels"] == 0) & ~out["unpromptable"].astype(bool)
+    ascending = not HIGHER_IS_BETTER.get(sort_by, True)
+    out = out.assign(_tier=np.where(out["unpromptable"], 2, np.where(out["n_copied_panels"] > 0, 1, 0)))
+    out = out.sort_values(["_tier", sort_by, "method", "condition"], ascending=[True, ascending, True, True],
+                          na_position="last", kind="mergesort")
+    return out.drop(columns="_tier").reset_index(drop=True)
 
 
 def summaries(results: pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -41,8 +41,8 @@ STRING_COLUMNS = ("method", "condition", "block_id", "city", "country", "stratum
                   "run_id", "benchmark_name", "benchmark_fingerprint", "encoder_config_hash", "protocol_version",
                   "library_version", "created_at")
 #: Columns added after the first release of the format: a results.csv without them reads them as NaN.
-ADDED_COLUMNS = ("n_distinct", "n_copied", "n_candidates", "chance_retrieval_acc", "chance_mrr")
-NUMERIC_COLUMNS = ("n_generated", "n_reference", "n_distinct", "n_copied") + RESULT_METRIC_COLUMNS + (
+ADDED_COLUMNS = ("n_distinct", "n_copied", "unpromptable", "n_candidates", "chance_retrieval_acc", "chance_mrr")
+NUMERIC_COLUMNS = ("n_generated", "n_reference", "n_distinct", "n_copied", "unpromptable") + RESULT_METRIC_COLUMNS + (
     "n_candidates", "chance_retrieval_acc", "chance_mrr")
 
 #: (column, header) of :func:`leaderboard_text`; ``^`` higher is better, ``v`` lower is better.
@@ -230,30 +230,17 @@ CHANCE_TEXT_COLUMNS = [("chance_retrieval_acc", "Retr@chance"), ("chance_mrr", "
 
 
 def leaderboard_text(results) -> str:
-    """Mean scores per (method, condition), best CosSim first (rows with copied panels last); ^ higher is
-    better, v lower.
+    """Mean scores per (method, condition), best CosSim first; ^ higher is better, v lower.
 
-    Beside retrieval and MRR, their chance level (mean over the blocks with a retrieval score);
-    after the table, what the copied (``n_copied > 0``) and repeating-photos marks mean."""
-    import pandas as pd
-
+    The rows are :func:`geofidelity_bench.evaluation.leaderboard_summary`'s, the same as the app's and
+    the report's: "blocks" counts the blocks with a finite score; rows with copied panels come after
+    the ranked ones and rows scored with ``--allow-unpromptable`` last, each with its mark. Beside
+    retrieval and MRR, their chance level (mean over the blocks with a retrieval score); after the
+    table, what each mark shown means."""
     from . import caveats
-    from .evaluation import summarize
+    from .evaluation import leaderboard_summary
 
-    summary = summarize(results, ["method", "condition"]).sort_values("cos_sim", ascending=False)
-    frame = results.copy()
-    for col in ("chance_retrieval_acc", "chance_mrr", "n_distinct", "n_copied"):
-        if col not in frame.columns:
-            frame[col] = float("nan")
-    scored = frame[pd.to_numeric(frame["retrieval_acc"], errors="coerce").notna()]
-    chance = scored.groupby(["method", "condition"])[["chance_retrieval_acc", "chance_mrr"]].mean()
-    copied = frame.assign(_c=caveats.copied_mask(frame)).groupby(["method", "condition"])["_c"].sum()
-    # a panel that copies the benchmark's photos never heads the table: copied rows come last
-    summary = summary.assign(_copied=[bool(copied.get((m, c), 0)) for m, c in zip(summary["method"],
-                                                                                 summary["condition"])])
-    summary = summary.sort_values("_copied", kind="stable").drop(columns="_copied")
-    repeats = frame.assign(_r=[caveats.repeats_photos(g, d) for g, d in zip(frame["n_generated"], frame["n_distinct"])]
-                           ).groupby(["method", "condition"])["_r"].sum()
+    summary = leaderboard_summary(results)
     headers = ["method", "condition", "blocks"]
     for c, h in LEADERBOARD_COLUMNS:
         headers.append(h)
@@ -261,31 +248,36 @@ def leaderboard_text(results) -> str:
             headers.append(CHANCE_TEXT_COLUMNS[0][1])
         elif c == "mrr":
             headers.append(CHANCE_TEXT_COLUMNS[1][1])
-    rows, marked = [], {"copied": False, "repeats": False}
+    rows, marked = [], {"copied": False, "repeats": False, "unpromptable": False}
     for _, r in summary.iterrows():
-        key = (r["method"], r["condition"])
-        name = r["method"]
-        if copied.get(key, 0):
+        name = str(r["method"])
+        if r["n_copied_panels"]:
             name += f" [{caveats.COPIED_MARK}]"
             marked["copied"] = True
-        if repeats.get(key, 0):
-            name += f" [{caveats.REPEATS_MARK} {int(repeats[key])}/{int(r['n_blocks'])}]"
+        if r["n_repeating"]:
+            name += f" [{caveats.REPEATS_MARK} {int(r['n_repeating'])}/{int(r['n_blocks'])}]"
             marked["repeats"] = True
-        cells = [name, r["condition"], str(int(r["n_blocks"]))]
+        if r["unpromptable"]:
+            name += f" [{caveats.UNPROMPTABLE_MARK}]"
+            marked["unpromptable"] = True
+        cells = [name, str(r["condition"]), str(int(r["n_blocks"]))]
         for c, _ in LEADERBOARD_COLUMNS:
             cells.append(_fmt(r[c]))
             if c in ("retrieval_acc", "mrr"):
                 col = "chance_retrieval_acc" if c == "retrieval_acc" else "chance_mrr"
-                cells.append(_fmt(float(chance[col].get(key, float("nan")))) if key in chance.index else "n/a")
+                cells.append(_fmt(r[col]) if col in summary.columns else "n/a")
         rows.append(cells)
     text = format_table(headers, rows)
-    text += ("\n@chance: the retrieval accuracy / MRR of images that carry no information about the place "
+    text += ("\nblocks: the blocks with a finite score (a row whose every score is n/a is not counted)"
+             "\n@chance: the retrieval accuracy / MRR of images that carry no information about the place "
              "(a random order of each block's candidates)")
     if marked["copied"]:
-        text += f"\n[{caveats.COPIED_MARK}]: panels that copy the benchmark's reference photos (listed last: never a model's result)"
+        text += f"\n[{caveats.COPIED_MARK}]: panels that copy the benchmark's reference photos (listed after the ranked rows: never a model's result)"
     if marked["repeats"]:
         text += (f"\n[{caveats.REPEATS_MARK} k/n]: k of n blocks' panels repeat photos (held-out anchors cycle their "
                  "photos to 4: MMD/DCSF penalize it)")
+    if marked["unpromptable"]:
+        text += f"\n[{caveats.UNPROMPTABLE_LEGEND}]"
     return text
 
 

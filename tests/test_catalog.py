@@ -28,7 +28,7 @@ from geofidelity_bench.metrics.catalog import (
 #: The header of results.csv as the demo wrote it before the catalog existed (its order is part of
 #: the file format and must never change).
 RESULTS_CSV_HEADER = (
-    "method,condition,block_id,city,country,stratum,n_generated,n_reference,n_distinct,n_copied,cos_sim,mmd,dcsf,"
+    "method,condition,block_id,city,country,stratum,n_generated,n_reference,n_distinct,n_copied,unpromptable,cos_sim,mmd,dcsf,"
     "diversity_gap,gaas,retrieval_acc,mrr,sim_target,sim_same_neighborhood,sim_same_city,sim_same_driving_side,"
     "sim_random_city,local_margin,strongest_margin,n_candidates,chance_retrieval_acc,chance_mrr,encoder"
 )
@@ -73,7 +73,7 @@ def test_evaluation_columns_come_from_the_catalog_in_the_file_order():
 
 def test_catalog_covers_every_numeric_result_column(demo_results):
     numeric = [c for c in demo_results.columns if pd.api.types.is_numeric_dtype(demo_results[c])]
-    assert set(numeric) - {"n_generated", "n_reference", "n_distinct", "n_copied", "n_candidates",
+    assert set(numeric) - {"n_generated", "n_reference", "n_distinct", "n_copied", "unpromptable", "n_candidates",
                            "chance_retrieval_acc", "chance_mrr"} == set(RESULT_METRIC_COLUMNS)
 
 

@@ -183,6 +183,11 @@ SIMILARITY_COLUMNS: tuple[str, ...] = ("sim_target",) + tuple(f"sim_{role}" for 
 HIGHER_IS_BETTER: Mapping[str, bool] = {
     m.column: m.higher_is_better for m in RESULT_METRICS if m.higher_is_better is not None
 }
+#: The scores every leaderboard shows (the report's Table 10, the app, the printed table, the Hub view),
+#: in the order the app and the printed table show them. A row *covers* a block when one of them is
+#: finite there: every view's "blocks" count is the blocks its row covers (docs/benchmark.md section 7).
+LEADERBOARD_METRIC_COLUMNS: tuple[str, ...] = ("cos_sim", "mmd", "dcsf", "gaas", "retrieval_acc", "mrr",
+                                               "local_margin", "strongest_margin")
 #: Every record's label by column.
 LABELS: Mapping[str, str] = {m.column: m.label for m in ALL_METRICS}
 
@@ -210,6 +215,7 @@ __all__ = [
     "GEODIV_METRICS",
     "HIGHER_IS_BETTER",
     "LABELS",
+    "LEADERBOARD_METRIC_COLUMNS",
     "METRICS",
     "MFP_METRICS",
     "MetricInfo",
