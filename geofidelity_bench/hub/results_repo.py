@@ -105,6 +105,11 @@ VOLATILE_PATHS = (
     ("parameters", "no_progress"),
     ("parameters", "num_workers"),
     ("generation_manifest", "file"),
+    # what torch's float32 settings were in the last forward: null when every embedding (or segmentation)
+    # came from the cache, so the same evaluate twice would otherwise be two runs; left out of the
+    # config hash too (encoders/devices.py), and the numbers are in results.csv's bytes
+    ("encoder", "config", "float32_precision"),
+    ("gaas", "config", "float32_precision"),
 )
 #: (path in run.json, what it is) that a submission needs.
 REQUIRED_RUN_FIELDS = (
