@@ -25,7 +25,13 @@ Two folders whose ``run.json`` records different benchmark fingerprints are refu
 ``allow_different_benchmarks`` (then the comparison says so), and so is a folder whose
 benchmark is not recorded (no ``run.json``, or none with ``benchmark.fingerprint``): there is
 nothing to check the join against. Folders of different encoders are compared, with a warning
-first: their differences measure the encoders, not a reproduction.
+first: their differences measure the encoders, not a reproduction; so is a folder whose rows mix
+encoders (whatever its ``run.json`` names). GAAS of two different segmenters (``run.json``
+``gaas.segmenter``, and ``gaas.config_hash`` where both record one) is not comparable: it is still
+computed, said in a warning naming both segmenters, and never counted by :meth:`Comparison.failures`.
+Against the release's published scores, the ``sim_*`` and margin columns carry a note: the release
+adds :data:`RELEASE_NORM_EPS` to every L2 norm of its retrieval similarities (docs/benchmark.md
+section 12, item 7).
 
 Example:
     >>> from geofidelity_bench.compare import compare_results  # doctest: +SKIP
@@ -58,6 +64,20 @@ DEFAULT_MAX_LISTED = 20
 COMPARED_METRICS: tuple[str, ...] = tuple(dict.fromkeys(RESULT_METRIC_COLUMNS + SIMILARITY_COLUMNS))
 #: The metrics whose ranking is compared: those with a direction.
 RANKED_METRICS: tuple[str, ...] = tuple(m for m in COMPARED_METRICS if m in HIGHER_IS_BETTER)
+#: The release's code adds this to every L2 norm of its retrieval similarities (generated rows and panel
+#: means); section 5 here normalizes exactly (docs/benchmark.md section 12, item 7).
+RELEASE_NORM_EPS = 1e-8
+#: The columns that epsilon moves: the similarities and the margins made of them.
+NORM_EPS_METRICS: tuple[str, ...] = tuple(SIMILARITY_COLUMNS) + ("local_margin", "strongest_margin")
+#: Why those columns of published scores differ from a re-run by more than float noise. A similarity
+#: s moves by s * eps * (1/|g| + 1/|p|) to first order (|g| a generated embedding's norm, |p| a panel
+#: mean's), a margin by up to twice that; measured (float64, 768-d, tests/test_compare.py checks it).
+NORM_EPS_EFFECT = ("the release adds 1e-8 to every L2 norm in its retrieval similarities, this package normalizes "
+                   "exactly (docs/benchmark.md section 12, item 7): a similarity moves by at most 1e-8 x (1/|g| + "
+                   "1/|p|) (|g| a generated embedding's norm, |p| a panel mean's), a margin by the difference of "
+                   "two such moves; measured on 768-d embeddings, about 2e-8 for unit-norm embeddings (less for "
+                   "larger norms) but 1.6e-5 to 2.0e-5 at norms near 1e-3, beyond a tolerance of 1e-6 once a norm "
+                   "is below about 0.02")
 FORMATS = ("md", "csv", "json")
 
 
@@ -87,6 +107,10 @@ class MetricComparison:
     one_sided_nan: list[dict] = field(default_factory=list)
     #: why the metric was not compared (a column missing on a side), else None
     skipped: str | None = None
+    #: why its differences are not comparable (GAAS of two segmenters): computed and shown, never a failure
+    not_comparable: str | None = None
+    #: what a reader must know about its differences (the release's norm epsilon), else None
+    note: str | None = None
 
 
 @dataclass
@@ -107,7 +131,7 @@ class RankingComparison:
     kendall_tau: float | None
     rank1_a: str | None
     rank1_b: str | None
-    #: why tau (or the whole ranking) is n/a, else None
+    #: why tau (or the whole ranking) is n/a, or why the metric is not comparable, else None
     reason: str | None = None
 
 
@@ -146,11 +170,12 @@ class Comparison:
         A metric fails when a matched row differs by more than ``threshold`` or when a row has a
         value on one side and none on the other (no tolerance covers a missing value). Rows present
         on one side only fail only with ``one_sided_rows`` (``--fail-on-one-sided``): a re-run of a
-        subset of the methods is a normal comparison.
+        subset of the methods is a normal comparison. A metric that is not comparable (GAAS of two
+        segmenters, :attr:`MetricComparison.not_comparable`) never fails.
         """
         out = []
         for m in self.metrics:
-            if m.skipped:
+            if m.skipped or m.not_comparable:
                 continue
             if m.max_abs_diff is not None and m.max_abs_diff > threshold:
                 out.append(f"{m.metric}: max |diff| {m.max_abs_diff:.3g} > {threshold:g}")
@@ -196,7 +221,7 @@ class Comparison:
                          "n_matched": m.n_matched, "n_both_nan": m.n_both_nan, "n_nan_a_only": m.n_nan_a_only,
                          "n_nan_b_only": m.n_nan_b_only, "max_abs_diff": m.max_abs_diff,
                          "mean_abs_diff": m.mean_abs_diff, "n_beyond_tolerance": m.n_beyond_tolerance,
-                         "note": m.skipped})
+                         "note": "; ".join(x for x in (m.skipped, m.not_comparable, m.note) if x) or None})
             for w in m.worst:
                 rows.append({"section": "beyond_tolerance", "metric": m.metric, **{k: w[k] for k in KEYS},
                              "value_a": w["a"], "value_b": w["b"], "abs_diff": w["abs_diff"]})
@@ -228,10 +253,12 @@ class Comparison:
         lines = ["# Comparison of two results folders", ""]
         for name, side, n in (("A", a, self.n_rows_a), ("B", b, self.n_rows_b)):
             lines.append(f"- {name}: `{side['folder']}` (benchmark {_short(side['benchmark_fingerprint'])}, encoder "
-                         f"{side['encoder'] or 'not recorded'}, {n} rows)"
+                         f"{side['encoder'] or 'not recorded'}, segmenter {_segmenter_text(side)}, {n} rows)"
                          + ("; the release's published numbers, not recomputed" if side.get("published") else ""))
         lines += [f"- rows joined on (method, condition, block_id): {self.n_common_rows} in both",
-                  f"- tolerance: {p['tolerance']:g} (|B - A| above it is listed)",
+                  f"- tolerance: {p['tolerance']:g} (|B - A| above it is listed)"
+                  + ("; for " + ", ".join(m.metric for m in self.metrics if m.note) + " see the note in the table"
+                     if any(m.note for m in self.metrics) else ""),
                   f"- metrics: {', '.join(p['metrics'])}",
                   f"- compared by geofidelity-bench {p['versions'].get('geofidelity-bench', '?')} at "
                   f"{p['created_at']}; A written with {_version_text(a)}, B with {_version_text(b)}", ""]
@@ -241,16 +268,18 @@ class Comparison:
             lines.append("")
         lines += ["## Differences per metric", "",
                   "| metric | matched | max abs diff | mean abs diff | beyond tolerance | value in A only "
-                  "| value in B only | both NaN |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                  "| value in B only | both NaN | note |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
         for m in self.metrics:
             if m.skipped:
-                lines.append(f"| {m.metric} | not compared: {m.skipped} | | | | | | |")
+                lines.append(f"| {m.metric} | not compared: {m.skipped} | | | | | | | |")
                 continue
-            lines.append(f"| {m.metric} | {m.n_matched} | {_num(m.max_abs_diff)} | {_num(m.mean_abs_diff)} | "
-                         f"{m.n_beyond_tolerance} | {m.n_nan_b_only} | {m.n_nan_a_only} | {m.n_both_nan} |")
+            name = f"{m.metric} (not comparable)" if m.not_comparable else m.metric
+            lines.append(f"| {name} | {m.n_matched} | {_num(m.max_abs_diff)} | {_num(m.mean_abs_diff)} | "
+                         f"{m.n_beyond_tolerance} | {m.n_nan_b_only} | {m.n_nan_a_only} | {m.n_both_nan} | "
+                         f"{m.not_comparable or m.note or ''} |")
         lines.append("")
-        beyond = [m for m in self.metrics if m.worst]
+        beyond = [m for m in self.metrics if m.worst and not m.not_comparable]
         if beyond:
             lines += [f"## Rows beyond the tolerance ({p['tolerance']:g}), worst first", "",
                       "| metric | method | condition | block_id | A | B | abs diff |",
@@ -369,12 +398,18 @@ def compare_results(
         info = infos[0]
         _check_unique(df, Path(folder))
         key = comparability_of_run(info)
+        segmenter = _get(info, "gaas", "segmenter")
         sides.append({
             "folder": str(folder),
             "has_run_json": any(not k.startswith("_") for k in info),
             "benchmark_fingerprint": key.benchmark_fingerprint or None,
             "benchmark_name": _get(info, "benchmark", "name"),
             "encoder": _encoder_name(info, df),
+            "row_encoders": sorted({str(e) for e in df["encoder"].dropna() if str(e)}) if "encoder" in df else [],
+            "segmenter": str(segmenter) if segmenter else None,
+            "segmenter_config_hash": (_get(info, "gaas", "config_hash") or None) if segmenter else None,
+            "gaas_recorded": isinstance(info.get("gaas"), dict),
+            "gaas_reason": None if segmenter else _get(info, "gaas", "reason"),
             "encoder_config_hash": key.encoder_config_hash or None,
             "protocol_version": key.protocol_version or None,
             "created_at": info.get("created_at"),
@@ -384,12 +419,23 @@ def compare_results(
         frames.append(df)
     notes = _check_benchmarks(sides, allow_different_benchmarks)
     notes += _encoder_notes(sides)
+    gaas_note = _gaas_note(sides) if "gaas" in chosen else None
+    if gaas_note:
+        notes.append(f"GAAS NOT COMPARABLE: {gaas_note} (run.json gaas): GAAS differences measure the segmenters, so "
+                     "GAAS is shown but never counted as a failure (--fail-above); the other metrics are compared "
+                     "as usual")
+    published = [s["folder"] for s in sides if s["published"]]
+    if published and any(m in NORM_EPS_METRICS for m in chosen):
+        notes.append(f"{' and '.join(published)} holds the release's published scores: in "
+                     f"{', '.join(m for m in chosen if m in NORM_EPS_METRICS)}, {NORM_EPS_EFFECT}; differences "
+                     "of that size against published scores are expected, not a failed reproduction")
     df_a, df_b = frames
     missing = {m: [s for s, df in (("A", df_a), ("B", df_b)) if m not in df.columns] for m in chosen}
     parameters = {
         "a": sides[0], "b": sides[1], "tolerance": float(tolerance), "metrics": chosen,
         "ranked_metrics": [m for m in chosen if m in HIGHER_IS_BETTER],
         "allow_different_benchmarks": bool(allow_different_benchmarks), "max_listed": int(max_listed),
+        "gaas_not_comparable": gaas_note, "release_norm_eps": RELEASE_NORM_EPS if published else None,
         "created_at": utc_timestamp(), "versions": library_versions(),
     }
     return _compare_frames(df_a, df_b, parameters, notes, missing)
@@ -431,14 +477,21 @@ def _compare_frames(df_a, df_b, parameters: dict, notes: list[str], missing: dic
         results.append(MetricComparison(
             metric, len(common), n_matched, int((~fa & ~fb).sum()), int((~fa & fb).sum()), int((fa & ~fb).sum()),
             float(np.nanmax(diff)) if n_matched else None, float(np.nanmean(diff)) if n_matched else None,
-            int(len(beyond)), worst, one_sided))
+            int(len(beyond)), worst, one_sided,
+            not_comparable=parameters.get("gaas_not_comparable") if metric == "gaas" else None,
+            note=("the release's 1e-8 norm epsilon moves published values (see the warning)"
+                  if parameters.get("release_norm_eps") and metric in NORM_EPS_METRICS else None)))
 
     rankings = []
     ranked = [m for m in parameters["ranked_metrics"] if not missing[m]]
     in_a, in_b = set(df_a["condition"]), set(df_b["condition"])
     for condition in sorted(in_a | in_b):
         for metric in ranked:
-            rankings.append(_ranking(a, b, common, condition, metric, condition in in_a, condition in in_b))
+            r = _ranking(a, b, common, condition, metric, condition in in_a, condition in in_b)
+            if metric == "gaas" and parameters.get("gaas_not_comparable"):
+                r.reason = "; ".join(x for x in ("not comparable: the folders used different segmenters", r.reason)
+                                     if x)
+            rankings.append(r)
 
     def one_sided(index) -> dict:
         frame = pd.DataFrame(list(index), columns=keys) if len(index) else pd.DataFrame(columns=keys)
@@ -540,11 +593,20 @@ def _check_benchmarks(sides: list[dict], allowed: bool) -> list[str]:
 
 def _encoder_notes(sides: list[dict]) -> list[str]:
     ea, eb = sides[0]["encoder"], sides[1]["encoder"]
+    rows = []  # a folder's rows against its run.json: mixed encoders, or another encoder than the one named
+    for s in sides:
+        named = ", ".join(s["row_encoders"])
+        if len(s["row_encoders"]) > 1:
+            rows.append(f"{s['folder']} mixes encoders ({named}) in its results.csv"
+                        + (f" (run.json names {s['encoder']})" if s["encoder"] != named else "")
+                        + ": its scores are not comparable with each other")
+        elif s["row_encoders"] and s["encoder"] and s["encoder"] != named:
+            rows.append(f"{s['folder']}: run.json names encoder {s['encoder']} but the rows of its results.csv "
+                        f"name {named}")
     if ea and eb and ea != eb:
         return [f"DIFFERENT ENCODERS: A was scored with {ea}, B with {eb}. Scores of different encoders are not "
-                "comparable: the differences below measure the encoders, not a reproduction"]
-    notes = [f"{s['folder']} mixes encoders ({s['encoder']}) in its results.csv: its scores are not comparable with "
-             "each other" for s in sides if s["encoder"] and ", " in s["encoder"]]
+                "comparable: the differences below measure the encoders, not a reproduction"] + rows
+    notes = rows
     if not (ea and eb):
         notes.append(f"encoder not recorded for {' and '.join(s['folder'] for s in sides if not s['encoder'])}: "
                      "nothing checks that both folders were scored with the same encoder")
@@ -557,6 +619,30 @@ def _encoder_notes(sides: list[dict]) -> list[str]:
         notes.append(f"different protocol versions (A {pa}, B {pb}): anchors, held-out rule or metric definitions "
                      "differ (docs/benchmark.md section 7, Comparability)")
     return notes
+
+
+def _gaas_note(sides: list[dict]) -> str | None:
+    """Why GAAS is not comparable between the folders (their segmenters, named), else None.
+
+    The segmenters differ when their names differ, or when both record a config hash and the hashes
+    differ (the published scores record the name only: the release's Mask2Former, not recomputed).
+    """
+    a, b = sides
+    if not (a["segmenter"] and b["segmenter"]):
+        return None
+    ha, hb = a["segmenter_config_hash"], b["segmenter_config_hash"]
+    if a["segmenter"] == b["segmenter"] and not (ha and hb and ha != hb):
+        return None
+    return f"A ({a['folder']}) was segmented with {_segmenter_text(a)}, B ({b['folder']}) with {_segmenter_text(b)}"
+
+
+def _segmenter_text(side: dict) -> str:
+    if not side.get("segmenter"):
+        if not side.get("gaas_recorded"):
+            return "not recorded"
+        return "none" + (f" ({side['gaas_reason']})" if side.get("gaas_reason") else "")
+    h = side.get("segmenter_config_hash")
+    return side["segmenter"] + (f" (config {str(h)[:12]})" if h else "")
 
 
 def _encoder_name(info: dict, df) -> str | None:
@@ -637,7 +723,10 @@ __all__ = [
     "FORMATS",
     "KEYS",
     "MetricComparison",
+    "NORM_EPS_EFFECT",
+    "NORM_EPS_METRICS",
     "RANKED_METRICS",
+    "RELEASE_NORM_EPS",
     "RankingComparison",
     "compare_results",
 ]

@@ -16,7 +16,7 @@ import pytest
 
 from geofidelity_bench import compare_results, load_benchmark
 from geofidelity_bench.cli import main
-from geofidelity_bench.compare import COMPARED_METRICS, RANKED_METRICS, CompareError
+from geofidelity_bench.compare import COMPARED_METRICS, DEFAULT_TOLERANCE, RANKED_METRICS, CompareError
 from geofidelity_bench.evaluation import RESULT_COLUMNS
 from geofidelity_bench.metrics.catalog import HIGHER_IS_BETTER, RESULT_METRIC_COLUMNS, SIMILARITY_COLUMNS
 from geofidelity_bench.results import protocol_record, read_results_csv, write_results
@@ -315,3 +315,208 @@ def test_a_folder_mixing_encoders_is_compared_and_said(demo, tmp_path):
     assert res.parameters["a"]["encoder"] == "clip-vit-b32, dinov2-base"
     assert sum("mixes encoders (clip-vit-b32, dinov2-base)" in w for w in res.warnings) == 2
     assert res.metric("cos_sim").max_abs_diff == 0
+
+
+# -- issue 39: what compare must say (cases 5, 18 and 19) ----------------------------------------
+
+
+def _edit_run_json(folder, **changes):
+    info = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    info.update(changes)
+    (folder / "run.json").write_text(json.dumps(info), encoding="utf-8")
+
+
+def test_rows_mixing_encoders_are_said_even_when_run_json_names_one(demo, tmp_path, capsys):
+    """docs/benchmark.md section 7: a folder whose results.csv mixes encoders is "also said", whatever
+    its run.json names (here dinov2-base on both sides, as `evaluate` writes it)."""
+    def mix(df):
+        df.loc[df.method == "gen_c", "encoder"] = "clip-vit-b32"
+        return df
+
+    a = _write(tmp_path / "a", demo)
+    b = _write(tmp_path / "b", demo, edit=mix)
+    res = compare_results(a, b)
+    said = [w for w in res.warnings if "mixes encoders" in w]
+    assert len(said) == 1, res.warnings
+    assert str(b) in said[0] and "clip-vit-b32, dinov2-base" in said[0] and "run.json names dinov2-base" in said[0]
+    assert str(a) not in said[0]
+    assert res.metric("cos_sim").max_abs_diff == 0  # still compared
+    assert main(["compare", str(a), str(b)]) == 0
+    out, err = capsys.readouterr()
+    assert f"**Warning:** {said[0]}" in out and f"warning: {said[0]}" in err
+    assert main(["compare", str(a), str(b), "--format", "json"]) == 0
+    assert said[0] in json.loads(capsys.readouterr().out)["warnings"]
+    assert main(["compare", str(a), str(b), "--format", "csv"]) == 0
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert said[0] in table.loc[table.section == "warning", "note"].tolist()
+
+
+def test_gaas_of_different_segmenters_is_said_and_never_fails(demo, tmp_path, capsys):
+    """GAAS of two segmenters measures the segmenters: compare says so (naming both) and --fail-above
+    ignores GAAS then; every other metric is still compared and still fails."""
+    blocks = [bl for bl, _ in demo[1]]
+
+    def other_segmenter(df):
+        df["gaas"] = df["gaas"] + 0.25  # every GAAS row differs
+        return _set(df, "gen_a", "L1", blocks[1], "mmd", float(df["mmd"].iloc[0]) + 0.5)
+
+    a = _write(tmp_path / "a", demo)
+    b = _write(tmp_path / "b", demo, edit=other_segmenter)
+    _edit_run_json(a, gaas={"segmenter": "mask2former-vistas", "config_hash": "m" * 64})
+    _edit_run_json(b, gaas={"segmenter": "segformer-cityscapes", "config_hash": "s" * 64})
+    res = compare_results(a, b)
+    said = [w for w in res.warnings if "GAAS" in w]
+    assert len(said) == 1 and "mask2former-vistas" in said[0] and "segformer-cityscapes" in said[0], res.warnings
+    g = res.metric("gaas")
+    assert "mask2former-vistas" in g.not_comparable and "segformer-cityscapes" in g.not_comparable
+    assert g.n_matched == res.n_common_rows and g.max_abs_diff == pytest.approx(0.25)  # the numbers are kept
+    assert res.metric("mmd").not_comparable is None
+    failures = res.failures(0.01)
+    assert failures and all(not f.startswith("gaas") for f in failures) and any(f.startswith("mmd") for f in failures)
+    assert all(r.reason and "segmenter" in r.reason for r in res.rankings if r.metric == "gaas")
+    assert all(r.reason is None for r in res.rankings if r.metric != "gaas")
+    # a GAAS-only difference passes --fail-above; the Markdown says why GAAS is not compared
+    assert main(["compare", str(a), str(b), "--metrics", "gaas", "cos_sim", "--fail-above", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert f"**Warning:** {said[0]}" in out and "| gaas (not comparable) |" in out
+    assert "| gaas | gen_a |" not in out  # its rows are not listed as beyond the tolerance
+    data = compare_results(a, b).to_dict()
+    assert {m["metric"]: m["not_comparable"] for m in data["metrics"]}["gaas"] == g.not_comparable
+    # the same segmenter name with another config is another segmenter too
+    _edit_run_json(b, gaas={"segmenter": "mask2former-vistas", "config_hash": "x" * 64})
+    res = compare_results(a, b)
+    assert res.metric("gaas").not_comparable and "m" * 12 in res.metric("gaas").not_comparable
+    assert not any(f.startswith("gaas") for f in res.failures(0.01))
+    # the published scores record the name only (no config hash): same name, compared, and GAAS fails
+    _edit_run_json(b, gaas={"segmenter": "mask2former-vistas", "config": None, "config_hash": None})
+    res = compare_results(a, b)
+    assert res.metric("gaas").not_comparable is None and not any("GAAS" in w for w in res.warnings)
+    assert any(f.startswith("gaas") for f in res.failures(0.01))
+
+
+def test_ranking_averages_each_side_over_the_blocks_both_sides_score(demo, tmp_path):
+    """Issue 39 case 18: each side's method mean is over the blocks where BOTH sides have a finite value.
+    NaNs are placed so that each side's own-finite-block means would order the methods differently;
+    the expected means and orders are computed here with plain loops."""
+    blocks = [bl for bl, _ in demo[1]]
+
+    def a_edit(df):
+        for bl in blocks[:3]:  # gen_a scores 0 on three blocks that B has no value for
+            _set(df, "gen_a", "L1", bl, "retrieval_acc", 0.0)
+        for bl in blocks[3:]:
+            _set(df, "gen_c", "L1", bl, "retrieval_acc", np.nan)
+        return df
+
+    def b_edit(df):
+        for bl in blocks[:3]:
+            _set(df, "gen_a", "L1", bl, "retrieval_acc", np.nan)
+        for bl in blocks[3:]:  # gen_c scores 1 on three blocks that A has no value for
+            _set(df, "gen_c", "L1", bl, "retrieval_acc", 1.0)
+        return df
+
+    a = _write(tmp_path / "a", demo, edit=a_edit)
+    b = _write(tmp_path / "b", demo, edit=b_edit)
+    ra, rb = read_results_csv(a / "results.csv"), read_results_csv(b / "results.csv")
+
+    def values(df):
+        out = {}
+        for row in df.itertuples():
+            if row.condition == "L1":
+                out[(row.method, row.block_id)] = float(row.retrieval_acc)
+        return out
+
+    va, vb = values(ra), values(rb)
+    expected = {}
+    for method in METHODS:
+        sa = sb = n = 0
+        for block in blocks:
+            x, y = va.get((method, block), math.nan), vb.get((method, block), math.nan)
+            if math.isfinite(x) and math.isfinite(y):
+                sa, sb, n = sa + x, sb + y, n + 1
+        expected[method] = (sa / n, sb / n, n)
+    order = lambda side: sorted(METHODS, key=lambda m: -expected[m][side])  # noqa: E731 (no ties here)
+
+    r = compare_results(a, b).ranking("L1", "retrieval_acc")
+    assert r.methods == list(METHODS)
+    assert r.mean_a == pytest.approx([expected[m][0] for m in METHODS], abs=1e-12)
+    assert r.mean_b == pytest.approx([expected[m][1] for m in METHODS], abs=1e-12)
+    assert r.n_blocks == [expected[m][2] for m in METHODS] == [3, 6, 3]
+    assert r.order_a == order(0) == ["gen_a", "gen_b", "gen_c"] and r.order_b == order(1) == r.order_a
+    assert r.same_order is True and r.rank1_a == r.rank1_b == "gen_a" and r.kendall_tau == pytest.approx(1.0)
+
+
+def _release_sims(gen, panels):
+    """The release's retrieval similarities (tests/test_parity.py `_release_row`): 1e-8 added to every L2
+    norm, generated rows and panel means; returned as the panel-mean similarity per candidate."""
+    p = panels / (np.linalg.norm(panels, axis=1, keepdims=True) + 1e-8)
+    g = gen / (np.linalg.norm(gen, axis=1, keepdims=True) + 1e-8)
+    return (g @ p.T).mean(axis=0)
+
+
+def _norm_eps_shifts(norm, spread, draws=200, d=768, seed=0):
+    """Per draw: the largest |release - this package| over sim_* and the two margins, and the stated bound
+    1e-8 (mean 1/|g| + max 1/|p|), for 768-d embeddings (dinov2-base's dimension) scaled to ``norm``."""
+    from geofidelity_bench.metrics.retrieval import CANDIDATE_NAMES, retrieval
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(draws):
+        center = rng.normal(size=d)
+        unit = lambda x: norm * x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+        ref = unit(center + spread * rng.normal(size=(6, d)))
+        gen = unit(center + spread * rng.normal(size=(4, d)))
+        negs = [unit(rng.normal(size=d) + spread * rng.normal(size=(6, d))) for _ in CANDIDATE_NAMES[1:]]
+        ours = retrieval(gen, dict(zip(CANDIDATE_NAMES, [ref, *negs])))
+        panels = np.stack([x.mean(axis=0) for x in (ref, *negs)])
+        rel = _release_sims(gen, panels)
+        theirs = dict(zip(CANDIDATE_NAMES, rel))
+        local = rel[0] - max(theirs["same_neighborhood"], theirs["same_city"])
+        shifts = [abs(ours.sims[c] - theirs[c]) for c in CANDIDATE_NAMES]
+        shifts += [abs(ours.local_margin - local), abs(ours.strongest_margin - (rel[0] - rel[1:].max()))]
+        bound = 1e-8 * (np.mean(1 / np.linalg.norm(gen, axis=1)) + 1 / np.linalg.norm(panels, axis=1).min())
+        out.append((max(shifts[:5]), max(shifts[5:]), bound))
+    return np.array(out)
+
+
+def test_the_release_norm_epsilon_is_said_against_published_scores_with_its_measured_size(demo, tmp_path, capsys):
+    """Issue 39 case 19: against a folder of published scores (run.json "published"), compare notes on the
+    sim_* and margin columns that the release's 1e-8 norm epsilon moves them, by the sizes its text quotes;
+    those sizes are measured here against this package's `retrieval` and a few-line release formula."""
+    from geofidelity_bench.compare import NORM_EPS_EFFECT, NORM_EPS_METRICS
+
+    assert set(NORM_EPS_METRICS) == set(SIMILARITY_COLUMNS) | {"local_margin", "strongest_margin"}
+    # the sizes the note quotes, measured: about 2e-8 at norm 1, less at norm 30 (the first-order bound holds) ...
+    assert "about 2e-8 for unit-norm embeddings (less for larger norms)" in NORM_EPS_EFFECT
+    for spread in (1.0, 0.3):
+        at_one = _norm_eps_shifts(1.0, spread)
+        assert 1e-8 < at_one[:, :2].max() < 3e-8 and _norm_eps_shifts(30.0, spread, draws=50)[:, :2].max() < 1e-9
+        assert (at_one[:, 0] <= at_one[:, 2] * (1 + 1e-6)).all()
+    # ... 1.6e-5 to 2.0e-5 near 1e-3 (beyond the default tolerance) ...
+    assert "1.6e-5 to 2.0e-5 at norms near 1e-3" in NORM_EPS_EFFECT
+    near = [_norm_eps_shifts(1e-3, spread)[:, :2].max() for spread in (1.0, 0.3)]
+    assert 1.55e-5 < min(near) and max(near) < 2.05e-5 and min(near) > DEFAULT_TOLERANCE
+    # ... and beyond 1e-6 once a norm is below about 0.02
+    assert "beyond a tolerance of 1e-6 once a norm is below about 0.02" in NORM_EPS_EFFECT
+    below, above = (_norm_eps_shifts(norm, 1.0, draws=50)[:, :2] for norm in (0.04, 0.01))
+    assert below.max() < 1e-6 < above.min()
+
+    # compare says it, for those columns only, when a side holds published scores
+    published = _write(tmp_path / "published", demo)
+    rerun = _write(tmp_path / "rerun", demo)
+    _edit_run_json(published, published={"source": "the release", "documented_differences": []})
+    res = compare_results(published, rerun)
+    said = [w for w in res.warnings if "1e-8" in w]
+    assert len(said) == 1 and str(published) in said[0] and NORM_EPS_EFFECT in said[0]
+    assert all(c in said[0] for c in NORM_EPS_METRICS)
+    noted = {m.metric for m in res.metrics if m.note}
+    assert noted == set(NORM_EPS_METRICS) and all("1e-8 norm epsilon" in res.metric(c).note for c in noted)
+    assert res.failures(0.0) == []  # a note, not a tolerance: identical values still pass
+    assert main(["compare", str(published), str(rerun)]) == 0
+    out = capsys.readouterr().out
+    assert f"**Warning:** {said[0]}" in out and "| sim_target | " in out and "norm epsilon" in out
+    assert "for " + ", ".join(NORM_EPS_METRICS) + " see the note" in out  # on the tolerance line
+    # only the columns compared; nothing at all between two re-runs
+    res = compare_results(published, rerun, metrics=["cos_sim", "mrr"])
+    assert not any("1e-8" in w for w in res.warnings) and not any(m.note for m in res.metrics)
+    res = compare_results(rerun, rerun)
+    assert res.warnings == [] and not any(m.note for m in res.metrics)

@@ -2,7 +2,8 @@
 
 Exit status: 0 compared (and within ``--fail-above`` when given); 1 ``--fail-above`` was exceeded
 (a matched difference above it, a value on one side only, or with ``--fail-on-one-sided`` a row
-on one side only); 2 bad input (one line on stderr, nothing written).
+on one side only; never GAAS when the folders used different segmenters); 2 bad input (one line
+on stderr, nothing written).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def register(sub) -> None:
         "matched, the max and mean absolute difference and the rows beyond --tolerance; per condition, whether "
         "the methods rank in the same order (Kendall tau, rank 1 of each side); the rows on one side only "
         "(docs/benchmark.md section 7, Comparing two results folders). Folders of different benchmark "
-        "fingerprints are refused (--allow-different-benchmarks); different encoders are compared with a warning. "
+        "fingerprints are refused (--allow-different-benchmarks); different encoders are compared with a warning; GAAS "
+        "of different segmenters is shown, said not comparable and never fails --fail-above. "
         "Exit status: 0 compared, 1 --fail-above exceeded, 2 bad input.",
     )
     p.add_argument("results_a", metavar="RESULTS_A", help="the reference results folder (e.g. OUT/published)")
@@ -62,7 +64,7 @@ def register(sub) -> None:
                    help=f"list the rows whose |B - A| is above this (default: {DEFAULT_TOLERANCE:g})")
     p.add_argument("--fail-above", type=float, default=None, metavar="TOL",
                    help="exit with status 1 when a matched row differs by more than TOL in any compared metric, or "
-                   "has a value on one side only (for CI)")
+                   "has a value on one side only (for CI); GAAS of different segmenters never fails")
     p.add_argument("--fail-on-one-sided", action="store_true",
                    help="with --fail-above: also exit 1 when a row is present in one folder only")
     p.add_argument("--metrics", nargs="+", default=None, metavar="COLUMN",
