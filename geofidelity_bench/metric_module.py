@@ -451,7 +451,7 @@ def compute_default(
     summary = summarize(df, ["method", "condition"]).iloc[0]
     out: dict[str, Any] = {col: float(summary[col]) for col in METRIC_COLUMNS}
     out.update(
-        n_blocks=int(len(df)),
+        n_blocks=int(summary["n_blocks"]),  # blocks with a finite score, as every view counts them
         n_images=int(df["n_generated"].sum()),
         benchmark=bench.name,
         benchmark_fingerprint=_fingerprint(bench),

@@ -554,3 +554,21 @@ def test_exclude_copies_scores_without_them_and_clean_inputs_do_not_warn(metric,
     assert excluded["copy_audit"]["excluded"] is True and excluded["n_copied"] == len(copied)
     for key in ("cos_sim", "mmd", "dcsf", "retrieval_acc", "mrr", "sim_target", "local_margin"):
         assert _same(excluded[key], only_clean[key]), key
+
+
+def test_n_blocks_counts_only_blocks_with_a_score(metric, demo, encoder, cache_dir):
+    """A panel left with one image by exclude_copies is a row of NaN scores: it covers no block, so the
+    module's n_blocks is the blocks with a finite score, as every other view counts them (issue 39, case 4)."""
+    copies = [r.image_bytes for r in demo.gallery(BLOCKS[0])[:3]]
+    noise = _noise_images(3, seed=11)
+    preds = copies + noise[:1] + noise[1:]
+    targets = [BLOCKS[0]] * 4 + [BLOCKS[1]] * 2
+    with pytest.warns(metric_module.CopiedImagesWarning):
+        got = metric.compute(predictions=preds, references=targets, encoder=encoder, cache_dir=cache_dir,
+                             exclude_copies=True, return_per_block=True)
+    rows = got["per_block"]
+    finite = [r["block_id"] for r in rows
+              if any(isinstance(r[c], float) and math.isfinite(r[c]) for c in ("cos_sim", "mmd", "retrieval_acc"))]
+    assert len(rows) == 2 and finite == [BLOCKS[1]]  # BLOCKS[0] kept one image: all NaN
+    assert got["n_blocks"] == 1
+    assert got["cos_sim"] == pytest.approx(next(r["cos_sim"] for r in rows if r["block_id"] == BLOCKS[1]))
