@@ -1020,8 +1020,16 @@ def leaderboard_summary(results: pd.DataFrame, sort_by: str = "cos_sim") -> pd.D
 
 
 def summaries(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The four summaries of docs/benchmark.md section 7, Statistics and analyses."""
-    return {name: summarize(results, by) for name, by in SUMMARY_GROUPS.items()}
+    """The four summaries of docs/benchmark.md section 7, Statistics and analyses.
+
+    Each groups by its columns and by ``unpromptable`` (0 or 1): panels scored with ``allow_unpromptable``
+    are averaged apart from the promptable ones, as the printed leaderboard and every other view keeps them."""
+    from .caveats import unpromptable_mask
+
+    frame = results.copy(deep=False)
+    frame.attrs = {}
+    frame["unpromptable"] = unpromptable_mask(frame).astype(int).to_numpy()
+    return {name: summarize(frame, [*by, "unpromptable"]) for name, by in SUMMARY_GROUPS.items()}
 
 
 # -- demo sanity methods ------------------------------------------------------------------------------

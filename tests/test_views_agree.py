@@ -166,3 +166,14 @@ def test_printed_unpromptable_rows_are_marked_and_listed_after_every_promptable_
     assert [(c[0], c[2], c[3]) for c in body] == [("other", "1", "0.300"), ("gen", "1", "0.200"),
                                                  ("gen [\u2205 unpromptable]", "1", "0.900")]
     assert "--allow-unpromptable" in text
+
+
+def test_summary_files_keep_unpromptable_panels_apart(tmp_path):
+    """results.csv summaries say what the printed table says: the unpromptable panel is its own row."""
+    from geofidelity_bench.evaluation import summaries
+
+    rows = [_row("gen", "L1", "b1", cos=0.9, unpromptable=1.0), _row("gen", "L1", "b2", cos=0.2),
+            _row("gen", "L1", "b3", cos=0.4)]
+    by_mc = summaries(pd.DataFrame(rows, columns=RESULT_COLUMNS))["by_method_condition"]
+    got = {int(u): (int(n), round(c, 9)) for u, n, c in zip(by_mc["unpromptable"], by_mc["n_blocks"], by_mc["cos_sim"])}
+    assert got == {0: (2, 0.3), 1: (1, 0.9)}
