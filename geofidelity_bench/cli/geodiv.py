@@ -39,8 +39,10 @@ def _fmt(value: Any) -> str:
 
 
 def _interval(row, col: str) -> str:
+    """`` [lo, hi]`` at the precision of :func:`_fmt` (3 decimals): rounding is monotone, so a value
+    inside its interval is printed inside it (at 2 decimals 0.222 [0.00, 0.22] read as outside)."""
     lo, hi = row[f"{col}_lo"], row[f"{col}_hi"]
-    return "" if _fmt(lo) == "n/a" else f" [{lo:.2f}, {hi:.2f}]"
+    return "" if _fmt(lo) == "n/a" else f" [{_fmt(float(lo))}, {_fmt(float(hi))}]"
 
 
 def groups_text(tables) -> str:
@@ -58,13 +60,22 @@ def groups_text(tables) -> str:
             + [str(int(r["n_dropped_questions"])), _fmt(r["unparseable_rate"])] for _, r in df.iterrows()]
     sm = tables.size_matching
     pct = f"{sm.get('interval', 0.95):.0%}"
-    text = (f"Plain diversity (the paper's normalized Hill number; [{pct} bootstrap interval over images]); "
-            f"it grows with n:\n" + format_table(headers, rows))
+    draws = f"{sm.get('replicates')} draws, seed {sm.get('seed')}"
+    text = (f"Plain diversity (the paper's normalized Hill number, 0..1, higher = more diverse; [{pct} bootstrap "
+            f"interval over images: {draws}, the resamples' spread placed on the score]); it grows with n:\n"
+            + format_table(headers, rows))
     if sm.get("n") is not None:
         rows = [[str(r[k]) for k in keys] + [str(int(r["n_images"]))]
                 + [_fmt(r[f"{c}_rarefied"]) + _interval(r, f"{c}_rarefied") for c in divs] for _, r in df.iterrows()]
-        text += (f"\n\nSize-matched diversity (every group subsampled to n={sm['n']} images, mean of "
-                 f"{sm['replicates']} draws [{pct} interval]); compare groups by these:\n"
+        m, least = sm["n"], sm.get("min_options")
+        if least is not None and m < least:
+            verdict = (f"n={m} is below {least}, the fewest options of any question: these can hardly tell groups "
+                       "apart" + (" (on 2 images a question's D is either 0 or 1/(|A|-1))" if m == 2 else ""))
+        else:
+            verdict = "compare groups by these"
+        text += (f"\n\nSize-matched diversity (every group subsampled to n={m} images: {sm.get('n_source')}; "
+                 f"mean over all subsets, or {draws} when there are more [central {pct} of them]; higher = more "
+                 f"diverse); {verdict}:\n"
                  + format_table([*keys, "n", *divs], rows))
     by_reason: dict[str, list[str]] = {}
     for _, r in df.iterrows():
@@ -153,8 +164,9 @@ def register(sub) -> None:
         description=(
             "Asks a vision-language model a versioned bank of multiple-choice questions about every image and "
             "reports, per group, the SEVI mean ratings and the normalized Hill diversity of every answer "
-            "distribution (docs/benchmark.md section 9, GeoDiv): D = (exp(H) - 1) / (|A| - 1), with a bootstrap "
-            "interval and a size-matched (rarefied) value to compare groups of different sizes. Exit status 1 when "
+            "distribution (docs/benchmark.md section 9, GeoDiv): D = (exp(H) - 1) / (|A| - 1), higher = more "
+            "diverse, with a bootstrap interval and a size-matched (rarefied) value to compare groups of different "
+            "sizes. Exit status 1 when "
             "every reply was unparseable (no score; the files are written for inspection), 2 for bad input."
         ),
     )
@@ -175,7 +187,9 @@ def register(sub) -> None:
                    help="let a group mix generated, real and folder images (default: kept apart)")
     p.add_argument("--rarefy-n", type=int, default=None, metavar="N",
                    help="size-matched diversity: subsample every group to N images (default: the smallest group "
-                        "of at least 2 images; smaller groups get none)")
+                        "of at least as many images as the fewest options of any question, 4 for the shipped bank, "
+                        "else of at least 2 with a warning that it can hardly tell groups apart; smaller groups get "
+                        "none)")
     p.add_argument("--n-resamples", type=int, default=200,
                    help="subsamples per group for the size-matched diversity, and bootstrap resamples for the "
                         "intervals (default: 200)")

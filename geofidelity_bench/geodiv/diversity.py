@@ -18,9 +18,10 @@ Entity (background) diversity of a group is the mean D over its kept entity (bac
 questions. SEVI questions (``|A| = 5``, no none option) give the mean rating (1..5) of their
 counted answers and the diversity of the rating distribution.
 
-Beside every diversity column, a bootstrap interval over images and the size-matched
-(rarefied) mean and interval (:mod:`geofidelity_bench.geodiv.size_matching`): D grows with
-the number of images, so groups of different sizes are compared by the rarefied columns.
+Beside every diversity column, a bootstrap interval over images (the resamples' spread placed
+on the plain score, which it always holds) and the size-matched (rarefied) mean and interval
+(:mod:`geofidelity_bench.geodiv.size_matching`): D grows with the number of images, so groups of
+different sizes are compared by the rarefied columns.
 
 Everything here is pandas/numpy on the answers table; nothing calls a model.
 """
@@ -46,6 +47,7 @@ from .size_matching import (
     answer_codes,
     common_size,
     diversity_columns,
+    min_options,
     size_matched_columns,
 )
 
@@ -166,9 +168,11 @@ class GeoDivTables:
             kept questions), ``n_entity_questions`` / ``n_background_questions`` (kept),
             ``n_dropped_questions``, ``n_unparseable`` and ``unparseable_rate`` (over all replies).
             Beside every diversity column ``{col}``: ``{col}_lo`` / ``{col}_hi`` (bootstrap
-            percentile interval over images), ``{col}_rarefied`` with ``{col}_rarefied_lo`` /
-            ``{col}_rarefied_hi`` (size-matched to ``rarefy_n`` images: compare these across
-            groups), and ``diversity_na_reason`` (why a diversity is n/a; empty when none is).
+            interval over images, holding ``{col}``:
+            :func:`~geofidelity_bench.geodiv.size_matching.bootstrap_interval`),
+            ``{col}_rarefied`` with ``{col}_rarefied_lo`` / ``{col}_rarefied_hi`` (size-matched to
+            ``rarefy_n`` images: compare these across groups), and ``diversity_na_reason`` (why a
+            diversity is n/a; empty when none is).
         per_question: one row per (group, question) with the bookkeeping of
             :class:`QuestionScore` (``counts`` as a dict).
         dropped: the (group, question) pairs without a score and why (not the questions of a
@@ -247,13 +251,15 @@ def diversity_tables(
         bank: the question bank the answers belong to (defines the options).
         group_by: one column or several (``"country"``, ``["model", "country"]``).
         rarefy_n: the common size groups are subsampled to for the size-matched columns
-            (default: the smallest group of at least 2 images; groups smaller than it get none).
+            (default: the smallest group of at least ``|A|min`` images, the fewest options of any
+            question of the bank, else the smallest group of at least 2 with a warning;
+            :func:`~geofidelity_bench.geodiv.size_matching.common_size`; groups smaller than it get none).
         replicates: subsamples per group for the size-matched columns, and bootstrap resamples
             for the intervals of the plain ones.
         seed: seeds the draws (with each group's key, so a group's numbers do not depend on the
             other groups).
-        interval: the central share of the draws the intervals cover (0.95: 2.5th..97.5th
-            percentiles).
+        interval: the confidence of the intervals (0.95: built from the 2.5th, 50th and 97.5th
+            percentiles of the draws).
 
     Images whose grouping value is missing are left out and counted in
     ``n_images_without_group``. Every image of a group is expected to have been asked every
@@ -277,9 +283,9 @@ def diversity_tables(
     n_without = int(answers["image"].nunique() - labelled["image"].nunique())
     groups = [(gv if isinstance(gv, tuple) else (gv,), df) for gv, df in labelled.groupby(keys, sort=True, dropna=True)]
     sizes = [int(df["image"].nunique()) for _, df in groups]
-    m, m_source = common_size(sizes, rarefy_n)
-    matching = SizeMatching(m, m_source, int(replicates), int(seed), float(interval))
     questions = list(bank)
+    m, m_source = common_size(sizes, rarefy_n, least=min_options(questions) or 2)
+    matching = SizeMatching(m, m_source, int(replicates), int(seed), float(interval), min_options(questions))
     div_cols = diversity_columns(questions)
     group_rows, question_rows = [], []
     sevi = bank.of_kind("sevi")
@@ -312,7 +318,8 @@ def diversity_tables(
         n_replies = sum(s.n_answered + s.n_unparseable for s in scores)
         row["n_unparseable"] = n_unp
         row["unparseable_rate"] = n_unp / n_replies if n_replies else math.nan
-        row.update(size_matched_columns(questions, codes, n_images, "\x1f".join(map(str, group_values)), matching))
+        row.update(size_matched_columns(questions, codes, n_images, "\x1f".join(map(str, group_values)), matching,
+                                        {c: row[c] for c in div_cols}))
         row["rarefy_n"] = m
         row["diversity_na_reason"] = _na_reason(row, div_cols, n_images, m)
         group_rows.append(row)
@@ -343,7 +350,7 @@ def _na_reason(row: dict[str, Any], div_cols: Sequence[str], n_images: int, m: i
     if m is None:
         reasons.append("no size-matched value: no group has 2 images")
     elif n_images < m:
-        reasons.append(f"no size-matched value: fewer than {m} images")
+        reasons.append(f"no size-matched value: fewer than {m} images (the size-matched n)")
     return "; ".join(reasons)
 
 
@@ -365,4 +372,13 @@ def size_warnings(sizes: Sequence[int], matching: SizeMatching) -> list[str]:
         small = sum(2 <= s < matching.n for s in sizes)
         if small:
             out.append(f"{small} group(s) have fewer than n={matching.n} images: no size-matched value")
+    if matching.too_small:
+        m, k = matching.n, matching.min_options
+        out.append(
+            f"the size-matched n={m} is below {k}, the fewest options of any question: on {m} images a question's "
+            f"D is at most ({m}-1)/(|A|-1) ({(m - 1) / 4:.2f} for 5 options)"
+            + (", either 0 or that: it only says whether the two images agree, so nearly every group reads the "
+               "same" if m == 2 else "")
+            + f"; the size-matched columns can hardly tell groups apart (give groups of at least {k} images, or "
+            f"--rarefy-n {k} or more)")
     return out

@@ -47,7 +47,11 @@ RULES = {
     "sevi": "mean rating (1..5) and D of the rating distribution (|A| = 5)",
     "single_image": "a group of one image has no diversity (n/a, with the reason in diversity_na_reason)",
     "size_matching": "D grows with the number of images n (at most (n-1)/(|A|-1)): compare groups by the "
-                     "*_diversity_rarefied columns (every group subsampled to the same n)",
+                     "*_diversity_rarefied columns (every group subsampled to the same n; by default the smallest "
+                     "group of at least as many images as the fewest options of any question)",
+    "bootstrap_interval": "*_lo, *_hi: D - (median - q_lo), D + (q_hi - median) of the bootstrap resamples' D, "
+                          "clipped to [0, the most D can be on n images]; it always holds D (the resamples repeat "
+                          "images, which lowers their D, so their own percentiles can miss D)",
 }
 
 

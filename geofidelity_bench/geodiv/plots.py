@@ -3,7 +3,9 @@
 * :func:`plot_diversity_bars`: per group (country, city, model, ...) and diversity score (SEVI
   affluence / maintenance, VDI entity / background), the paper's plain score with its bootstrap
   interval and the size-matched (rarefied) score with its interval, the group's ``n`` in its
-  label; a missing value is a hatched "n/a" bar, never a zero-length one.
+  label; a missing value is a hatched "n/a" bar, never a zero-length one. The value axis runs
+  0..1 and says that higher means more diverse; each value is written just right of its upper
+  whisker cap (the axis extends past 1 to make room), never on it.
 * :func:`plot_rating_distributions`: per group, the share of images at each SEVI level (1..5)
   as stacked bars, one panel per SEVI question, with the mean rating written beside each bar
   and each panel's legend below it (clear of the titles).
@@ -21,6 +23,10 @@ from .diversity import GeoDivTables
 
 _LEVEL_COLORS = ["#b2182b", "#ef8a62", "#f7f7f7", "#67a9cf", "#2166ac"]
 _PLAIN, _MATCHED, _MISSING = "#a6bddb", "#2b5d9c", "#bbbbbb"
+#: Whisker cap half-length in points; the value axis runs to _XMAX so that labels fit past D = 1.
+_CAPSIZE, _XMAX = 2.0, 1.2
+#: Says what the value axis means (every panel).
+AXIS_LABEL = "D (0 to 1): higher = more diverse"
 
 
 def _figure(width: float, height: float):
@@ -56,12 +62,16 @@ def _draw_bars(ax, y: np.ndarray, df, col: str, color: str, height: float) -> No
     if whisk.any():
         v = value[whisk]
         ax.errorbar(v, y[whisk], xerr=np.vstack([np.maximum(v - lo[whisk], 0), np.maximum(hi[whisk] - v, 0)]),
-                    fmt="none", ecolor="#222222", elinewidth=0.8, capsize=2)
+                    fmt="none", ecolor="#222222", elinewidth=0.8, capsize=_CAPSIZE)
     for yy, v, h, gone in zip(y, value, hi, missing):
         if gone:
             ax.text(0.02, yy, "n/a", va="center", fontsize=6.5, color="#555555")
         else:
-            ax.text(min(max(v, 0 if math.isnan(h) else h) + 0.02, 0.9), yy, f"{v:.2f}", va="center", fontsize=6.5)
+            # beside the end of the bar or of its upper whisker, whichever is further right, a fixed
+            # distance in points past the cap (the axis runs to _XMAX > 1, so there is room at D = 1)
+            end = v if math.isnan(h) else max(v, h)
+            ax.annotate(f"{v:.2f}", (end, yy), xytext=(_CAPSIZE + 2.5, 0), textcoords="offset points",
+                        ha="left", va="center", fontsize=6.5)
 
 
 def diversity_figure(tables: GeoDivTables):
@@ -80,20 +90,31 @@ def diversity_figure(tables: GeoDivTables):
         ax = fig.add_subplot(1, len(cols), i + 1)
         _draw_bars(ax, y + h / 2, df, col, _PLAIN, h)
         _draw_bars(ax, y - h / 2, df, f"{col}_rarefied", _MATCHED, h)
-        ax.set_xlim(0, 1)
+        ax.set_xlim(0, _XMAX)
+        ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
+        ax.set_xticklabels(["0", "0.25", "0.5", "0.75", "1"], fontsize=7)
+        ax.axvline(1.0, color="#999999", linewidth=0.6)  # D = 1: past it, only the value labels
         ax.set_ylim(-0.6, n - 0.4)
         ax.set_yticks(y)
         ax.set_yticklabels(labels if i == 0 else [""] * n, fontsize=8)
         ax.set_title(col.replace("_", " "), fontsize=9)
+        ax.set_xlabel(AXIS_LABEL, fontsize=7)
         ax.grid(axis="x", alpha=0.3)
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=_PLAIN, label="plain D (paper), 95% bootstrap interval; grows with n"),
-               Patch(color=_MATCHED, label=(f"size-matched D (n={m}), 95% interval: compare these" if m is not None
+    sm = tables.size_matching
+    pct = f"{sm.get('interval', 0.95):.0%}"
+    draws = f"{sm.get('replicates')} draws, seed {sm.get('seed')}"
+    too_small = m is not None and sm.get("min_options") is not None and m < sm["min_options"]
+    handles = [Patch(color=_PLAIN, label=f"plain D (paper), {pct} bootstrap interval ({draws}); grows with n"),
+               Patch(color=_MATCHED, label=(f"size-matched D (n={m}), central {pct} of subsets: "
+                                            + ("can hardly tell groups apart at this n" if too_small
+                                               else "compare these") if m is not None
                                             else "size-matched D: n/a (no group of 2 images)")),
                Patch(facecolor="none", edgecolor=_MISSING, hatch="////", label="n/a (no value; not zero)")]
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=7, frameon=False)
-    fig.suptitle(f"GeoDiv diversity by {' / '.join(tables.group_by)} ({tables.question_bank})", fontsize=10)
+    fig.suptitle(f"GeoDiv diversity by {' / '.join(tables.group_by)} ({tables.question_bank}): higher = more diverse",
+                 fontsize=10)
     fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1 - 0.3 / fig.get_figheight()))
     return fig
 

@@ -6,18 +6,27 @@ looks more diverse than a group of 3 drawn from the same distribution. Two compa
 paper's plain score:
 
 * **rarefaction**: every group is subsampled without replacement to a common size ``m``
-  (default: the smallest group of at least 2 images), the group's scores are computed on each
-  subsample exactly as on a whole group (the same none-of-the-above and coverage rules, with
-  ``m`` images), and the mean and a percentile interval over the subsamples are reported. When
-  the group has no more than ``replicates`` subsets of size ``m``, all of them are used (the
-  exact expectation); otherwise ``replicates`` random subsets;
-* **bootstrap**: ``replicates`` resamples of the group's ``n`` images with replacement give a
-  percentile interval for the plain score.
+  (default: the smallest group of at least ``|A|min`` images, ``|A|min`` being the fewest options
+  of any question of the bank, so that at least one question's D can reach 1 on ``m`` images;
+  :func:`common_size`), the group's scores are computed on each subsample exactly as on a whole
+  group (the same none-of-the-above and coverage rules, with ``m`` images), and the mean and the
+  central interval over the subsamples are reported (the interval widened to hold the mean when
+  nearly every subsample gives one value). When the group has no more than ``replicates`` subsets
+  of size ``m``, all of them are used (the exact expectation); otherwise ``replicates`` random
+  subsets;
+* **bootstrap**: ``replicates`` resamples of the group's ``n`` images with replacement give the
+  spread of the plain score; the interval is that spread placed on the plain score
+  (:func:`bootstrap_interval`). Not the plain percentile interval: a resample repeats images
+  (about 63 % of them are distinct), and repeats lower D, so the resamples' D sits below the plain
+  score and a percentile interval can miss it altogether (0.627 [0.32, 0.57] for the entity
+  diversity of 9 varied images).
 
-Draws are seeded from ``seed`` and the group's key, so a group's numbers do not depend on which
-other groups are in the table (only ``m`` does). Everything is numpy over answer codes; the
-scoring rules are those of :func:`geofidelity_bench.geodiv.diversity.score_question` (a test
-checks the two against each other subset by subset).
+Draws are seeded from ``seed`` and the group's key (``numpy.random.default_rng([seed,
+zlib.crc32(key), stream])``, stream 0 for the bootstrap, 1 for the subsamples), so a group's
+numbers do not depend on which other groups are in the table (only ``m`` does). Everything is
+numpy over answer codes; the scoring rules are those of
+:func:`geofidelity_bench.geodiv.diversity.score_question` (a test checks the two against each
+other subset by subset).
 """
 
 from __future__ import annotations
@@ -46,30 +55,60 @@ class SizeMatching:
     """How the size-matched and bootstrap numbers were made (recorded with the tables)."""
 
     n: int | None  # the common size m; None when no group has 2 images
-    n_source: str  # "smallest group of >= 2 images" or "given"
+    n_source: str  # how m was chosen (see :func:`common_size`)
     replicates: int
     seed: int
     interval: float
+    min_options: int | None = None  # |A|min: the fewest options of any question of the bank
+
+    @property
+    def too_small(self) -> bool:
+        """Whether ``m`` is below ``|A|min``: no question's D can reach 1 on ``m`` images."""
+        return self.n is not None and self.min_options is not None and self.n < self.min_options
 
     def as_dict(self) -> dict:
         return {
             "n": self.n, "n_source": self.n_source, "replicates": self.replicates, "seed": self.seed,
-            "interval": self.interval,
+            "interval": self.interval, "min_options": self.min_options,
             "method": ("rarefaction: each group subsampled without replacement to n images (all subsets when "
-                       "there are at most `replicates` of them, else `replicates` random ones); mean and "
-                       "percentile interval of the group's scores over the subsamples. Bootstrap: `replicates` "
-                       "resamples of the group's images with replacement, percentile interval of the plain score"),
+                       "there are at most `replicates` of them, else `replicates` random ones); mean of the "
+                       "group's scores over the subsamples and the central `interval` share of them (widened to "
+                       "hold the mean). Bootstrap: `replicates` resamples of the group's images with replacement; "
+                       "interval = plain score - (median - lower percentile), plain score + (upper percentile - "
+                       "median) of the resamples' scores, clipped to [0, the most the score can be on the group's "
+                       "n images]: the resamples' spread placed on the plain score, which therefore lies inside "
+                       "it (repeated images lower D, so the resamples' own percentiles sit below the plain score)"),
         }
 
 
-def common_size(group_sizes: Sequence[int], n: int | None = None) -> tuple[int | None, str]:
-    """The common size ``m`` (given, or the smallest group of at least 2 images) and where it came from."""
+def min_options(questions: Sequence[Question]) -> int | None:
+    """``|A|min``: the fewest options of any question (4 in ``geodiv-street@1.0.0``); None without questions."""
+    return min((q.n_options for q in questions), default=None)
+
+
+def common_size(group_sizes: Sequence[int], n: int | None = None, least: int = 2) -> tuple[int | None, str]:
+    """The common size ``m`` and how it was chosen.
+
+    Given ``n``: ``n``. Otherwise the smallest group of at least ``least`` images (the caller
+    passes ``|A|min``, :func:`min_options`): on fewer images than options no question's D can
+    reach 1, and on 2 images a question's D is either 0 or ``1 / (|A| - 1)`` (0.25 for 5 options),
+    so nearly every group would read the same. When no group has ``least`` images, the smallest
+    group of at least 2 (and the tables warn that such an ``m`` can hardly tell groups apart);
+    None when no group has 2 images.
+    """
     if n is not None:
         if isinstance(n, bool) or int(n) != n or n < 2:
             raise ValueError(f"the size-matching n must be an integer >= 2 (a diversity needs 2 images), got {n!r}")
         return int(n), "given"
+    least = max(2, int(least))
+    sizes = [int(s) for s in group_sizes if s >= least]
+    if sizes:
+        return min(sizes), (f"smallest group of >= {least} images ({least}: the fewest options of any question)"
+                            if least > 2 else "smallest group of >= 2 images")
     sizes = [int(s) for s in group_sizes if s >= 2]
-    return (min(sizes) if sizes else None), "smallest group of >= 2 images"
+    return (min(sizes) if sizes else None), (f"smallest group of >= 2 images, as no group has {least} (the fewest "
+                                             "options of any question)" if least > 2 else
+                                             "smallest group of >= 2 images")
 
 
 def answer_codes(question: Question, statuses: Sequence[str], choices: Sequence[object | None]) -> np.ndarray:
@@ -158,13 +197,54 @@ def bootstrap_draws(n: int, replicates: int, rng: np.random.Generator) -> np.nda
 
 
 def summarize(values: np.ndarray, interval: float) -> tuple[float, float, float]:
-    """(mean, lower, upper percentile) over the draws where the score exists; NaN when none does."""
+    """(mean, lower, upper) over the draws where the score exists; NaN when none does.
+
+    The central ``interval`` share of the draws (percentiles ``(1 - interval) / 2`` and
+    ``(1 + interval) / 2``, numpy's linear interpolation), widened to hold the mean: a mean can
+    lie outside the central share when nearly every draw gives one value (the mean is then an
+    end of the interval)."""
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return math.nan, math.nan, math.nan
     tail = 100 * (1 - interval) / 2
     lo, hi = np.percentile(finite, [tail, 100 - tail])
-    return float(finite.mean()), float(lo), float(hi)
+    mean = float(finite.mean())
+    return mean, min(float(lo), mean), max(float(hi), mean)
+
+
+def bootstrap_interval(estimate: float, values: np.ndarray, interval: float,
+                       upper: float = 1.0) -> tuple[float, float]:
+    """The interval of a plain score from its bootstrap resamples' scores ``values``.
+
+    ``(estimate - (median - q_lo), estimate + (q_hi - median))`` with ``q_lo``, ``median``,
+    ``q_hi`` the ``(1 - interval) / 2``, 0.5 and ``(1 + interval) / 2`` percentiles of the finite
+    ``values`` (numpy's linear interpolation), clipped to ``[0, upper]`` (``upper``: the most the
+    score can be, :func:`attainable_max`). It is the resamples' spread placed on the estimate: a
+    percentile interval corrected for the median bias of the resamples. As ``q_lo <= median <=
+    q_hi``, it always holds the estimate (a plain percentile interval need not: repeated images
+    lower D, so the resamples' scores sit below the estimate). (NaN, NaN) when the estimate is
+    NaN or no resample has a score.
+    """
+    finite = values[np.isfinite(values)]
+    if finite.size == 0 or not math.isfinite(estimate):
+        return math.nan, math.nan
+    tail = 100 * (1 - interval) / 2
+    lo, median, hi = (float(v) for v in np.percentile(finite, [tail, 50.0, 100 - tail]))
+    return max(0.0, min(estimate, estimate - (median - lo))), min(max(upper, estimate), estimate + (hi - median))
+
+
+def attainable_max(questions: Sequence[Question], column: str, n_images: int) -> float:
+    """The most ``column`` can be on ``n_images`` images: ``(min(n, |A|) - 1) / (|A| - 1)`` for a
+    SEVI question, the largest of these over the questions of the kind for a VDI mean (a mean is at
+    most its largest term; counting none of the above as an option never raises the bound)."""
+    def cap(q: Question) -> float:
+        k = q.n_options
+        return (min(n_images, k) - 1) / (k - 1)
+
+    kind = column[: -len("_diversity")]
+    caps = [cap(q) for q in questions if (q.kind == kind if kind in VDI_KINDS else
+                                          (q.kind == "sevi" and q.attribute == kind))]
+    return max(caps, default=1.0)
 
 
 def size_matched_columns(
@@ -173,8 +253,10 @@ def size_matched_columns(
     n_images: int,
     group_key: str,
     matching: SizeMatching,
+    estimates: Mapping[str, float],
 ) -> dict[str, float]:
-    """The bootstrap interval (``{col}_lo``, ``{col}_hi``) and the size-matched mean and interval
+    """The bootstrap interval (``{col}_lo``, ``{col}_hi``, around ``estimates[col]``, the group's
+    plain score: :func:`bootstrap_interval`) and the size-matched mean and interval
     (``{col}_rarefied``, ``{col}_rarefied_lo``, ``{col}_rarefied_hi``) of every diversity column."""
     out: dict[str, float] = {}
     boot: dict[str, np.ndarray] = {}
@@ -186,7 +268,9 @@ def size_matched_columns(
         draws = rarefaction_draws(n_images, matching.n, matching.replicates, _rng(matching.seed, group_key, 1))
         rare = group_scores_on_draws(questions, codes, draws)
     for col in diversity_columns(questions):
-        _, lo, hi = summarize(boot[col], matching.interval) if col in boot else (math.nan,) * 3
+        lo, hi = (bootstrap_interval(float(estimates[col]), boot[col], matching.interval,
+                                     attainable_max(questions, col, n_images))
+                  if col in boot else (math.nan, math.nan))
         mean, rlo, rhi = summarize(rare[col], matching.interval) if col in rare else (math.nan,) * 3
         out.update({f"{col}_lo": lo, f"{col}_hi": hi, f"{col}_rarefied": mean,
                     f"{col}_rarefied_lo": rlo, f"{col}_rarefied_hi": rhi})
