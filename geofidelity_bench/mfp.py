@@ -533,11 +533,59 @@ def plot_mfp(path: str | os.PathLike, df) -> None:
     plt.close(fig)
 
 
+def plain_tick_labels(values: Sequence[float]) -> list[str]:
+    """Tick labels that each read as their own value: no offset (``1e-5+9.999e-1``) and no shared
+    multiplier (``1e-7``) for the axis.
+
+    Fixed-point with as many decimals as the spacing of the ticks needs (``0.999984``); when every
+    tick is below 1e-4 in size, each label in e-notation with as many digits as that spacing
+    needs (``1.2e-07``). The digits grow until neighbouring labels differ and every label is
+    within a hundredth of the spacing of its tick."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return []
+    steps = np.diff(np.unique(v))
+    step = float(steps.min()) if steps.size else (abs(float(v[0])) or 1.0)
+    biggest = float(np.abs(v).max())
+    scientific = 0 < biggest < 1e-4
+    if scientific:
+        digits = max(0, int(np.floor(np.log10(biggest))) - int(np.floor(np.log10(step))))
+    else:
+        digits = max(0, -int(np.floor(np.log10(step))))
+    for extra in range(12):
+        fmt = f"{{:.{digits + extra}{'e' if scientific else 'f'}}}"
+        labels = [fmt.format(x) for x in v]
+        labels = [t[1:] if t.startswith("-") and float(t) == 0 else t for t in labels]  # no "-0.00"
+        if len(set(labels)) == len(set(v.tolist())) and all(
+                abs(float(t) - x) <= step / 100 for t, x in zip(labels, v)):
+            return labels
+    return [repr(float(x)) for x in v]
+
+
+def _plain_formatter():
+    """A matplotlib tick formatter writing :func:`plain_tick_labels` (no offset text on the axis)."""
+    from matplotlib.ticker import Formatter
+
+    class PlainFormatter(Formatter):
+        def format_ticks(self, values):
+            return plain_tick_labels(values)
+
+        def __call__(self, x, pos=None):  # one value on its own (e.g. a cursor readout)
+            return f"{x:.10g}"
+
+        def get_offset(self):
+            return ""
+
+    return PlainFormatter()
+
+
 def mfp_figure(df):
     """Histograms of the per-pair terms (a matplotlib figure, Agg backend; the caller closes it).
 
-    The pair-count axes have integer ticks; the PSNR panel says how many identical pairs (PSNR
-    ``inf``) it leaves out, and the SSIM/PSNR panels how many pairs were resized (``pixel_resized``)."""
+    The pair-count axes have integer ticks; the value axes plain labels (:func:`plain_tick_labels`:
+    G near 1 reads ``0.99998``, never an offset ``1e-5+9.999e-1``); each title says whether higher or
+    lower is better; the PSNR panel says how many identical pairs (PSNR ``inf``) it leaves out, and
+    the SSIM/PSNR panels how many pairs were resized (``pixel_resized``)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -577,6 +625,7 @@ def mfp_figure(df):
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         if values.size:
             ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # small values (spatial MSE) get long labels
+            ax.xaxis.set_major_formatter(_plain_formatter())
         ax.tick_params(axis="x", labelsize=8)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
@@ -596,6 +645,7 @@ __all__ = [
     "mfp_figure",
     "mfp_scores",
     "pair_folders",
+    "plain_tick_labels",
     "plot_mfp",
     "read_pairs_csv",
     "summarize_scores",

@@ -623,6 +623,32 @@ def test_cli_writes_csv_summary_and_plot(tmp_path, tiny_vit_dir):
     assert not list(out.glob("*.tmp"))
 
 
+#: The directions docs/benchmark.md section 10 gives each score.
+DOC_DIRECTIONS = {"global_score": "higher is better", "spatial_distance": "lower is better",
+                  "spatial_mse": "lower is better", "loss": "lower is better", "ssim": "higher is better",
+                  "psnr": "higher is better"}
+
+
+def test_cli_summary_gives_each_score_its_direction_and_enough_digits(tmp_path, tiny_vit_dir, capsys):
+    gen, tgt, out = tmp_path / "gen", tmp_path / "gt", tmp_path / "out"
+    names = ["a.png", "b.png", "c.png"]
+    _write_maps(gen, names, 0)
+    _write_maps(tgt, names, 10)
+    synthetic_map(0).save(tgt / "a.png")  # one identical pair: PSNR inf, left out of its mean
+    code = _run_cli(["mfp", "--generated", str(gen), "--targets", str(tgt), "--model", str(tiny_vit_dir),
+                     "--image-size", "32", "--device", "cpu", "--out", str(out)])
+    assert code == 0
+    printed = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    with open(out / "mfp.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for key, direction in DOC_DIRECTIONS.items():
+        value, *words = printed[key]
+        assert " ".join(words) == direction, (key, words)
+        values = np.array([float(r[key]) for r in rows])
+        mean = values[np.isfinite(values)].mean()
+        assert float(value) == pytest.approx(mean, rel=1e-5), (key, value, mean)  # 6 significant digits
+
+
 def test_cli_refuses_pairs_of_different_sizes_before_loading_the_model(tmp_path, tiny_vit_dir, capsys):
     gen, tgt, out = tmp_path / "gen", tmp_path / "gt", tmp_path / "out"
     _write_maps(gen, ["a.png", "b.png"], 0)

@@ -22,6 +22,23 @@ from ._common import CLIError, add_batch_size_arg, add_num_workers_arg, resolve_
 from ..mfp import PairingError, PixelSizeError, check_pixel_sizes, pair_folders, read_pairs_csv
 
 
+def summary_text(summary: dict) -> str:
+    """The dataset means the command prints, one line per score: its mean (6 significant digits, so
+    that a G of 0.99998 does not read 1.0000) and its direction (docs/benchmark.md section 10, from
+    the metric catalog)."""
+    from ..metrics.catalog import METRICS
+
+    means = summary["means"]
+    lines = [f"pairs            {summary['n_pairs']}"]
+    for key in ("global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"):
+        if key not in means:
+            continue
+        value = means.get(key)
+        shown = "n/a" if value is None or math.isnan(value) else f"{value:.6g}"
+        lines.append(f"{key:<16} {shown:<12} {METRICS[key].direction}")
+    return "\n".join(lines)
+
+
 def _cmd_mfp(args: argparse.Namespace) -> int:
     from ..encoders import EncoderUnavailableError
 
@@ -69,13 +86,7 @@ def _cmd_mfp(args: argparse.Namespace) -> int:
     summary = write_mfp_folder(df, pairs, out, extractor=extractor, pairing=pairing, generated=args.generated,
                                targets=args.targets, pairs_csv=args.pairs, command=command_line(args), started=started)
 
-    means = summary["means"]
-    print(f"pairs            {summary['n_pairs']}")
-    for key in ("global_score", "spatial_distance", "spatial_mse", "loss", "ssim", "psnr"):
-        if key not in means:
-            continue
-        value = means.get(key)
-        print(f"{key:<16} {'n/a' if value is None or math.isnan(value) else f'{value:.4f}'}")
+    print(summary_text(summary))
     if summary.get("psnr_infinite_pairs"):
         print(f"psnr: mean over {summary['n_pairs'] - summary['psnr_infinite_pairs']} finite pair(s); "
               f"{summary['psnr_infinite_pairs']} identical pair(s) have PSNR = inf")
