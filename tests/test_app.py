@@ -420,6 +420,10 @@ def test_leaderboard_and_results_upload(client, app_data, tmp_path):
     (tmp_path / "binary.csv").write_bytes(bytes(range(256)) * 20)
     with pytest.raises(AppError, match="binary.csv is not a readable results.csv"):
         client.predict(_handles([str(tmp_path / "binary.csv")])[0], api_name="/upload_results")
+    # rows of two encoders are never averaged into one row: refused, naming the file and the encoders (issue 39)
+    pd.concat([mine, mine.assign(encoder="clip-vit-b32")]).to_csv(tmp_path / "two_encoders.csv", index=False)
+    with pytest.raises(AppError, match=r"two_encoders.csv mixes encoders \(clip-vit-b32, efficientnet-lite0\)"):
+        client.predict(_handles([str(tmp_path / "two_encoders.csv")])[0], api_name="/upload_results")
 
     reset = client.predict(api_name="/reset_results")
     assert len(reset[5]["data"]) == 5 and "Showing the default results again" in reset[9]

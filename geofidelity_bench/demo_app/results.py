@@ -15,7 +15,7 @@ from ..errors import GeoFidelityError
 from ..evaluation import ANCHOR_PANEL_SIZE, METRIC_COLUMNS, RESULT_COLUMNS, summarize
 from ..metrics.catalog import METRICS, heading
 from ..report import METHOD_LABELS
-from ..results import REQUIRED_COLUMNS
+from ..results import REQUIRED_COLUMNS, ResultsFolderError, check_encoders, encoders_of
 from ..stats import HIGHER_IS_BETTER
 
 ALL_CONDITIONS = "all conditions"
@@ -41,8 +41,12 @@ class ResultsError(GeoFidelityError, ValueError):
 
 
 def check_results(df: pd.DataFrame, name: str = "results") -> pd.DataFrame:
-    """The rows ready for the leaderboard: required columns present, metric columns numeric,
+    """The rows ready for the leaderboard: required columns present, one encoder, metric columns numeric,
     every score finite and within its range (:mod:`geofidelity_bench.metrics.catalog`).
+
+    A table whose ``encoder`` column names two or more encoders is refused, by the report's own rule
+    (:func:`geofidelity_bench.results.check_encoders`): scores from different encoders are not
+    comparable, and the leaderboard's means would average them into one row.
 
     Missing metric columns are added as NaN (a results file from an older run may lack some);
     an empty cell (NaN: not computed) is fine. Rows are numbered as in the file (row 1 is the
@@ -56,6 +60,7 @@ def check_results(df: pd.DataFrame, name: str = "results") -> pd.DataFrame:
         )
     if df.empty:
         raise ResultsError(f"{name} has no rows")
+    check_one_encoder(df, name)
     out = df.copy()
     for col in ("method", "condition", "block_id"):
         out[col] = out[col].astype(str)
@@ -68,6 +73,19 @@ def check_results(df: pd.DataFrame, name: str = "results") -> pd.DataFrame:
     if not any(np.isfinite(out[c].to_numpy(dtype=float)).any() for c in METRIC_COLUMNS):
         raise ResultsError(f"{name} has no numeric scores in any of the columns {', '.join(METRIC_COLUMNS)}")
     return out
+
+
+def check_one_encoder(results: pd.DataFrame, name: str = "results") -> None:
+    """Refuses rows of two or more encoders, naming them, by the report's rule
+    (:func:`geofidelity_bench.results.check_encoders`): the app never averages scores of different encoders."""
+    try:
+        check_encoders(results, allow_mixed=False)
+    except ResultsFolderError:
+        raise ResultsError(
+            f"{name} mixes encoders ({', '.join(encoders_of(results))}): scores from different encoders are not "
+            "comparable, and the leaderboard never averages them into one row (`geofidelity-bench report` refuses "
+            "the same file). Show one encoder at a time: keep only the rows of one encoder (the `encoder` column)."
+        ) from None
 
 
 def _check_values(results: pd.DataFrame, name: str) -> None:
@@ -207,7 +225,9 @@ def leaderboard_table(
 
     ``sort_by`` is a header of :data:`LEADERBOARD_METRICS` (or a column name) or ``"method"``;
     "best" follows the metric's direction (lower first for MMD, DCSF and GAAS).
+    Rows of two encoders are refused (never averaged).
     """
+    check_one_encoder(results)
     if condition and condition != ALL_CONDITIONS:
         known = set(map(str, results["condition"].unique()))
         if condition not in known:
