@@ -1,7 +1,16 @@
-"""The app tells the printed table's and the report's truth (issue 39, the app's side): a results table of
-two encoders is never averaged into one row."""
+"""The app tells the printed table's and the report's truth (issue 39, the app's side of cases 2, 4, 8, 12):
+no average across encoders, "blocks" and means as every other view counts them, rows scored with
+--allow-unpromptable marked and never ranked with promptable rows, and the random-same-country anchor of a
+block that is the only one of its country never called "same country".
+
+The leaderboard's numbers are checked against a plain loop over the rows and against
+``results.leaderboard_text``, on generated frames mixing NaN rows, partial rows, copied, repeating and
+unpromptable panels."""
 
 from __future__ import annotations
+
+import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -9,13 +18,191 @@ import pytest
 
 pytest.importorskip("gradio", reason="the app needs gradio (pip install -e '.[app]')")
 
-from geofidelity_bench.evaluation import RESULT_COLUMNS
+try:
+    from test_app import app_data  # noqa: F401  (the session's AppData of the demo benchmark)
+except ImportError:  # tests/ imported as a package
+    from tests.test_app import app_data  # noqa: F401
+
+from geofidelity_bench import caveats
+from geofidelity_bench.evaluation import METRIC_COLUMNS, RESULT_COLUMNS
+from geofidelity_bench.metrics.catalog import LEADERBOARD_METRIC_COLUMNS
+from geofidelity_bench.report import METHOD_LABELS
+
+ANCHORS = ("heldout_real", "random_same_country", "random_global")
+GENERATORS = ("sdxl", "flux_dev", "my_model")
+#: a value inside each score's range (docs/benchmark.md section 5), drawn per row
+RANGES = {"cos_sim": (0.0, 1.0), "mmd": (0.0, 0.5), "dcsf": (0.0, 0.6), "diversity_gap": (-0.2, 0.2),
+          "gaas": (0.0, 0.8), "mrr": (0.25, 1.0), "local_margin": (-0.3, 0.3), "strongest_margin": (-0.3, 0.3)}
 
 
 def _row(**values) -> dict:
     row = {c: np.nan for c in RESULT_COLUMNS}
     row.update(values)
     return row
+
+
+def mixed_results(seed: int) -> pd.DataFrame:
+    """A results table of one encoder over 7 blocks (one of them alone in its country): the three anchors
+    and three generators in two conditions, with all-NaN rows, rows missing some scores, copied panels,
+    repeating panels and (block, condition) pairs scored although unpromptable."""
+    rng = np.random.default_rng(seed)
+    blocks = {"it1": "IT", "it2": "IT", "se1": "SE", "se2": "SE", "se3": "SE", "de1": "DE", "fr1": "FR"}
+    chance = {b: (1 / n, float(np.mean([1 / k for k in range(1, n + 1)])))
+              for b, n in zip(blocks, rng.integers(3, 6, size=len(blocks)))}
+    unpromptable = {(b, c): rng.random() < 0.25 for b in blocks for c in ("L0", "L1")}
+    rows = []
+    for method in ANCHORS + GENERATORS:
+        for condition in (("anchor",) if method in ANCHORS else ("L0", "L1")):
+            for block, country in blocks.items():
+                scores = {c: float(rng.uniform(*RANGES.get(c, (0.0, 1.0)))) for c in METRIC_COLUMNS}
+                scores["retrieval_acc"] = float(rng.integers(0, 5)) / 4
+                fate = rng.random()
+                if fate < 0.12:  # a panel left too small: every score NaN
+                    scores = dict.fromkeys(METRIC_COLUMNS, np.nan)
+                elif fate < 0.3:  # some scores missing (no retrieval, no same-city negative, no GAAS)
+                    for c in rng.choice(METRIC_COLUMNS, size=int(rng.integers(1, 5)), replace=False):
+                        scores[str(c)] = np.nan
+                distinct = 4 if rng.random() < 0.75 else int(rng.integers(1, 4))
+                copied = float(rng.integers(1, 4)) if method not in ANCHORS and rng.random() < 0.12 else 0.0
+                flag = (1.0 if unpromptable[(block, condition)] else 0.0) if method not in ANCHORS else np.nan
+                rows.append(_row(method=method, condition=condition, block_id=block, city=block[:2], country=country,
+                                 n_generated=4.0, n_distinct=float(distinct), n_copied=copied, unpromptable=flag,
+                                 n_candidates=round(1 / chance[block][0]), chance_retrieval_acc=chance[block][0],
+                                 chance_mrr=chance[block][1], encoder="dinov2-base", **scores))
+    return pd.DataFrame(rows)
+
+
+def _finite(value) -> bool:
+    return value is not None and isinstance(value, float) and math.isfinite(value)
+
+
+def plain_summary(df: pd.DataFrame) -> list[dict]:
+    """The leaderboard's rows by a plain loop over the result rows, in their order: ranked rows best CosSim
+    first (NaN last, ties by method and condition), then rows with copied panels, then unpromptable rows."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in df.to_dict("records"):
+        unpromptable = _finite(r.get("unpromptable")) and r["unpromptable"] > 0
+        groups.setdefault((r["method"], r["condition"], unpromptable), []).append(r)
+    out = []
+    for (method, condition, unpromptable), rows in groups.items():
+        entry = {"method": method, "condition": condition, "unpromptable": unpromptable}
+        entry["blocks"] = len({r["block_id"] for r in rows
+                               if any(_finite(r[c]) for c in LEADERBOARD_METRIC_COLUMNS)})
+        for c in METRIC_COLUMNS:
+            values = [r[c] for r in rows if _finite(r[c])]
+            entry[c] = sum(values) / len(values) if values else float("nan")
+        with_retrieval = [r for r in rows if _finite(r["retrieval_acc"])]
+        for c in ("chance_retrieval_acc", "chance_mrr"):
+            values = [r[c] for r in with_retrieval if _finite(r[c])]
+            entry[c] = sum(values) / len(values) if values else float("nan")
+        entry["repeating"] = sum(1 for r in rows if r["n_distinct"] < r["n_generated"])
+        entry["copied"] = sum(1 for r in rows if _finite(r["n_copied"]) and r["n_copied"] > 0)
+        entry["tier"] = 2 if unpromptable else (1 if entry["copied"] else 0)
+        out.append(entry)
+    return sorted(out, key=lambda e: (e["tier"], not _finite(e["cos_sim"]),
+                                      -e["cos_sim"] if _finite(e["cos_sim"]) else 0.0, e["method"], e["condition"]))
+
+
+def _expected_notes(entry: dict) -> str:
+    marks = []
+    for mark, k in ((caveats.REPEATS_MARK, entry["repeating"]), (caveats.COPIED_MARK, entry["copied"])):
+        if k:
+            marks.append(mark + ("" if k == entry["blocks"] == 1 else f" ({k} of {entry['blocks']} blocks)"))
+    if entry["unpromptable"]:
+        marks.append(caveats.UNPROMPTABLE_MARK)
+    return "; ".join(marks)
+
+
+def printed_rows(text: str) -> list[dict[str, str]]:
+    """The rows of ``results.leaderboard_text`` as header -> cell (cells are separated by 2+ spaces)."""
+    lines = text.splitlines()
+    headers = re.split(r"\s{2,}", lines[0].strip())
+    rows = []
+    for line in lines[2:]:
+        if line.startswith("blocks:"):  # the legend under the table
+            break
+        cells = re.split(r"\s{2,}", line.strip())
+        assert len(cells) == len(headers), line
+        rows.append(dict(zip(headers, cells)))
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_app_leaderboard_is_a_plain_loop_and_the_printed_table(seed):
+    """Issue 39 cases 4 and 8: the app's summary rows, blocks, means, chance levels, marks and order are a
+    plain loop's over the rows and the printed table's (results.leaderboard_text) cell for cell."""
+    from geofidelity_bench.demo_app import results as lb
+    from geofidelity_bench.results import CHANCE_TEXT_COLUMNS, LEADERBOARD_COLUMNS, leaderboard_text
+
+    df = lb.check_results(mixed_results(seed), "results.csv")  # what an upload of this file gives the app
+    expected = plain_summary(df)
+    assert any(e["unpromptable"] for e in expected) and any(e["copied"] for e in expected)
+    assert any(e["blocks"] < 7 for e in expected if not e["unpromptable"])  # NaN rows cover no block
+
+    table = lb.leaderboard_table(df)
+    assert len(table) == len(expected)
+    assert table["#"].tolist() == list(range(1, len(expected) + 1))
+    for (_, got), want in zip(table.iterrows(), expected):
+        assert (got["method"], got["condition"]) == (METHOD_LABELS.get(want["method"], want["method"]),
+                                                      want["condition"])
+        assert got["blocks"] == want["blocks"]
+        assert got["notes"] == _expected_notes(want)
+        for col, header in lb.LEADERBOARD_METRICS + tuple(lb.CHANCE_COLUMNS.values()):
+            value = float(got[header])
+            assert (math.isnan(value) and math.isnan(want[col])) or value == pytest.approx(want[col], abs=1e-12), \
+                (want["method"], want["condition"], col)
+
+    # the printed table: the same rows in the same order, every shown number the same string
+    shown = lb.display_table(table)
+    printed = printed_rows(leaderboard_text(df))
+    assert len(printed) == len(shown)
+    text_header = dict(LEADERBOARD_COLUMNS + CHANCE_TEXT_COLUMNS)
+    app_header = dict(lb.LEADERBOARD_METRICS + tuple(lb.CHANCE_COLUMNS.values()))
+    for (_, app_row), text_row, want in zip(shown.iterrows(), printed, expected):
+        assert text_row["method"].split(" [")[0] == want["method"] and text_row["condition"] == want["condition"]
+        assert text_row["blocks"] == str(app_row["blocks"])
+        for col in app_header:
+            assert text_row[text_header[col]] == app_row[app_header[col]], (want["method"], col)
+        assert (f"[{caveats.UNPROMPTABLE_MARK}]" in text_row["method"]) == (caveats.UNPROMPTABLE_MARK in app_row["notes"])
+        assert (f"[{caveats.COPIED_MARK}]" in text_row["method"]) == (caveats.COPIED_MARK in app_row["notes"])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_unpromptable_rows_are_marked_and_after_every_promptable_row_in_every_order(seed):
+    """Issue 39 case 8: in the summary and the per-block view, whatever the sort, a row scored with
+    --allow-unpromptable carries the mark and comes after every promptable row (of its block, per block);
+    the notes under the table carry the legend."""
+    from geofidelity_bench.demo_app import results as lb
+
+    df = lb.check_results(mixed_results(seed))
+    unp = caveats.unpromptable_mask(df)
+    assert unp.any() and not unp.all()
+    for view in lb.VIEWS:
+        for sort_by in lb.SORT_CHOICES:
+            for best_first in (True, False):
+                table = lb.leaderboard_table(df, sort_by=sort_by, best_first=best_first, view=view)
+                marked = table["notes"].str.contains(caveats.UNPROMPTABLE_MARK, regex=False).to_numpy()
+                groups = [table] if view == lb.VIEWS[0] else [rows for _, rows in table.groupby("block_id")]
+                for rows in groups:
+                    m = rows["notes"].str.contains(caveats.UNPROMPTABLE_MARK, regex=False).to_numpy()
+                    assert not m[: int((~m).sum())].any(), (view, sort_by, best_first)
+                if view == lb.VIEWS[1]:  # one row per result row: the mark on exactly the unpromptable ones
+                    assert len(table) == len(df) and int(marked.sum()) == int(unp.sum())
+                    keyed = df.assign(_u=unp).set_index(["method", "condition", "block_id"])["_u"]
+                    labels = {METHOD_LABELS.get(m, m): m for m in df["method"]}
+                    for _, r in table.iterrows():
+                        assert keyed[(labels[r["method"]], r["condition"], r["block_id"])] == (
+                            caveats.UNPROMPTABLE_MARK in r["notes"])
+                else:
+                    summary_unp = {(e["method"], e["condition"]) for e in plain_summary(df) if e["unpromptable"]}
+                    assert int(marked.sum()) == len(summary_unp)
+                if view == lb.VIEWS[0] and sort_by != "method":  # copied rows after the ranked ones
+                    copied = table["notes"].str.contains(caveats.COPIED_MARK, regex=False).to_numpy() & ~marked
+                    ranked = ~copied & ~marked
+                    assert not ranked[int(ranked.sum()):].any()
+    notes = lb.leaderboard_notes(df)
+    assert caveats.UNPROMPTABLE_LEGEND in notes
+    assert caveats.UNPROMPTABLE_LEGEND not in lb.leaderboard_notes(df[~unp])
 
 
 def test_app_refuses_results_of_two_encoders_as_the_report_does(tmp_path):

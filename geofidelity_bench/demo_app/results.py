@@ -12,7 +12,7 @@ import pandas as pd
 
 from .. import caveats
 from ..errors import GeoFidelityError
-from ..evaluation import ANCHOR_PANEL_SIZE, METRIC_COLUMNS, RESULT_COLUMNS, summarize
+from ..evaluation import ANCHOR_PANEL_SIZE, METRIC_COLUMNS, RESULT_COLUMNS, leaderboard_summary
 from ..metrics.catalog import METRICS, heading
 from ..report import METHOD_LABELS
 from ..results import REQUIRED_COLUMNS, ResultsFolderError, check_encoders, encoders_of
@@ -140,17 +140,18 @@ def annotate_results(results: pd.DataFrame, benchmark=None) -> pd.DataFrame:
     return out
 
 
-def _notes(rows: pd.DataFrame) -> str:
-    """The marks of a group of result rows: how many repeat photos, how many hold copied images."""
-    n = len(rows)
-    repeats = sum(caveats.repeats_photos(g, d) for g, d in zip(rows.get("n_generated", [np.nan] * n),
-                                                                 rows.get("n_distinct", [np.nan] * n)))
-    copied = int(caveats.copied_mask(rows).sum())
+def _summary_notes(row: dict) -> str:
+    """The marks of one :func:`~geofidelity_bench.evaluation.leaderboard_summary` row, counted as the printed
+    table counts them (``results.leaderboard_text``): panels repeating photos and panels holding copied
+    images of the row's ``n_blocks`` blocks, and whether the row was scored although unpromptable."""
+    n = int(row["n_blocks"])
     marks = []
-    if repeats:
-        marks.append(caveats.REPEATS_MARK + ("" if n == 1 else f" ({repeats} of {n} blocks)"))
-    if copied:
-        marks.append(caveats.COPIED_MARK + ("" if n == 1 else f" ({copied} of {n} blocks)"))
+    counts = ((caveats.REPEATS_MARK, int(row["n_repeating"])), (caveats.COPIED_MARK, int(row["n_copied_panels"])))
+    for mark, k in counts:
+        if k:
+            marks.append(mark + ("" if k == n == 1 else f" ({k} of {n} blocks)"))
+    if row["unpromptable"]:
+        marks.append(caveats.UNPROMPTABLE_MARK)
     return "; ".join(marks)
 
 
@@ -178,6 +179,8 @@ def leaderboard_notes(results: pd.DataFrame) -> str:
     if mask.any():
         n_images = int(pd.to_numeric(results.loc[mask, "n_copied"], errors="coerce").sum())
         lines.append(f"**{caveats.copied_note(int(mask.sum()), n_images)}.**")
+    if caveats.unpromptable_mask(results).any():
+        lines.append(f"**{caveats.UNPROMPTABLE_LEGEND}.**")
     return "\n\n".join(lines)
 
 
@@ -207,12 +210,6 @@ def conditions_of(results: pd.DataFrame) -> list[str]:
     return [ALL_CONDITIONS] + sorted(map(str, results["condition"].unique()))
 
 
-def _round(frame: pd.DataFrame, columns) -> pd.DataFrame:
-    for col in columns:
-        frame[col] = frame[col].astype(float).round(3)
-    return frame
-
-
 def leaderboard_table(
     results: pd.DataFrame,
     *,
@@ -225,7 +222,11 @@ def leaderboard_table(
 
     ``sort_by`` is a header of :data:`LEADERBOARD_METRICS` (or a column name) or ``"method"``;
     "best" follows the metric's direction (lower first for MMD, DCSF and GAAS).
-    Rows of two encoders are refused (never averaged).
+
+    The summary view's rows and numbers are :func:`geofidelity_bench.evaluation.leaderboard_summary`'s,
+    as in the printed table and the report: "blocks" counts the blocks with a finite score, rows scored with
+    ``--allow-unpromptable`` are apart (marked, after every promptable row), rows with copied panels after
+    the ranked ones when sorted by a score. Rows of two encoders are refused (never averaged).
     """
     check_one_encoder(results)
     if condition and condition != ALL_CONDITIONS:
@@ -239,25 +240,29 @@ def leaderboard_table(
     if sort_col != "method" and sort_col not in dict(LEADERBOARD_METRICS):
         raise ResultsError(f"cannot sort by {sort_by!r}; choose one of {', '.join(SORT_CHOICES)}")
     metric_cols = [c for c, _ in LEADERBOARD_METRICS]
-    results = annotate_results(results) if any(c not in results for c, _ in CHANCE_COLUMNS.values()) else results
+    chance_cols = [c for c, _ in CHANCE_COLUMNS.values()]
+    results = annotate_results(results) if any(c not in results for c in chance_cols) else results
     if view == VIEWS[0]:
-        table = summarize(results, ["method", "condition"])[["method", "condition", "n_blocks", *metric_cols]]
-        table = table.rename(columns={"n_blocks": "blocks"})
-        groups = {key: rows for key, rows in results.groupby(["method", "condition"], sort=True, dropna=False)}
-        for score, (chance, _) in CHANCE_COLUMNS.items():
-            # the mean chance over the same blocks as the score's mean (rows where the score is finite)
-            table[chance] = [_finite_mean(groups[(m, c)], score, chance) for m, c in zip(table["method"], table["condition"])]
-        table[NOTES_HEADER] = [_notes(groups[(m, c)]) for m, c in zip(table["method"], table["condition"])]
+        # the one aggregation of every view (the printed table, the report's Table 10, the evaluate module):
+        # blocks with a finite score, NaN-skipping means, chance over the blocks with a retrieval score
+        summary = leaderboard_summary(results, sort_by=sort_col if sort_col in metric_cols else "cos_sim")
+        table = summary[["method", "condition", "n_blocks", *metric_cols, *chance_cols]].rename(
+            columns={"n_blocks": "blocks"})
+        table[NOTES_HEADER] = [_summary_notes(r) for r in summary.to_dict("records")]
+        unpromptable = summary["unpromptable"].astype(bool).to_numpy()
+        copied = (summary["n_copied_panels"] > 0).to_numpy()
     else:
         cols = ["method", "condition", "block_id"] + [c for c in ("city",) if c in results.columns] + metric_cols
-        table = results[cols + [c for c, _ in CHANCE_COLUMNS.values()]].copy()
+        table = results[cols + chance_cols].copy()
         repeats = [caveats.repeats_photos(g, d) for g, d in zip(results["n_generated"] if "n_generated" in results
                                                                  else [np.nan] * len(results), results["n_distinct"])]
-        copied = caveats.copied_mask(results).tolist()
-        table[NOTES_HEADER] = ["; ".join(m for m, on in ((caveats.REPEATS_MARK, r), (caveats.COPIED_MARK, c)) if on)
-                               for r, c in zip(repeats, copied)]
+        copied = caveats.copied_mask(results).to_numpy()
+        unpromptable = caveats.unpromptable_mask(results).to_numpy()
+        table[NOTES_HEADER] = ["; ".join(m for m, on in ((caveats.REPEATS_MARK, r), (caveats.COPIED_MARK, c),
+                                                          (caveats.UNPROMPTABLE_MARK, u)) if on)
+                               for r, c, u in zip(repeats, copied, unpromptable)]
     # each chance column right after its score; the marks right after the row's identity, where they are seen
-    order = [c for c in table.columns if c not in {ch for ch, _ in CHANCE_COLUMNS.values()} | {NOTES_HEADER}]
+    order = [c for c in table.columns if c not in set(chance_cols) | {NOTES_HEADER}]
     for score, (chance, _) in CHANCE_COLUMNS.items():
         order.insert(order.index(score) + 1, chance)
     order.insert(order.index(metric_cols[0]), NOTES_HEADER)
@@ -268,14 +273,15 @@ def leaderboard_table(
         ascending = not HIGHER_IS_BETTER.get(sort_col, True)
         if not best_first:
             ascending = not ascending
-    # a panel that copies the benchmark's photos never heads the table: ranked by a score, copied rows come last
-    copied_last = (table[NOTES_HEADER].str.contains(caveats.COPIED_MARK, regex=False)
-                   if sort_col != "method" and NOTES_HEADER in table else pd.Series(False, index=table.index))
-    table = (table.assign(_copied=copied_last)
-             .sort_values(["_copied", sort_col, "method", "condition"], ascending=[True, ascending, True, True],
+    # a panel that copies the benchmark's photos never heads the table: ranked by a score, copied rows come
+    # after the ranked ones; rows scored although unpromptable come after every promptable row, in any order
+    tier = np.where(unpromptable, 2, np.where(copied & (sort_col != "method"), 1, 0))
+    table = (table.assign(_tier=tier)
+             .sort_values(["_tier", sort_col, "method", "condition"], ascending=[True, ascending, True, True],
                           na_position="last", kind="mergesort")
-             .drop(columns="_copied"))
-    table = _round(table.reset_index(drop=True), metric_cols + [c for c, _ in CHANCE_COLUMNS.values()])
+             .drop(columns="_tier")
+             .reset_index(drop=True))
+    # the numbers stay unrounded: display_table formats them exactly as the printed table does
     if view == VIEWS[0]:
         table.insert(0, "#", np.arange(1, len(table) + 1))
     else:  # one row per block: the rows of a block together, ranked within their block (#1 is the block's best)
@@ -302,11 +308,6 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
     if NOTES_HEADER in out:
         out[NOTES_HEADER] = out[NOTES_HEADER].fillna("")
     return out
-
-
-def _finite_mean(rows: pd.DataFrame, score: str, column: str) -> float:
-    values = pd.to_numeric(rows[column], errors="coerce")[np.isfinite(rows[score].to_numpy(dtype=float))]
-    return float(values.mean()) if values.notna().any() else float("nan")
 
 
 def report_images(results: pd.DataFrame, run_info: dict | list[dict] | None = None,
