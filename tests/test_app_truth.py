@@ -229,3 +229,47 @@ def test_app_refuses_results_of_two_encoders_as_the_report_does(tmp_path):
     table = lb.leaderboard_table(one)
     assert table["blocks"].tolist() == [6]
     assert table["CosSim ↑"].iloc[0] == pytest.approx(np.mean([0.4 + 0.05 * i for i in range(6)]), abs=1e-12)
+
+
+def test_same_country_anchor_that_falls_back_is_never_called_same_country(app_data):
+    """Issue 39 case 12: Berlin is the demo's only German block, so its random-same-country anchor draws from
+    all other blocks; the leaderboard notes, the Explore tab and the Score tab say so (the note of
+    caveats.same_country_fallback_note) and never call it "same country" there; other blocks keep the name."""
+    from geofidelity_bench.demo_app import figures, results as lb
+    from geofidelity_bench.demo_app.texts import about_markdown, md_escape
+    from geofidelity_bench.demo_app.ui import _metadata_markdown, _scores_markdown
+    from geofidelity_bench.evaluation import anchor_panels
+
+    bench = app_data.benchmark
+    # by hand: the blocks alone in their country, and that their anchor really is drawn from other countries
+    alone = sorted(b.block_id for b in bench.blocks if sum(o.country == b.country for o in bench.blocks) == 1)
+    assert alone == ["berlin_am_lustgarten"]
+    panel = anchor_panels(bench)[("random_same_country", "anchor", "berlin_am_lustgarten")]
+    country = {r.reference_id: b.country for b in bench.blocks for r in bench.references_of(b.block_id)}
+    assert {country[r.reference_id] for r in panel} - {"DE"}
+    note = caveats.same_country_fallback_note(alone, len(bench.blocks))
+
+    assert md_escape(note) in lb.leaderboard_notes(app_data.results)
+    no_anchor = app_data.results[app_data.results["method"] != "random_same_country"]
+    assert "same-country" not in lb.leaderboard_notes(no_anchor)  # said where the anchor shows, only there
+
+    berlin, lund = _metadata_markdown(app_data, "berlin_am_lustgarten"), _metadata_markdown(app_data, "lund_seg1")
+    assert md_escape(note) in berlin and "random_same_country (all other blocks)" in berlin
+    assert "same-country" not in lund and "(all other blocks)" not in lund
+
+    from geofidelity_bench.demo_app.texts import anchor_labels
+
+    for block, falls_back in (("berlin_am_lustgarten", True), ("lund_seg2", False)):
+        photos = [*bench.heldout(block), *bench.gallery(block)][:2]
+        scored = app_data.score(block, [r.image_bytes for r in photos])
+        assert (scored.same_country_note == note) if falls_back else scored.same_country_note is None
+        md = _scores_markdown(scored)
+        assert ("random photos from the same country" in md) != falls_back
+        assert ("random photos from all other blocks" in md) == falls_back
+        assert (md_escape(note) in md) == falls_back
+        assert scored.as_json()["same_country_note"] == (note if falls_back else None)
+        fig = figures.anchor_figure(scored.row, scored.anchors, block_id=block,
+                                    labels=anchor_labels(falls_back, short=True))
+        ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+        assert ("same country = all blocks" in ticks) == falls_back and ("same country" in ticks) != falls_back
+    assert "of all other blocks when no other" in about_markdown()

@@ -136,9 +136,12 @@ ANCHOR_PLOT_METRICS = ("cos_sim", "mmd", "dcsf", "retrieval_acc", "mrr", "local_
 SIM_COLUMNS = SIMILARITY_COLUMNS
 
 
-def anchor_figure(yours: Mapping[str, float], anchors: Mapping[str, Mapping[str, float]], *, block_id: str):
-    """Your panel's scores next to the same block's real-image anchors."""
-    rows = [(YOURS, yours)] + [(ANCHOR_SHORT.get(m, m), v) for m, v in anchors.items()]
+def anchor_figure(yours: Mapping[str, float], anchors: Mapping[str, Mapping[str, float]], *, block_id: str,
+                  labels: Mapping[str, str] | None = None):
+    """Your panel's scores next to the same block's real-image anchors; ``labels``: each anchor's name on the
+    plot (default :data:`~geofidelity_bench.demo_app.texts.ANCHOR_SHORT`; ``texts.anchor_labels(..., short=True)``)."""
+    labels = ANCHOR_SHORT if labels is None else labels
+    rows = [(YOURS, yours)] + [(labels.get(m, m), v) for m, v in anchors.items()]
     names = [n for n, _ in rows]
     colors = ["#4C72B0"] + ["#AAAAAA", "#888888", "#666666"][: len(rows) - 1]
     fig = _figure(12.0, 5.6)

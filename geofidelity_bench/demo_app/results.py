@@ -17,6 +17,7 @@ from ..metrics.catalog import METRICS, heading
 from ..report import METHOD_LABELS
 from ..results import REQUIRED_COLUMNS, ResultsFolderError, check_encoders, encoders_of
 from ..stats import HIGHER_IS_BETTER
+from .texts import md_escape
 
 ALL_CONDITIONS = "all conditions"
 VIEWS = ("mean per method and condition", "one row per block")
@@ -181,7 +182,19 @@ def leaderboard_notes(results: pd.DataFrame) -> str:
         lines.append(f"**{caveats.copied_note(int(mask.sum()), n_images)}.**")
     if caveats.unpromptable_mask(results).any():
         lines.append(f"**{caveats.UNPROMPTABLE_LEGEND}.**")
+    note = same_country_note(results)
+    if note:  # block ids of an uploaded file: shown literally
+        lines.append(f"**{md_escape(note)}.**")
     return "\n\n".join(lines)
+
+
+def same_country_note(results: pd.DataFrame) -> str | None:
+    """What the random-same-country anchor is on the blocks whose country has no other block
+    (:func:`geofidelity_bench.caveats.same_country_fallback_note`), when ``results`` show that anchor."""
+    if "method" not in results or not (results["method"].astype(str) == "random_same_country").any():
+        return None
+    blocks = caveats.same_country_fallback_blocks(results)
+    return caveats.same_country_fallback_note(blocks, int(results["block_id"].nunique()))
 
 
 def provenance_text(run_info: dict | None, own_info: dict) -> str:

@@ -98,6 +98,9 @@ class PanelScore:
     near_copies: list[dict[str, Any]] = field(default_factory=list)
     #: the copy audit of every uploaded image (:func:`~geofidelity_bench.near_copies.audit_panels`)
     copy_audit: list[dict[str, Any]] = field(default_factory=list)
+    #: when the block is the only one of its country: what its random-same-country anchor is
+    #: (:func:`geofidelity_bench.caveats.same_country_fallback_note`); None otherwise
+    same_country_note: str | None = None
 
     @property
     def n_candidates(self) -> int:
@@ -162,6 +165,7 @@ class PanelScore:
             "anchors": {m: {k: finite_or_none(v) for k, v in r.items()} for m, r in self.anchors.items()},
             "nan_reasons": self.nan_reasons,
             "copy_audit": self.copy_audit,
+            "same_country_note": self.same_country_note,
         }
 
 
@@ -298,6 +302,20 @@ class AppData:
 
         return thin_anchor_blocks(self.anchor_results)
 
+    def same_country_fallback_blocks(self) -> list[str]:
+        """The blocks that are the only one of their country: their random-same-country anchor draws from all
+        other blocks (:func:`geofidelity_bench.caveats.same_country_fallback_blocks` on the startup anchors)."""
+        from ..caveats import same_country_fallback_blocks
+
+        return same_country_fallback_blocks(self.anchor_results)
+
+    def same_country_note(self, block_id: str) -> str | None:
+        """What the block's random-same-country anchor is when it falls back to all other blocks, else None."""
+        from ..caveats import same_country_fallback_note
+
+        blocks = self.same_country_fallback_blocks()
+        return same_country_fallback_note(blocks, len(self.benchmark.blocks)) if block_id in blocks else None
+
     def anchors_of(self, block_id: str) -> dict[str, dict[str, float]]:
         """Anchor method -> its result row (metric columns) for ``block_id``."""
         df = self.anchor_results
@@ -341,7 +359,8 @@ class AppData:
         row["n_copied"] = float(sum(r["flagged"] for r in audit)) if self.pool is not None else float("nan")
         return PanelScore(block_id=block_id, names=names, row=row, retrieval=ret, candidates=candidates,
                           anchors=self.anchors_of(block_id), nan_reasons=reasons,
-                          near_copies=[r for r in audit if r["flagged"]], copy_audit=audit)
+                          near_copies=[r for r in audit if r["flagged"]], copy_audit=audit,
+                          same_country_note=self.same_country_note(block_id))
 
     def photo(self, photo_id: str):
         """The benchmark photo (a reference or a world-pool photo) with this id, for showing a matched copy."""

@@ -39,6 +39,22 @@ ANCHOR_SHORT: dict[str, str] = {
     "random_same_country": "same country",
     "random_global": "global",
 }
+#: The random-same-country anchor of a block that is the only one of its country: its photos come from all
+#: other blocks (docs/benchmark.md section 6), so it is never called "same country" there
+#: (:func:`geofidelity_bench.caveats.same_country_fallback_note` says why).
+FALLBACK_ANCHOR_LABELS: dict[str, str] = {
+    "random_same_country": "random photos from all other blocks",
+}
+FALLBACK_ANCHOR_SHORT: dict[str, str] = {"random_same_country": "same country = all blocks"}
+
+
+def anchor_labels(same_country_fallback: bool, short: bool = False) -> dict[str, str]:
+    """How to call each anchor of a block in a sentence (``short``: on a plot); ``same_country_fallback``: the
+    block is the only one of its country, so its random-same-country anchor draws from all other blocks."""
+    labels = dict(ANCHOR_SHORT if short else ANCHOR_LABELS)
+    if same_country_fallback:
+        labels.update(FALLBACK_ANCHOR_SHORT if short else FALLBACK_ANCHOR_LABELS)
+    return labels
 
 
 def score_label(info: ScoreInfo) -> str:
@@ -131,8 +147,11 @@ def margin_sentence(value: float, *, local: bool) -> str:
     return f"exactly as close to {other} as to the target"
 
 
-def anchor_comparison(key: str, value: float, anchors: Mapping[str, float]) -> str:
-    """Where ``value`` sits among this block's real-image anchors (better than / worse than)."""
+def anchor_comparison(key: str, value: float, anchors: Mapping[str, float],
+                      labels: Mapping[str, str] | None = None) -> str:
+    """Where ``value`` sits among this block's real-image anchors (better than / worse than); ``labels``:
+    how to call each anchor (default :data:`ANCHOR_LABELS`; :func:`anchor_labels` for the block)."""
+    labels = ANCHOR_LABELS if labels is None else labels
     info = SCORE_BY_KEY.get(key)
     if info is None or info.higher_is_better is None or is_missing(value):
         return ""
@@ -142,7 +161,7 @@ def anchor_comparison(key: str, value: float, anchors: Mapping[str, float]) -> s
     better, worse = [], []
     for method, ref in sorted(known.items(), key=lambda kv: kv[1], reverse=not info.higher_is_better):
         beats = value >= ref if info.higher_is_better else value <= ref
-        (better if beats else worse).append(f"{ANCHOR_LABELS.get(method, method)} ({ref:.3f})")
+        (better if beats else worse).append(f"{labels.get(method, method)} ({ref:.3f})")
     parts = []
     if better:
         parts.append("as good as or better than " + _join(better))
@@ -276,7 +295,8 @@ Formulas, as in the metric card:
 
 Every table carries three reference points, scored exactly like a generator with panels of 4 real
 photos: **held-out real** (the block's own held-out photos: what a perfect generator could reach),
-**random same country** (photos of other blocks in the same country) and **random global** (photos
+**random same country** (photos of other blocks in the same country; of all other blocks when no other
+block shares the block's country, where it says nothing about the country) and **random global** (photos
 of any other block). A generator that scores like *random global* draws a generic street; one
 that approaches *held-out real* draws the block.
 

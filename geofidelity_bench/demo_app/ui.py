@@ -34,6 +34,7 @@ from .texts import (  # noqa: E402
     SCORES,
     about_markdown,
     anchor_comparison,
+    anchor_labels,
     chance_phrase,
     fmt,
     md_escape,
@@ -256,8 +257,11 @@ def _anchor_lines(data: AppData, block_id: str, anchors: dict) -> list[str]:
     n_distinct = len(set(candidates.values()))
     lines = ["", f"**Real-image anchors of this block** (encoder `{data.encoder.name}`):", "",
              "| anchor | " + " | ".join(heading(c) for c in shown) + " |", "| --- " * (len(shown) + 1) + "|"]
+    same_country = data.same_country_note(block_id)
     for method, row in anchors.items():
         mark = f" {caveats.REPEATS_MARK}" if method == caveats.HELDOUT_METHOD and block_id in thin else ""
+        if method == "random_same_country" and same_country:
+            mark += " (all other blocks)"
         lines.append(f"| {method}{mark} | " + " | ".join(
             fmt(row[c], signed=c == "local_margin") for c in shown) + " |")
     lines += ["", f"Retrieval accuracy: {chance_phrase(chance_acc, len(candidates), n_distinct)}; "
@@ -269,6 +273,8 @@ def _anchor_lines(data: AppData, block_id: str, anchors: dict) -> list[str]:
     note = caveats.thin_anchor_note(len(thin), len(data.benchmark.blocks))
     if note:
         lines += ["", f"*{note}.*"]
+    if same_country and "random_same_country" in anchors:
+        lines += ["", f"*{md_escape(same_country)}.*"]
     return lines
 
 
@@ -333,12 +339,15 @@ def _scores_markdown(score) -> str:
         "| --- | --- | --- | --- |",
     ]
     anchors = {m: r.get for m, r in score.anchors.items()}
+    labels = anchor_labels(bool(score.same_country_note))
     for info in SCORES:
         value = row.get(info.key)
-        versus = anchor_comparison(info.key, value, {m: get(info.key) for m, get in anchors.items()})
+        versus = anchor_comparison(info.key, value, {m: get(info.key) for m, get in anchors.items()}, labels)
         signed = info.key in ("local_margin", "strongest_margin", "diversity_gap")
         lines.append(f"| {score_label(info)} | {fmt(value, signed=signed)} | {readings[info.key]} | "
                      f"{versus or '–'} |")
+    if score.same_country_note and "random_same_country" in score.anchors:
+        lines += ["", f"*{md_escape(score.same_country_note)}.*"]
     return "\n".join(lines)
 
 
@@ -411,7 +420,8 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                  for i, (u, row) in enumerate(zip(uploads, result.ranking_rows()), start=1)]
         written = answers.write(session, "score", pairs + shown)  # one folder per answer, deleted at the next
         pairs, shown = written[:len(pairs)], written[len(pairs):]
-        fig = figures.anchor_figure(result.row, result.anchors, block_id=block_id)
+        fig = figures.anchor_figure(result.row, result.anchors, block_id=block_id,
+                                    labels=anchor_labels(bool(result.same_country_note), short=True))
         return (status, warning, gr.Gallery(value=pairs, visible=bool(pairs)), _scores_markdown(result), ranking,
                 shown, fig, result.as_json())
 
