@@ -105,6 +105,8 @@ class Context:
         for col in (*CHANCE_COLUMNS, *PANEL_COLUMNS):
             if col not in df.columns:
                 df[col] = np.nan
+        # 1.0 for a panel scored with --allow-unpromptable (caveats.unpromptable_mask; NaN or absent: not)
+        df["unpromptable"] = caveats.unpromptable_mask(df).to_numpy(dtype=float)
         dup_in_run = df.duplicated(["run", "method", "condition", "block_id"], keep=False)
         if dup_in_run.any():
             ex = df.loc[dup_in_run, ["method", "condition", "block_id"]].iloc[0].tolist()
@@ -134,10 +136,10 @@ class Context:
         if unknown:
             self.notes.append(f"condition(s) {unknown} are not prompt conditions of the benchmark: their rows are shown "
                               "in the table 'Extra conditions' only")
-        self.raw = df[df["condition"].isin(known)].copy()
+        raw = df[df["condition"].isin(known)].copy()
         metric_cols = list(stats.METRIC_COLUMNS)
         first_cols = [c for c in ("city", "country", "stratum", "encoder") if c in df.columns]
-        units = _units(self.raw, metric_cols, first_cols)
+        units = _units(raw, metric_cols, first_cols)
         # A row without a single finite score (a panel left with < 2 images) covers no block.
         empty = ~np.isfinite(units[metric_cols].to_numpy(dtype=float)).any(axis=1)
         if empty.any():
@@ -145,7 +147,19 @@ class Context:
                               units.loc[empty, ["method", "condition", "block_id"]].head(5).itertuples(index=False))
             self.notes.append(f"{int(empty.sum())} row(s) have no finite score (e.g. {shown}): they count as no block "
                               "in any table")
-        self.units = units[~empty].reset_index(drop=True)
+        # Panels scored with --allow-unpromptable: no prompt of the benchmark could have made them, so
+        # they are split off every frame a table ranks or compares (Table 10 lists them apart, marked).
+        refused = units["unpromptable"].to_numpy(dtype=float) > 0
+        #: (method, condition, block) means of the panels scored although the benchmark refuses their prompt
+        self.unpromptable_units = units[refused & ~empty].reset_index(drop=True)
+        self.units = units[~refused & ~empty].reset_index(drop=True)
+        keys = ["method", "condition", "block_id"]
+        refused_keys = pd.MultiIndex.from_frame(units.loc[refused, keys]) if refused.any() else None
+        self.raw = (raw[~pd.MultiIndex.from_frame(raw[keys]).isin(refused_keys)].copy() if refused_keys is not None
+                    else raw)
+        note = unpromptable_note(self.unpromptable_units)
+        if note:
+            self.notes.append(note)
         #: (method, condition, block) means of the rows whose condition is an extra (user-declared) one.
         self.extra_units = _units(df[~df["condition"].isin(known)], metric_cols, first_cols)
         self.generated = self.units[self.units["condition"].isin(CONDITIONS)]
@@ -202,9 +216,28 @@ def _units(frame: pd.DataFrame, metric_cols: list[str], first_cols: list[str]) -
     grouped = frame.groupby(["method", "condition", "block_id"], sort=True, dropna=False)
     units = grouped[metric_cols + list(CHANCE_COLUMNS)].mean()
     units = units.join(grouped[["n_generated", "n_copied"]].max()).join(grouped[["n_distinct"]].min())
+    if "unpromptable" in frame.columns:  # unpromptable in any of its scorings
+        units = units.join(grouped[["unpromptable"]].max())
     if first_cols:
         units = units.join(grouped[first_cols].first())
     return units.reset_index()
+
+
+def unpromptable_text(frame: pd.DataFrame) -> str:
+    """``"tiny under L1 (3 block(s)), sdxl under L2 (1 block(s))"``: the (method, condition) of ``frame``'s units."""
+    if frame.empty:
+        return ""
+    counts = frame.groupby(["method", "condition"], sort=True)["block_id"].nunique()
+    return ", ".join(f"{method_label(m)} under {c} ({int(n)} block(s))" for (m, c), n in counts.items())
+
+
+def unpromptable_note(frame: pd.DataFrame) -> str | None:
+    """What the report does with the units of ``frame`` scored with --allow-unpromptable (None when none)."""
+    if frame.empty:
+        return None
+    return (f"{caveats.UNPROMPTABLE_MARK}: {unpromptable_text(frame)} scored with --allow-unpromptable although the "
+            "benchmark has no prompt of that condition for those blocks: listed apart (marked, never bold, never "
+            "ranked) in Table 10 and left out of every other table")
 
 
 def _repeated_anchor_notes(df: pd.DataFrame) -> list[str]:
@@ -269,9 +302,13 @@ def is_copied(frame: pd.DataFrame) -> bool:
 
 
 def marks(frame: pd.DataFrame) -> str:
-    """The copied and repeating-photos marks of the units ``frame`` behind a row ("" when none)."""
+    """The unpromptable, copied and repeating-photos marks of the units ``frame`` behind a row ("" when none)."""
     n = int(frame["block_id"].nunique()) if not frame.empty else 0
     out = []
+    refused = (int(frame.loc[frame["unpromptable"].to_numpy(dtype=float) > 0, "block_id"].nunique())
+               if not frame.empty and "unpromptable" in frame.columns else 0)
+    if refused:
+        out.append(caveats.UNPROMPTABLE_MARK + (f" in {refused} of {n} blocks" if refused < n else ""))
     panels, _ = copied_count(frame)
     if panels:
         out.append(f"{caveats.COPIED_MARK} in {panels} of {len(frame)} panels")

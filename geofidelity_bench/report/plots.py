@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics.catalog import METRICS, heading
-from ..caveats import COPIED_MARK, FEWER_BLOCKS_MARK, fewer_blocks_note
+from ..caveats import COPIED_MARK, FEWER_BLOCKS_MARK, UNPROMPTABLE_MARK, fewer_blocks_note
 from .context import HIERARCHY_COLUMNS, confidence_label, method_label
 
 
@@ -68,6 +68,7 @@ PLOT_CAPTIONS = plot_captions()
 #: The chance column of each retrieval metric: a dashed line on every retrieval plot.
 CHANCE_OF = {"retrieval_acc": "chance_retrieval_acc", "mrr": "chance_mrr"}
 COPIED_EDGE = "#8B0000"
+UNPROMPTABLE_EDGE = "#555555"
 
 _MIN_FONT = 8  # points; at the figures' 100 dpi about 11 px
 
@@ -82,13 +83,18 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
     names = ["Generator mean" if g == "generator_mean" else method_label(m)
              for g, m in zip(table["group"], table["method"])]
     marked = table["marks"] if "marks" in table.columns else [""] * n
+    caveat = table["caveat"].fillna("") if "caveat" in table.columns else [""] * n
+    # rows scored with --allow-unpromptable are compared with nothing: neither the most blocks nor a mark of fewer
+    refused = (table["unpromptable"].fillna(False).astype(bool).tolist() if "unpromptable" in table.columns
+               else [False] * n)
     n_blocks = table["n_blocks"].to_numpy(dtype=float)
-    n_most = int(np.nanmax(n_blocks)) if np.isfinite(n_blocks).any() else 0
-    fewer = [bool(np.isfinite(b) and b < n_most) for b in n_blocks]
+    counted = n_blocks[~np.array(refused, dtype=bool)]
+    n_most = int(np.nanmax(counted)) if np.isfinite(counted).any() else 0
+    fewer = [bool(np.isfinite(b) and b < n_most and not u) for b, u in zip(n_blocks, refused)]
     labels = [f"{name} ({int(b)} block{'s' if int(b) != 1 else ''})"
               + (f"\n{fewer_blocks_note(int(b), n_most)}" if few else "")
-              + (f"\n{mk}" if mk else "")
-              for name, b, mk, few in zip(names, table["n_blocks"], marked, fewer)]
+              + (f"\n{mk}" if mk else "") + (f"\n{cv}" if cv else "")
+              for name, b, mk, few, cv in zip(names, table["n_blocks"], marked, fewer, caveat)]
     copied = [int(c) > 0 for c in table["n_copied_panels"]] if "n_copied_panels" in table.columns else [False] * n
     label_w = 0.065 * max(len(line) for x in labels for line in x.split("\n"))
     fig = _figure(max(7.0, 1.2 + label_w + 2.3 * len(metrics)), 1.8 + 0.4 * n)
@@ -101,12 +107,17 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
         err = np.vstack([np.where(np.isfinite(lo), v - lo, 0), np.where(np.isfinite(hi), hi - v, 0)])
         bars = ax.barh(y, np.nan_to_num(v), xerr=err, color=[GROUP_STYLES.get(g, GROUP_STYLES["generator"])[0]
                                                             for g in table["group"]], capsize=2, ecolor="black")
-        for bar, is_copy, few in zip(bars, copied, fewer):
+        for bar, is_copy, few, no_prompt in zip(bars, copied, fewer, refused):
             if is_copy:  # a copy of the benchmark's own photos: hatched, never read as a model's result
                 bar.set_hatch("///")
                 bar.set_edgecolor(COPIED_EDGE)
             if few:  # over fewer blocks than the others: faded, and marked in its label
                 bar.set_alpha(0.45)
+            if no_prompt:  # no prompt of the benchmark could make the panel: dotted, faded, marked in its label
+                bar.set_hatch("..")
+                bar.set_edgecolor(UNPROMPTABLE_EDGE)
+                bar.set_alpha(0.45)
+                bar.set_gid("unpromptable")
         for yi, vi in zip(y, v):  # a bar of length 0 and a missing value both draw nothing: say which
             if not np.isfinite(vi) or vi == 0:
                 ax.text(0, yi, " n/a" if not np.isfinite(vi) else " 0.00", va="center", ha="left",
@@ -136,6 +147,9 @@ def plot_leaderboard(table: pd.DataFrame, path: Path, metric_na: Mapping[str, st
     if any(fewer):
         handles.append(Patch(color=GROUP_STYLES["generator"][0], alpha=0.45,
                              label=f"{FEWER_BLOCKS_MARK} than the {n_most} of the others: not comparable"))
+    if any(refused):
+        handles.append(Patch(facecolor="white", edgecolor=UNPROMPTABLE_EDGE, hatch="..",
+                             label=f"{UNPROMPTABLE_MARK}: no prompt of the benchmark, never ranked"))
     if any(c in table.columns and np.isfinite(table[c].to_numpy(dtype=float)).any() for c in CHANCE_OF.values()):
         handles.append(Line2D([], [], color="#C44E52", linestyle="dashed", label="chance level (random order)"))
     ncol = min(len(handles), 3)
@@ -198,7 +212,8 @@ def plot_cos_sim_by_condition(table: pd.DataFrame, conditions: Sequence[str], pa
         if np.isfinite(a["cos_sim"]):
             colour, dash = anchor_styles.get(a["method"], ("#999999", ":"))
             ax.axhline(a["cos_sim"], color=colour, linestyle=dash, linewidth=1.2, zorder=1, gid="anchor",
-                       label=f"{a['label']} (anchor, {a['n_blocks']} blocks)")
+                       label=f"{a['label']} (anchor, {a['n_blocks']} blocks)"
+                       + (f"\n{a['caveat']}" if a.get("caveat") else ""))
             lows.append(min(a["cos_sim"], 0.0))
     if any_fewer:
         from matplotlib.lines import Line2D
@@ -237,6 +252,8 @@ def plot_hierarchy(table: pd.DataFrame, path: Path, *, confidence: float = 0.95)
     x = np.arange(len(cols))
     top = 0.0
     n_most = max(len(q["blocks"]) for q in sets)
+    # the reference: the first query set over the most blocks (Held-out Real where it has them)
+    ref = next(q for q in sets if len(q["blocks"]) == n_most)
     for i, q in enumerate(sets):
         v = np.array([q[c] for c in cols], dtype=float)
         lo = np.array([q[f"{c}_ci_low"] for c in cols], dtype=float)
@@ -244,8 +261,7 @@ def plot_hierarchy(table: pd.DataFrame, path: Path, *, confidence: float = 0.95)
         err = np.vstack([np.where(np.isfinite(lo), v - lo, 0), np.where(np.isfinite(hi), hi - v, 0)])
         xs = x + (i - (n - 1) / 2) * width
         nb = len(q["blocks"])
-        label = f"{q['label']}: {nb} block{'s' if nb != 1 else ''}" + (
-            f" ({fewer_blocks_note(nb, n_most)})" if nb < n_most else "")
+        label = f"{q['label']}: {nb} block{'s' if nb != 1 else ''}" + _against(q, ref, n_most)
         bars = ax.bar(xs, np.nan_to_num(v), width, yerr=err, capsize=3, ecolor="black", label=label)
         colour = bars.patches[0].get_facecolor()
         for xi, vi in zip(xs, v):
@@ -270,6 +286,23 @@ def plot_hierarchy(table: pd.DataFrame, path: Path, *, confidence: float = 0.95)
     fig.text(0.01, 0.01, foot, fontsize=_MIN_FONT, ha="left", va="bottom", wrap=True, gid="footnote")
     fig.tight_layout(rect=(0, 0.09, 1, 1))
     return _save(fig, path, layout=False)
+
+
+def _against(q: Mapping, ref: Mapping, n_most: int) -> str:
+    """What a hierarchy query set's blocks are beside the reference set's (its legend's parenthesis, or "")."""
+    if q is ref:
+        return ""
+    mine, theirs = set(q["blocks"]), set(ref["blocks"])
+    name = str(ref["label"]).split(" (")[0]
+    common = len(mine & theirs)
+    if mine and not common:
+        return f" ({FEWER_BLOCKS_MARK}: no block in common with {name}'s {len(theirs)}, not comparable)" if len(
+            mine) < n_most else f" (no block in common with {name}'s {len(theirs)}, not comparable)"
+    if len(mine) < n_most:
+        return f" ({fewer_blocks_note(len(mine), n_most)})"
+    if mine != theirs:
+        return f" ({common} of its {len(mine)} blocks in common with {name}'s, not comparable)"
+    return ""
 
 
 def plot_city_heatmap(table: pd.DataFrame, path: Path) -> str | None:

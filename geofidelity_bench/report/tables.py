@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,7 @@ from .context import (
     method_label,
     method_means,
     repeats_count,
+    unpromptable_text,
 )
 
 
@@ -85,9 +86,10 @@ def _fmt_ci(est: Any, lo: Any, hi: Any, digits: int = 3, signed: bool = True) ->
 
 
 def _fmt_p(p: Any) -> str:
+    """Every p-value of the report in one format: three decimals (``0.078``, ``1.000``), ``<0.001`` below."""
     if not _finite(p):
         return "n/a"
-    return f"{float(p):.2g}" if p >= 1e-3 else f"{float(p):.1e}"
+    return "<0.001" if float(p) < 0.001 else f"{float(p):.3f}"
 
 
 def _finite(x: Any) -> bool:
@@ -158,10 +160,57 @@ def table_hierarchy(ctx: Context) -> Table:
     headers = ["Query set", *(METRIC_LABELS[c] for c in cols), "Blocks"]
     body = [[r["query_set"], *(_fmt(r[c]) for c in cols), _fmt(r["n_blocks"])] for r in rows]
     t.markdown = _md_table(headers, body)
-    _note_unequal_blocks(t, [held, gen], columns=cols)
+    shown = pd.concat([held, gen])
+    gaps = _column_gaps(shown, cols)
+    _note_unequal_blocks(t, [held, gen], columns=cols, per_column=bool(gaps))
+    t.notes += gaps
     _note_thin_anchor(t, held)
-    _note_same_neighborhood(t, ctx, pd.concat([held, gen]), ["sim_same_neighborhood"])
+    _note_same_neighborhood(t, ctx, shown, ["sim_same_neighborhood"])
+    _note_unpromptable_left_out(t, ctx, [MAIN_CONDITION])
     return t
+
+
+#: The negatives a column needs (a block without any of them has no value): the same-city alternatives of
+#: the local margin are its same-neighborhood and same-city negatives.
+_NEEDS_NEGATIVES = {"local_margin": ("same_neighborhood", "same_city")}
+
+
+def _column_gaps(frame: pd.DataFrame, cols: Sequence[str]) -> list[str]:
+    """One note per set of blocks that some shown columns lack: those columns average fewer blocks than the
+    rows cover. A block lacks a column where it has no value on any row of ``frame``; the reason is the
+    missing negative where there is one (caveats.missing_negative_blocks). Columns without any value (n/a
+    throughout, e.g. GAAS without a segmenter) are not counted."""
+    cols = [c for c in cols if c in frame.columns]
+    if frame.empty or not cols:
+        return []
+    values = frame[cols].to_numpy(dtype=float)
+    covered = frame[np.isfinite(values).any(axis=1)]
+    n_all = int(covered["block_id"].nunique())
+    has = covered.assign(**{c: np.isfinite(covered[c].to_numpy(dtype=float)) for c in cols}).groupby("block_id")[
+        cols].any()
+    gaps: dict[tuple[str, ...], list[str]] = {}
+    for c in cols:
+        if not has[c].any():
+            continue
+        blocks = tuple(sorted(map(str, has.index[~has[c].to_numpy()])))
+        if blocks:
+            gaps.setdefault(blocks, []).append(c)
+    notes = []
+    for blocks, columns in gaps.items():
+        roles: list[str] = []
+        for c in columns:
+            needs = ((c.removeprefix("sim_"),) if c.startswith("sim_") and c != "sim_target"
+                     else _NEEDS_NEGATIVES.get(c, ()))
+            if needs and all(set(blocks) <= set(caveats.missing_negative_blocks(covered, r)) for r in needs):
+                roles += [r for r in needs if r not in roles]
+            else:
+                roles = []
+                break
+        why = (f"no {' or '.join(r.replace('_', '-') for r in roles)} negative" if roles else "no value there")
+        notes.append(f"{' and '.join(METRIC_LABELS[c] for c in columns)}: every row averages at most "
+                     f"{n_all - len(blocks)} of the {n_all} block(s): {_block_list(blocks)} "
+                     f"{'has' if len(blocks) == 1 else 'have'} {why}")
+    return notes
 
 
 def _note_same_neighborhood(t: Table, ctx: Context, frame: pd.DataFrame, columns: Sequence[str]) -> None:
@@ -251,11 +300,21 @@ def table_cos_sim_by_condition(ctx: Context) -> Table:
         _note_unequal_blocks(t, [gen[gen["condition"] == cond]], columns=["cos_sim"], where=f"under {cond}")
     _note_copied_left_out(t, gen)
     _note_interval(t, ctx, gen, ["cos_sim"])
+    _note_unpromptable_left_out(t, ctx)
+    fallback_blocks, n_country_blocks = _same_country_fallback(ctx, anchors)
+    if fallback_blocks:  # cos_sim_by_condition.png draws the random-same-country anchor
+        t.notes.append(caveats.same_country_fallback_note(fallback_blocks, n_country_blocks))
+        for a in t.data.attrs["anchors"]:
+            if a["method"] == "random_same_country":
+                a["caveat"] = f"no other block of its country on {len(fallback_blocks)} of {n_country_blocks}"
     return t
 
 
 def _note_left_out(t: Table, ctx: Context, shown: set) -> None:
-    """Names the evaluated generators a main-condition table leaves out (they have no L1 rows)."""
+    """Names the evaluated generators a main-condition table leaves out (they have no L1 rows; one with only
+    unpromptable L1 rows is named by the unpromptable note instead)."""
+    refused = ctx.unpromptable_units
+    shown = set(shown) | set(refused.loc[refused["condition"] == MAIN_CONDITION, "method"])
     for method in sorted(set(ctx.generated["method"]) - shown):
         conds = sorted(set(ctx.generated.loc[ctx.generated["method"] == method, "condition"]),
                        key=list(CONDITIONS).index)
@@ -264,12 +323,13 @@ def _note_left_out(t: Table, ctx: Context, shown: set) -> None:
 
 
 def _note_unequal_blocks(t: Table, frames: Sequence[pd.DataFrame], what: str = "rows",
-                         columns: Sequence[str] | None = None, where: str = "") -> None:
+                         columns: Sequence[str] | None = None, where: str = "", per_column: bool = False) -> None:
     """States the blocks the rows of ``t`` average over, and flags rows over different block sets.
 
     ``frames``: the unit rows (``method``, ``block_id``) behind the table's rows; ``columns``: the
     metrics the table shows (a unit counts as a block only where one of them is finite; default:
-    every metric); ``where``: which part of the table the note is about (``"under L0"``).
+    every metric); ``where``: which part of the table the note is about (``"under L0"``);
+    ``per_column``: some columns average fewer blocks than the rows cover (another note says which).
     """
     cols = list(columns) if columns is not None else list(stats.METRIC_COLUMNS)
     kept = []
@@ -288,7 +348,9 @@ def _note_unequal_blocks(t: Table, frames: Sequence[pd.DataFrame], what: str = "
     prefix = f"{where}: " if where else ""
     if sets.nunique() == 1:
         if not where:
-            t.notes.append(f"every {what[:-1]} averages the same {len(sets.iloc[0])} block(s)")
+            t.notes.append(f"every {what[:-1]} covers the same {len(sets.iloc[0])} block(s); a column averages "
+                           "the blocks where it has a value (below)" if per_column else
+                           f"every {what[:-1]} averages the same {len(sets.iloc[0])} block(s)")
         return
     common = frozenset.intersection(*sets.to_list())
     sizes = ", ".join(f"{method_label(m)} {len(b)}" for m, b in sets.items())
@@ -391,11 +453,14 @@ def table_prompt_deltas(ctx: Context) -> Table:
     headers = ["Comparison", "Metric", f"Matched delta ({ctx.pct()} CI)", "Positives", "Wilcoxon p",
                f"City-balanced delta ({ctx.pct()} CI)", "Cities with positive delta"]
     body = []
+    # a row without a delta is not printed: one note per comparison and reason names its metrics
+    no_delta: dict[tuple[str, str], list[str]] = {}
     for _, r in data.iterrows():
         label = heading(r["metric"])
         if not _finite(r.get("delta")):
-            body.append([r["comparison"], label, "n/a", "n/a", "n/a", "n/a", "n/a"])
-            t.notes.append(f"{r['comparison']} {r['metric']}: {r.get('note')}")
+            reason = str(r.get("note"))
+            reason = reason[len(f"{r['metric']}: "):] if reason.startswith(f"{r['metric']}: ") else reason
+            no_delta.setdefault((r["comparison"], reason), []).append(METRIC_LABELS[r["metric"]])
             continue
         cities = (f"{int(r['n_cities_positive'])} / {int(r['n_cities'])}" if _finite(r.get("n_cities")) else "n/a")
         body.append([
@@ -406,10 +471,18 @@ def table_prompt_deltas(ctx: Context) -> Table:
             _fmt_ci(r.get("city_delta"), r.get("city_ci_low"), r.get("city_ci_high")),
             cities,
         ])
+    skipped = [f"{comparison}: no delta for {', '.join(labels)}: {reason}"
+               for (comparison, reason), labels in no_delta.items()]
+    if not body:
+        t.data, t.notes = None, []
+        t.reason = "no comparison has enough matched pairs (" + "; ".join(skipped) + ")"
+        return t
+    t.notes += skipped
     if "city_note" in data.columns and data["city_note"].notna().any():
         t.notes.append("city-balanced: " + str(data["city_note"].dropna().iloc[0]))
     t.markdown = _md_table(headers, body)
     _note_interval(t, ctx, ctx.gen_raw[ctx.gen_raw["condition"].isin({c for pair in available for c in pair})])
+    _note_unpromptable_left_out(t, ctx, {c for pair in available for c in pair})
     return t
 
 
@@ -435,6 +508,7 @@ def table_leave_one_city_out(ctx: Context) -> Table:
     body = [[r["city_removed"], _fmt(r["n_pairs"]), _fmt(r["delta"], signed=True), _fmt(r["change"], signed=True)]
             for _, r in data.iterrows()]
     t.markdown = _md_table(["City removed", "Pairs", "Delta", "Change"], body)
+    _note_unpromptable_left_out(t, ctx, [a, b])
     return t
 
 
@@ -490,6 +564,7 @@ def table_controls(ctx: Context) -> Table:
             for _, r in data.iterrows()]
     t.markdown = _md_table(headers, body)
     _note_interval(t, ctx, ctx.gen_raw[ctx.gen_raw["condition"].isin([MAIN_CONDITION, *controls])])
+    _note_unpromptable_left_out(t, ctx, [MAIN_CONDITION, *controls])
     return t
 
 
@@ -543,7 +618,7 @@ def tables_clip(ctx: Context, clip_scores: pd.DataFrame | None) -> list[Table]:
     else:
         t9.data = sens
         t9.markdown = _md_table(
-            ["Text", "Altered", "Mean difference (95% CI)", "Panels with positive difference", "Panels"],
+            ["Text", "Altered", f"Mean difference ({ctx.pct()} CI)", "Panels with positive difference", "Panels"],
             [[text_labels.get(r["text"], r["text"]), ALTERATION_LABELS.get(r["alteration"], r["alteration"]),
               _fmt_ci(r["mean_difference"], r["ci_low"], r["ci_high"], digits=4),
               f"{r['positive_share']:.1%}" if _finite(r["positive_share"]) else "n/a", _fmt(int(r["n_panels"]))]
@@ -562,6 +637,98 @@ def tables_clip(ctx: Context, clip_scores: pd.DataFrame | None) -> list[Table]:
 # Table 10 ------------------------------------------------------------------------------------
 
 
+def _ranked_generators(gen: pd.DataFrame) -> tuple[list[str], dict[str, int], int]:
+    """Which generators of ``gen`` (promptable units of one condition) a table may rank against each other.
+
+    Returns (ranked, blocks, n_most): ``blocks`` per method (those with a finite leaderboard score,
+    :func:`~geofidelity_bench.report.context.finite_blocks`), ``n_most`` the most blocks of a generator
+    that copied no reference photo, and ``ranked`` those clean generators over ``n_most`` blocks. A
+    generator over fewer blocks is not comparable with them: never ranked or bolded above them."""
+    blocks = {str(m): finite_blocks(part, LEADERBOARD_METRICS) for m, part in gen.groupby("method")}
+    clean = set(map(str, _without_copied(gen)["method"]))
+    n_most = max((blocks[m] for m in clean), default=0)
+    ranked = sorted(m for m in clean if n_most > 0 and blocks[m] == n_most)
+    return ranked, blocks, n_most
+
+
+def _block_list(blocks: Iterable[str], limit: int = 5) -> str:
+    blocks = sorted(map(str, blocks))
+    return ", ".join(blocks[:limit]) + (f" and {len(blocks) - limit} more" if len(blocks) > limit else "")
+
+
+def _note_unpromptable_left_out(t: Table, ctx: Context, conditions: Iterable[str] | None = None) -> None:
+    """Names the panels scored with --allow-unpromptable that the table ``t`` leaves out (its conditions)."""
+    units = ctx.unpromptable_units
+    if conditions is not None:
+        units = units[units["condition"].isin(list(conditions))]
+    if not units.empty:
+        t.notes.append(f"{caveats.UNPROMPTABLE_MARK}: left out: {unpromptable_text(units)} (scored with "
+                       "--allow-unpromptable although the benchmark has no such prompt for those blocks): never "
+                       "ranked or compared with promptable rows; Table 10 lists them apart")
+
+
+def _same_country_fallback(ctx: Context, anchors: pd.DataFrame) -> tuple[list[str], int]:
+    """(blocks, n_blocks): the blocks of the random-same-country anchor rows of ``anchors`` whose "same-country"
+    anchor draws from all other blocks (caveats.same_country_fallback_blocks, read from every row), and the
+    blocks of those rows."""
+    rows = anchors[anchors["method"] == "random_same_country"] if not anchors.empty else anchors
+    if rows.empty:
+        return [], 0
+    shown = set(map(str, rows["block_id"]))
+    return [b for b in caveats.same_country_fallback_blocks(ctx.raw) if b in shown], len(shown)
+
+
+def _same_country_note(ctx: Context, anchors: pd.DataFrame) -> str | None:
+    """caveats.same_country_fallback_note for the random-same-country anchor rows of ``anchors`` (None if none)."""
+    return caveats.same_country_fallback_note(*_same_country_fallback(ctx, anchors))
+
+
+def _city_balanced_scores(units: pd.DataFrame, metric: str) -> pd.Series:
+    """Per method: the mean of its city means of ``metric`` (each city weighs the same; rank stability's score)."""
+    ok = units[np.isfinite(units[metric].to_numpy(dtype=float)) & units["city"].notna()]
+    return ok.groupby(["method", "city"])[metric].mean().groupby("method").mean()
+
+
+def _best(scores: pd.Series, metric: str) -> list[str]:
+    """The methods with the best of ``scores`` (direction-aware; several on a tie)."""
+    scores = scores[np.isfinite(scores.to_numpy(dtype=float))]
+    if scores.empty:
+        return []
+    best = scores.max() if stats.HIGHER_IS_BETTER[metric] else scores.min()
+    return sorted(map(str, scores.index[scores.to_numpy(dtype=float) == best]))
+
+
+def _rank_disagreement_note(units: pd.DataFrame, metric: str, rank1: Sequence[str] | None = None,
+                            city_names: Mapping[str, str] | None = None) -> str | None:
+    """Why rank stability's rank 1 (city-balanced) and Table 10's bold (mean over blocks) differ on ``metric``
+    for the ranked generators ``units`` (None when they agree). ``rank1``: rank stability's rank-1 methods
+    (default: the best city-balanced score)."""
+    ok = units[np.isfinite(units[metric].to_numpy(dtype=float))]
+    if ok["method"].nunique() < 2:
+        return None
+    block_means = ok.groupby("method")[metric].mean()
+    city_scores = _city_balanced_scores(ok, metric)
+    bold = _best(block_means, metric)
+    first = sorted(map(str, rank1)) if rank1 is not None else _best(city_scores, metric)
+    if not bold or not first or set(bold) == set(first):
+        return None
+    shown = list(dict.fromkeys([*first, *bold]))
+
+    def each(scores: pd.Series) -> str:
+        return ", ".join(f"{method_label(m)} {_fmt(float(scores.get(m, np.nan)))}" for m in shown)
+
+    per_city = ok.drop_duplicates("block_id").groupby("city")["block_id"].nunique()
+    cities = ", ".join(f"{(city_names or {}).get(str(c), c)} {int(n)}" for c, n in per_city.items())
+    even = per_city.nunique() == 1
+    return (f"{METRIC_LABELS[metric]}: rank stability's rank 1 is {' and '.join(map(method_label, first))} "
+            f"(city-balanced score: {each(city_scores)}) while Table 10 bolds {' and '.join(map(method_label, bold))} "
+            f"(mean over blocks: {each(block_means)}). Both are right: the city-balanced score is the mean of a "
+            f"generator's city means, so each of the {len(per_city)} cities weighs the same; Table 10's mean is over "
+            f"blocks, so a city weighs by its blocks (blocks per city: {cities})"
+            + ("" if not even else "; the cities have as many blocks each, so the two differ by the blocks a "
+               "generator lacks in some city"))
+
+
 def table_leaderboard(ctx: Context) -> Table:
     t = Table("leaderboard", "Table 10: leaderboard with real-image anchors",
               caption=f"Generators under {MAIN_CONDITION} and the real-image anchors: mean over blocks with a "
@@ -570,28 +737,37 @@ def table_leaderboard(ctx: Context) -> Table:
                       "each row averages (a block counts where the row has a finite score). Chance: the retrieval "
                       "accuracy and MRR of images that carry no information about the place, under each block's own "
                       "candidates, averaged over the blocks of the row's retrieval mean. ↑ higher is better, "
-                      "↓ lower is better; bold: best generator.")
+                      f"↓ lower is better; bold: best generator among those over the common blocks; rows marked "
+                      f"{caveats.FEWER_BLOCKS_MARK} or {caveats.UNPROMPTABLE_MARK} are listed after them.")
     metrics = [m for m in LEADERBOARD_METRICS]
     gen = ctx.generated[ctx.generated["condition"] == MAIN_CONDITION]
+    refused = ctx.unpromptable_units[ctx.unpromptable_units["condition"] == MAIN_CONDITION]
     anchors = ctx.units[ctx.units["condition"] == stats.ANCHOR_CONDITION]
     sanity = ctx.units[ctx.units["condition"] == stats.SANITY_CONDITION]
-    if gen.empty and anchors.empty and sanity.empty:
+    if gen.empty and anchors.empty and sanity.empty and refused.empty:
         t.reason = f"no {MAIN_CONDITION} rows and no anchor rows"
         return t
     if gen.empty:
-        t.notes.append(f"no {MAIN_CONDITION} rows: generator rows are omitted")
+        t.notes.append(f"no {MAIN_CONDITION} rows" + (" of promptable panels" if not refused.empty else "")
+                       + ": generator rows are omitted")
     if anchors.empty:
         t.notes.append("no anchor rows (heldout_real, random_same_country, random_global)")
-    _note_left_out(t, ctx, set(gen["method"]))
+    _note_left_out(t, ctx, set(gen["method"]) | set(refused["method"]))
 
-    def row_for(group: str, method: str, condition: str, frame: pd.DataFrame, values: pd.DataFrame) -> dict:
+    row_blocks: list[set] = []  # per row: the blocks it averages (a finite leaderboard score)
+
+    def row_for(group: str, method: str, condition: str, frame: pd.DataFrame, values: pd.DataFrame,
+                unpromptable: bool = False) -> dict:
+        ok = np.isfinite(values[metrics].to_numpy(dtype=float)).any(axis=1)
+        row_blocks.append(set(map(str, values.loc[ok, "block_id"])))
         panels, images = copied_count(frame) if group != "generator_mean" else (0, 0)
         row = {"group": group, "method": method, "condition": condition,
                "label": ("Generator mean" if group == "generator_mean"
                          else marked_label(method_label(method), frame)),
                "marks": marks(frame) if group != "generator_mean" else "",
                "n_blocks": finite_blocks(values, metrics), "n_copied_panels": panels, "n_copied_images": images,
-               "n_blocks_repeating": repeats_count(frame) if group != "generator_mean" else 0}
+               "n_blocks_repeating": repeats_count(frame) if group != "generator_mean" else 0,
+               "unpromptable": unpromptable}
         for m in metrics:
             ci = stats.bootstrap_mean_ci(values[m].to_numpy(dtype=float), n_resamples=ctx.n_resamples,
                                          seed=ctx.seed, confidence=ctx.confidence)
@@ -599,15 +775,15 @@ def table_leaderboard(ctx: Context) -> Table:
         row.update(chance_means(values))
         return row
 
+    ranked_methods, _, _ = _ranked_generators(gen)
     rows = []
-    gen_methods = sorted(gen["method"].unique())
-    for method in gen_methods:
+    for method in sorted(gen["method"].unique()):
         f = gen[gen["method"] == method]
         rows.append(row_for("generator", method, MAIN_CONDITION, f, f))
-    clean = _without_copied(gen)
-    if clean["method"].nunique() > 1:
-        per_block = clean.groupby("block_id")[metrics + list(CHANCE_COLUMNS)].mean().reset_index()
-        rows.append(row_for("generator_mean", "generator_mean", MAIN_CONDITION, clean, per_block))
+    ranked_units = gen[gen["method"].isin(ranked_methods)]
+    if len(ranked_methods) > 1:
+        per_block = ranked_units.groupby("block_id")[metrics + list(CHANCE_COLUMNS)].mean().reset_index()
+        rows.append(row_for("generator_mean", "generator_mean", MAIN_CONDITION, ranked_units, per_block))
     present_anchor = [m for m in stats.ANCHOR_METHODS if m in set(anchors["method"])]
     present_anchor += sorted(set(anchors["method"]) - set(stats.ANCHOR_METHODS))
     for method in present_anchor:
@@ -616,17 +792,43 @@ def table_leaderboard(ctx: Context) -> Table:
     for method in sorted(sanity["method"].unique()):
         f = sanity[sanity["method"] == method]
         rows.append(row_for("sanity", method, stats.SANITY_CONDITION, f, f))
+    for method in sorted(refused["method"].unique()):
+        f = refused[refused["method"] == method]
+        rows.append(row_for("generator", method, MAIN_CONDITION, f, f, unpromptable=True))
     data = pd.DataFrame(rows)
-    gen_rows = data[data["group"] == "generator"]
-    if len(gen_rows):
-        # best CosSim first; a generator that copied reference photos goes after every clean one
-        order = gen_rows.assign(_copied=gen_rows["n_copied_panels"] > 0).sort_values(
-            ["_copied", "cos_sim"], ascending=[True, False], kind="mergesort", na_position="last").index
-        data = pd.concat([data.loc[order], data[data["group"] != "generator"]]).reset_index(drop=True)
+    data["_blocks"] = row_blocks
+    # Rows over fewer blocks than the table's most are not comparable with the others: marked, and
+    # listed after every row over the common blocks; unpromptable rows come last (never ranked).
+    promptable = ~data["unpromptable"].astype(bool)
+    counts = data["n_blocks"].to_numpy(dtype=float)
+    n_most = int(np.nanmax(counts[promptable.to_numpy()])) if promptable.any() else 0
+    data["fewer_blocks"] = promptable & (data["n_blocks"] < n_most)
+    data["ranked"] = (data["group"] == "generator") & promptable & data["method"].isin(ranked_methods)
+    data["label"] = [f"{label} ({caveats.fewer_blocks_note(int(n), n_most)})" if few else label
+                     for label, n, few in zip(data["label"], data["n_blocks"], data["fewer_blocks"])]
+    group_order = {"generator": 0, "generator_mean": 1, "anchor": 2, "sanity": 3}
+    is_gen = data["group"] == "generator"
+    data = data.assign(
+        _tier=np.where(~promptable, 2, np.where(data["fewer_blocks"], 1, 0)),
+        _group=data["group"].map(group_order).fillna(4),
+        _copied=is_gen & (data["n_copied_panels"] > 0),
+        # generators best CosSim first (a copy after every clean one); anchors and sanity keep their order
+        _score=np.where(is_gen, -data["cos_sim"].astype(float), 0.0),
+        _pos=np.arange(len(data)),
+    ).sort_values(["_tier", "_group", "_copied", "_score", "_pos"], kind="mergesort", na_position="last")
+    blocks_of = data.pop("_blocks").tolist()
+    data = data.drop(columns=["_tier", "_group", "_copied", "_score", "_pos"]).reset_index(drop=True)
+    fallback_blocks, n_country_blocks = _same_country_fallback(ctx, anchors)
+    fallback = caveats.same_country_fallback_note(fallback_blocks, n_country_blocks)
+    # what a plot label says beside the row (the random-same-country anchor on a country of one block)
+    data["caveat"] = [f"no other block of its country on {len(fallback_blocks)} of {n_country_blocks} blocks"
+                      if m == "random_same_country" and g == "anchor" and fallback_blocks else ""
+                      for m, g in zip(data["method"], data["group"])]
     t.data = data
     best: dict[str, float] = {}
-    # bold only among clean generators: a copy of the benchmark's photos is never the best generator
-    ranked = data[(data["group"] == "generator") & (data["n_copied_panels"] == 0)]
+    # bold only among the ranked generators: clean (a copy of the benchmark's photos is never the best
+    # generator), promptable, and over the common blocks
+    ranked = data[data["ranked"]]
     if len(ranked) > 1:
         for m in metrics:
             vals = ranked[m].to_numpy(dtype=float)
@@ -647,8 +849,7 @@ def table_leaderboard(ctx: Context) -> Table:
         cells = []
         for m in metrics:
             s = _fmt_ci(r[m], r[f"{m}_ci_low"], r[f"{m}_ci_high"], signed=False)
-            if (r["group"] == "generator" and r["n_copied_panels"] == 0 and m in best and _finite(r[m])
-                    and float(r[m]) == best[m]):
+            if r["ranked"] and m in best and _finite(r[m]) and float(r[m]) == best[m]:
                 s = f"**{s}**"
             cells.append(s)
             if m in chance_for:
@@ -656,12 +857,42 @@ def table_leaderboard(ctx: Context) -> Table:
         body.append([r["label"], *cells, _fmt(r["n_blocks"])])
     t.markdown = _md_table(headers, body)
     _note_chance(t, pd.concat([gen, anchors, sanity]))
-    _note_unequal_blocks(t, [gen, anchors, sanity], columns=metrics)
+    gaps = _column_gaps(pd.concat([gen, anchors, sanity]), metrics)
+    _note_unequal_blocks(t, [gen, anchors, sanity], columns=metrics, per_column=bool(gaps))
+    t.notes += gaps
+    _note_fewer_blocks(t, data, blocks_of, n_most)
     _note_thin_anchor(t, anchors[anchors["method"] == caveats.HELDOUT_METHOD])
     _note_copied_left_out(t, gen)
     _note_interval(t, ctx, pd.concat([gen, anchors, sanity]), metrics)
     _note_same_neighborhood(t, ctx, pd.concat([gen, anchors, sanity]), ["local_margin"])
+    if fallback:
+        t.notes.append(fallback)
+    for metric in RANK_METRICS:
+        if metric not in ctx.metric_na and len(ranked_methods) > 1:
+            note = _rank_disagreement_note(ranked_units, metric, city_names=ctx.city_names)
+            if note:
+                t.notes.append(note)
+    if not refused.empty:
+        t.notes.append(caveats.UNPROMPTABLE_LEGEND)
     return t
+
+
+def _note_fewer_blocks(t: Table, data: pd.DataFrame, blocks_of: Sequence[set], n_most: int) -> None:
+    """Names the rows of Table 10 over fewer blocks than the most (``blocks_of``: each row's blocks), and the
+    blocks they lack."""
+    few = [i for i, f in enumerate(data["fewer_blocks"]) if f]
+    if not few:
+        return
+    common = set().union(*(b for b, u in zip(blocks_of, data["unpromptable"]) if not u))
+    parts = []
+    for i in few:
+        r = data.iloc[i]
+        name = "Generator mean" if r["group"] == "generator_mean" else method_label(r["method"])
+        own, lacking = blocks_of[i], common - blocks_of[i]
+        which = f"only {_block_list(own)}" if len(own) <= len(lacking) else f"lacks {_block_list(lacking)}"
+        parts.append(f"{name} ({int(r['n_blocks'])} of {n_most}; {which})")
+    t.notes.append(f"{caveats.FEWER_BLOCKS_MARK}: {'; '.join(parts)}: listed after the rows over the {n_most} "
+                   "blocks, never bold and not in the generator mean; not comparable with them")
 
 
 def _note_chance(t: Table, frame: pd.DataFrame) -> None:
@@ -706,12 +937,21 @@ def table_rank_stability(ctx: Context) -> Table:
     frames = []
     all_units = ctx.units[ctx.units["condition"] == MAIN_CONDITION]
     _note_left_out(t, ctx, set(all_units["method"]))
-    # a generator that copied reference photos is never ranked (caveats.copied_note)
-    units = _without_copied(all_units)
+    _note_unpromptable_left_out(t, ctx, [MAIN_CONDITION])
+    # a generator that copied reference photos is never ranked (caveats.copied_note), nor one over fewer
+    # blocks than the others (Table 10 lists it apart): the same generators as Table 10's bold
+    ranked_methods, blocks, n_most = _ranked_generators(all_units)
     _note_copied_left_out(t, all_units)
+    fewer = sorted(m for m in set(map(str, _without_copied(all_units)["method"])) if m not in ranked_methods)
+    if fewer:
+        t.notes.append("left out: " + ", ".join(f"{method_label(m)} ({caveats.fewer_blocks_note(blocks[m], n_most)})"
+                                                for m in fewer)
+                       + f": a generator over fewer blocks than the others' {n_most} is not ranked with them "
+                       "(Table 10 lists it after them)")
+    units = all_units[all_units["method"].isin(ranked_methods)]
     if units["method"].nunique() < 2:
-        t.reason = (f"needs at least 2 generators under {MAIN_CONDITION} that copied no reference photo, got "
-                    f"{units['method'].nunique()}")
+        t.reason = (f"needs at least 2 generators under {MAIN_CONDITION} that copied no reference photo and cover "
+                    f"the same number of blocks, got {units['method'].nunique()}")
         return t
     for metric in RANK_METRICS:
         if metric in ctx.metric_na:
@@ -725,6 +965,10 @@ def table_rank_stability(ctx: Context) -> Table:
             continue
         frames.append(r.table.rename(columns={"n_cities": "method_n_cities"})
                       .assign(metric=metric, n_cities=r.n_cities, weighting=r.weighting))
+        note = _rank_disagreement_note(units, metric, r.table.loc[r.table["rank"] == 1, "method"].tolist(),
+                                       city_names=ctx.city_names)
+        if note:
+            t.notes.append(note)
     if not frames:
         t.reason = "no rankable metric"
         return t
@@ -775,16 +1019,20 @@ def table_city_by_method(ctx: Context) -> Table:
     _note_unequal_blocks(t, [frame], what="columns", columns=["cos_sim"])
     _note_thin_anchor(t, frame[frame["method"] == caveats.HELDOUT_METHOD])
     _note_copied_left_out(t, frame[frame["condition"] == MAIN_CONDITION])
+    _note_unpromptable_left_out(t, ctx, [MAIN_CONDITION])
     return t
 
 
 def table_summary(ctx: Context) -> Table:
     t = Table("summary_method_condition", "Mean of every metric per method and condition",
               caption="Means over blocks (CSV only; see the tables above for intervals).")
-    if ctx.units.empty:
+    units = pd.concat([ctx.units, ctx.unpromptable_units], ignore_index=True)
+    if units.empty:
         t.reason = "no rows"
         return t
-    g = ctx.units.groupby(["method", "condition"], sort=True)
+    # unpromptable: panels scored with --allow-unpromptable, a row of their own (never mixed with promptable ones)
+    units["unpromptable"] = units["unpromptable"].fillna(0).astype(float) > 0
+    g = units.groupby(["method", "condition", "unpromptable"], sort=True)
     data = g[list(stats.METRIC_COLUMNS)].mean()
     data.insert(0, "n_blocks", g["block_id"].nunique())
     t.data = data.reset_index()
