@@ -163,9 +163,9 @@ def leaderboard_notes(results: pd.DataFrame) -> str:
     if chance.notna().any():
         lines.append(
             "**Chance:** the *chance acc* and *chance MRR* columns are what a panel of random images scores on the "
-            "same blocks (mean over the blocks a row averages): each block's target plus one candidate per negative "
-            "role; a block filling two roles ranks twice and ties count against the target. A retrieval score near "
-            "its chance level says nothing about the block.")
+            "same blocks (mean over the blocks with a retrieval score, as in the printed table): each block's target "
+            "plus one candidate per negative role; a block filling two roles ranks twice and ties count against the "
+            "target. A retrieval score near its chance level says nothing about the block.")
     else:
         lines.append("**Chance:** unknown for these results (no chance columns, and not known to come from this "
                      "app's benchmark); with 3-5 candidates per block, chance accuracy is 0.2-0.33.")
