@@ -14,7 +14,14 @@ import numpy as np
 import pandas as pd
 
 from .. import caveats, stats
-from ..comparability import FIELDS, comparability_of_run, not_comparable_reason
+from ..comparability import (
+    FIELDS,
+    choose_gaas_segmenter,
+    comparability_of_run,
+    not_comparable_reason,
+    segmenter_name_of_run,
+    segmenter_of_run,
+)
 from ..metrics.catalog import RESULT_METRICS
 from ..provenance import library_versions
 from ..results import (
@@ -33,6 +40,7 @@ from .context import (
     PROMPT_COMPARISONS,
     Context,
     ReportError,
+    _repeated_anchor_notes,
     confidence_label,
 )
 from .plots import plot_captions, plot_city_heatmap, plot_cos_sim_by_condition, plot_hierarchy, plot_leaderboard
@@ -108,6 +116,7 @@ def build_report(
     allow_mixed_encoders: bool = False,
     plots: bool = True,
     title: str = "GeoFidelity-Bench report",
+    preamble: Sequence[str] = (),
 ) -> dict:
     """Writes ``report.md``, ``report.json``, ``tables/*.csv`` and ``plots/*.png`` to ``out_dir``.
 
@@ -123,6 +132,8 @@ def build_report(
         allow_mixed_encoders: with several encoders in ``results_df``, write one sub-report per
             encoder (``out_dir/encoder_<name>/``) and an index; otherwise raise.
         plots: write the PNG plots.
+        preamble: lines that open ``report.md`` (a section "Leaderboard") and ``report.json`` (``preamble``):
+            what the Hub leaderboard says of the group it reports (:func:`~.leaderboard.report_from_repo`).
 
     Returns:
         The content of ``report.json`` (tables as records, parameters, skip reasons), plus
@@ -163,12 +174,25 @@ def build_report(
               "encoders": encoders}
     if len(encoders) > 1 or len(groups) > 1:
         return _build_mixed(results_df, out, infos, groups, params, clip_scores, title, plots)
+    group = groups[0] if groups else {}
+    gaas = group.get("gaas") or {}
+    if gaas.get("drop") is not None and gaas["drop"].any():  # GAAS of one segmenter only (docs/benchmark.md section 7)
+        attrs = results_df.attrs
+        results_df = results_df.copy(deep=False)
+        results_df.attrs = attrs
+        values = pd.to_numeric(results_df["gaas"], errors="coerce").to_numpy(dtype=float).copy()
+        values[gaas["drop"]] = np.nan
+        results_df["gaas"] = values
     reason_sources = list(infos)
     if isinstance(results_df.attrs.get("nan_reasons"), (list, Mapping)):
         reason_sources.append({"nan_reasons": results_df.attrs["nan_reasons"]})
     ctx = Context(results_df, reason_sources, seed=seed, n_resamples=n_resamples, rank_resamples=rank_resamples,
                    confidence=confidence)
     params["pair_keys"] = list(ctx.pair_keys)
+    group_notes = list(group.get("notes") or []) + list(gaas.get("notes") or [])
+    if gaas.get("drop") is not None and gaas["drop"].any():
+        _anchor_notes_within_segmenter(ctx, results_df, gaas["drop"])
+    ctx.notes[:0] = group_notes
     tables: list[Table] = [
         table_hierarchy(ctx),
         table_cos_sim_by_condition(ctx),
@@ -183,6 +207,9 @@ def build_report(
     ]
     if not ctx.extra_units.empty:  # only then: reports without extra conditions stay as they were
         tables.insert(-1, table_extra_conditions(ctx))
+    for t in tables:  # Table 10 says whose GAAS it shows
+        if t.name == "leaderboard" and t.ok and gaas.get("notes"):
+            t.notes += list(gaas["notes"])
     out.mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(exist_ok=True)
     by_name = {t.name: t for t in tables}
@@ -214,9 +241,15 @@ def build_report(
                                           and i["benchmark"].get("fingerprint")}),
     }
     inputs["comparability"] = groups[0]["key"] if groups else None
+    audit = copy_audit_summary(infos, ctx.units)
+    if audit["images"]:  # every flagged image with its file and sha256 (report.md groups them by panel)
+        pd.DataFrame(audit["images"], columns=list(_AUDIT_IMAGE_COLUMNS)).to_csv(out / AUDIT_IMAGES_CSV, index=False)
+        audit["csv"] = AUDIT_IMAGES_CSV
     report = {"title": title, "versions": library_versions(REPORT_DISTRIBUTIONS), "parameters": params, "inputs": inputs,
               "metric_na": ctx.metric_na, "notes": ctx.notes, "tables": table_json, "plots": plot_json,
-              "copy_audit": copy_audit_summary(infos, ctx.units)}
+              "copy_audit": audit}
+    if preamble:
+        report["preamble"] = list(preamble)
     report = _json_clean(report)
     _write_json(out / "report.json", report)
     (out / "report.md").write_text(_markdown(title, report, tables), encoding="utf-8")
@@ -302,6 +335,9 @@ def _markdown(title: str, report: Mapping, tables: Sequence[Table]) -> str:
         lines.append(f"- note: {note}")
     if report["metric_na"] or report["notes"]:
         lines.append("")
+    if report.get("preamble"):
+        head, *rest = report["preamble"]
+        lines += ["## Leaderboard", "", head, "", *(f"- {line}" for line in rest), ""]
     for t in tables:
         if t.name == "summary_method_condition":
             if t.ok:
@@ -330,28 +366,40 @@ def _markdown(title: str, report: Mapping, tables: Sequence[Table]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def has_run_json(info: Mapping) -> bool:
+    """Whether a run info holds a run.json (:func:`~geofidelity_bench.results.load_results` gives a folder
+    without one only its ``_dir``, ``_run`` and ``_clip_alignment``)."""
+    return any(not str(k).startswith("_") for k in info)
+
+
 def comparable_groups(results_df: pd.DataFrame, infos: Sequence[Mapping]) -> list[dict]:
     """The groups of rows whose scores may be compared (docs/benchmark.md section 7, Comparability).
 
     Each results folder's ``run.json`` gives its key (:func:`~geofidelity_bench.comparability.comparability_of_run`:
     benchmark fingerprint, encoder config hash, protocol version); folders with different keys, or
-    rows with different encoder names, are in different groups. Returns one dict per group, in
-    first-seen order: ``key`` (the Comparability), ``encoder``, ``runs`` (the run labels, None when
-    the rows carry no ``run``), ``dirs``, ``mask`` (its rows of ``results_df``).
+    rows with different encoder names, are in different groups. A folder without ``run.json`` records
+    no key, so it is comparable with nothing: it is a group of its own (``no_run_json``), never ranked
+    with another folder. Returns one dict per group, in first-seen order: ``key`` (the Comparability),
+    ``encoder``, ``runs`` (the run labels, None when the rows carry no ``run``), ``dirs``, ``mask`` (its
+    rows of ``results_df``), ``no_run_json`` (the group is one folder without run.json), ``notes`` (what the
+    report of the group says of its comparability) and ``gaas`` (:func:`gaas_of_group`: whose GAAS it shows).
     """
     by_run = {str(i["_run"]): i for i in infos if i.get("_run") is not None}
     has_runs = "run" in results_df.columns and bool(by_run)
     enc = (results_df["encoder"].fillna("").astype(str) if "encoder" in results_df.columns
            else pd.Series("", index=results_df.index))
     if has_runs:
-        keys = results_df["run"].astype(str).map(lambda r: comparability_of_run(by_run.get(r, {})))
+        run_col = results_df["run"].astype(str)
+        keys = run_col.map(lambda r: comparability_of_run(by_run.get(r, {})))
+        alone = [r if r in by_run and not has_run_json(by_run[r]) else None for r in run_col]
     else:
         key = comparability_of_run(infos[0]) if len(infos) == 1 else comparability_of_run({})
         keys = pd.Series([key] * len(results_df), index=results_df.index, dtype=object)
+        alone = [None] * len(results_df)
     groups: dict[tuple, dict] = {}
-    for idx, (k, e) in enumerate(zip(keys, enc)):
-        g = groups.setdefault((k.key, e), {"key": k, "encoder": e, "runs": [] if has_runs else None, "dirs": [],
-                                           "rows": []})
+    for idx, (k, e, a) in enumerate(zip(keys, enc, alone)):
+        g = groups.setdefault((k.key, e, a), {"key": k, "encoder": e, "runs": [] if has_runs else None, "dirs": [],
+                                              "rows": [], "no_run_json": a is not None})
         g["rows"].append(idx)
         if has_runs:
             run = str(results_df["run"].iloc[idx])
@@ -362,8 +410,74 @@ def comparable_groups(results_df: pd.DataFrame, infos: Sequence[Mapping]) -> lis
     for g in groups.values():
         mask = np.zeros(len(results_df), dtype=bool)
         mask[g.pop("rows")] = True
-        out.append({**g, "mask": mask})
+        notes = []
+        if g["no_run_json"]:
+            notes.append(f"comparability is not recorded: {g['dirs'][0]} has no run.json, so nothing records its "
+                         "benchmark fingerprint, encoder config or protocol version; these scores are comparable with "
+                         "no other results folder's (never ranked with them). Re-run `geofidelity-bench evaluate` "
+                         "(or `demo`) to write its run.json")
+        out.append({**g, "mask": mask, "notes": notes,
+                    "gaas": gaas_of_group(results_df, mask, by_run) if has_runs else {}})
     return out
+
+
+def gaas_of_group(results_df: pd.DataFrame, mask: np.ndarray, by_run: Mapping[str, Mapping]) -> dict:
+    """Whose GAAS a comparable group shows: GAAS is compared only within one segmenter (docs/benchmark.md
+    section 7), so where the group's runs used several (run.json ``gaas.config_hash``, else ``gaas.segmenter``),
+    :func:`~geofidelity_bench.comparability.choose_gaas_segmenter` picks one from the rows with a finite GAAS
+    (most rows; a tie goes to the benchmark's default segmenter) and the others' GAAS is n/a. A run whose
+    run.json records no segmenter has GAAS comparable with none: n/a too, when another run records one.
+
+    Returns ``{"segmenter": the chosen key ("" when nothing was chosen), "drop": bool mask over
+    ``results_df`` of the rows whose GAAS is set to NaN, "notes": what the report says}`` ({} without GAAS)."""
+    if "gaas" not in results_df.columns or "run" not in results_df.columns:
+        return {}
+    runs = results_df["run"].astype(str).to_numpy()
+    finite = np.isfinite(pd.to_numeric(results_df["gaas"], errors="coerce").to_numpy(dtype=float)) & mask
+    if not finite.any():
+        return {}
+    seg_of = {r: segmenter_of_run(by_run.get(r, {})) for r in set(runs[mask])}
+    row_seg = np.array([seg_of.get(r, "") for r in runs], dtype=object)
+    counts = pd.Series(row_seg[finite]).value_counts()
+    recorded = {str(k): int(v) for k, v in counts.items() if k}
+    names = {seg_of[r]: segmenter_name_of_run(by_run.get(r, {})) for r in seg_of if seg_of[r]}
+    unrecorded = sorted({r for r in runs[finite] if not seg_of.get(r)})
+
+    def dirs(runs_: Sequence[str]) -> str:
+        return ", ".join(str(by_run.get(r, {}).get("_dir", r)) for r in runs_)
+
+    notes: list[str] = []
+    if len(recorded) >= 2:
+        chosen, sentence = choose_gaas_segmenter(recorded, names)
+        others = sorted({r for r in runs[finite] if seg_of.get(r) and seg_of[r] != chosen})
+        notes.append(f"{sentence}; GAAS n/a in the rows of {dirs(others)}")
+    elif recorded:
+        chosen = next(iter(recorded))
+    else:
+        return {"segmenter": "", "drop": np.zeros(len(results_df), dtype=bool), "notes": []}
+    if unrecorded:
+        notes.append(f"GAAS n/a in the rows of {dirs(unrecorded)}: its run.json records no segmenter, so its GAAS "
+                     f"cannot be compared with segmenter {names.get(chosen) or chosen[:12]}'s")
+    drop = finite & (row_seg != chosen)
+    return {"segmenter": chosen, "drop": drop, "notes": notes}
+
+
+def _anchor_notes_within_segmenter(ctx: Context, results_df: pd.DataFrame, dropped: np.ndarray) -> None:
+    """The note that anchors scored in several runs differ, with GAAS compared within the shown segmenter only:
+    the anchors' GAAS of another segmenter is another number by design (set to n/a here), not a sign of another
+    encoder or pipeline. Replaces the note the Context wrote from every run's GAAS."""
+    frame = results_df.copy(deep=False)
+    frame.attrs = {}
+    if "run" not in frame.columns:
+        return
+    stale = _repeated_anchor_notes(frame)
+    if not stale:
+        return
+    fresh = _repeated_anchor_notes(frame.drop(columns=["gaas"]))
+    if not fresh:  # the other scores agree: GAAS among the runs whose GAAS is shown
+        kept = frame.loc[~dropped, ["run", "method", "condition", "block_id", "gaas"]]
+        fresh = _repeated_anchor_notes(kept)
+    ctx.notes = [n for n in ctx.notes if n not in stale] + fresh
 
 
 #: How a message calls each field of the comparability key when it gives its full value.
@@ -389,17 +503,24 @@ def _not_comparable_message(groups: Sequence[dict]) -> str:
     first = groups[0]
     parts = []
     for g in groups:
-        why = not_comparable_reason(first["key"], g["key"]) if g is not first else None
         where = ", ".join(g["dirs"]) or "rows given directly"
+        if g.get("no_run_json"):
+            parts.append(f"[{where}: no run.json, so its benchmark fingerprint, encoder config hash and protocol "
+                         "version are not recorded: comparable with nothing, never ranked with another folder]")
+            continue
+        why = not_comparable_reason(first["key"], g["key"]) if g is not first else None
         parts.append(f"[{where}: {g['key'].short()}, encoder {g['encoder'] or '?'}"
                      + (f"; {why}" if why else "") + "]")
-    differing = _differing_values(groups)
+    differing = _differing_values([g for g in groups if not g.get("no_run_json")])
     if differing:
         parts.append(f"({differing})")
+    missing = [g["dirs"][0] for g in groups if g.get("no_run_json")]
+    todo = (f" A folder without run.json ({', '.join(missing)}): re-run `geofidelity-bench evaluate` (or `demo`) to "
+            "write its run.json, or report it alone (`geofidelity-bench report --results DIR`)." if missing else "")
     return (f"the results fall into {len(groups)} groups whose scores are not comparable (they need the same benchmark "
             "fingerprint, encoder config hash and protocol version, docs/benchmark.md section 7): " + " ".join(parts)
-            + ". Report one group at a time, or pass --allow-mixed-encoders (allow_mixed_encoders=True) to write one "
-            "sub-report per group; no table ranks across groups")
+            + "." + todo + " Report one group at a time, or pass --allow-mixed-encoders (allow_mixed_encoders=True) to "
+            "write one sub-report per group; no table ranks across groups")
 
 
 def _build_mixed(results_df, out: Path, infos, groups, params, clip_scores, title, plots) -> dict:
@@ -419,22 +540,29 @@ def _build_mixed(results_df, out: Path, infos, groups, params, clip_scores, titl
                            rank_resamples=params["rank_resamples"], clip_scores=sub_clip, plots=plots,
                            title=f"{title}: encoder {g['encoder']} ({g['key'].short()})")
         subs[folder] = {"folder": folder, "report_md": f"{folder}/report.md", "encoder": g["encoder"],
-                        "comparability": g["key"].short(), "runs": g["runs"],
+                        "comparability": "no run.json: not recorded" if g.get("no_run_json") else g["key"].short(),
+                        "runs": g["runs"],
                         **{attr: getattr(g["key"], attr) for attr, _ in FIELDS},
                         "tables": {k: v["status"] for k, v in rep["tables"].items()}}
     report = _json_clean({"title": title, "versions": library_versions(REPORT_DISTRIBUTIONS), "parameters": params,
                           "notes": [f"the results fall into {len(groups)} groups that are not comparable (another "
-                                    "encoder, encoder config, benchmark or protocol); one sub-report per group, and "
-                                    "no table ranks across groups"],
+                                    "encoder, encoder config, benchmark or protocol, or a folder without run.json, "
+                                    "which is comparable with nothing); one sub-report per group, and no table ranks "
+                                    "across groups"],
                           "inputs": {"n_rows": int(len(results_df)), "runs": infos}, "sub_reports": subs})
     _write_json(out / "report.json", report)
     lines = [f"# {title}", "", "The results fall into groups whose scores are not comparable (docs/benchmark.md "
              "section 7); one report per group, never ranked together:", ""]
     lines += [f"- `{s['encoder']}` ({s['comparability']}; runs {', '.join(s['runs'] or ['given directly'])}): "
               f"[{s['report_md']}]({s['report_md']})" for s in subs.values()]
-    differing = _differing_values(groups)
+    differing = _differing_values([g for g in groups if not g.get("no_run_json")])
     if differing:
         lines += ["", f"The groups differ in: {differing}."]
+    missing = [g["dirs"][0] for g in groups if g.get("no_run_json")]
+    if missing:
+        lines += ["", f"No run.json in {', '.join(missing)}: nothing records the benchmark, encoder config or protocol "
+                      "of its scores, so each such folder is reported alone; re-run `geofidelity-bench evaluate` (or "
+                      "`demo`) to write its run.json."]
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     report["out_dir"] = str(out)
     return report
@@ -442,10 +570,15 @@ def _build_mixed(results_df, out: Path, infos, groups, params, clip_scores, titl
 
 # -- the copy audit ------------------------------------------------------------------------------
 
+#: Every flagged image of the copy audit, one row each (report.md groups them by panel).
+AUDIT_IMAGES_CSV = "tables/copy_audit_images.csv"
+_AUDIT_IMAGE_COLUMNS = ("run", "method", "condition", "block_id", "file", "sha256", "reference_id", "reference_block_id",
+                        "hash_distance", "cosine", "exact")
+
 
 def copy_audit_summary(infos: Sequence[Mapping], units: pd.DataFrame) -> dict:
-    """What the runs' copy audits found: the flagged images (run.json ``near_copies``), the audit
-    settings where recorded (``copy_audit``), and the copied rows (``n_copied > 0``)."""
+    """What the runs' copy audits found: the flagged images (run.json ``near_copies``: file, sha256, matched
+    photo), the audit settings where recorded (``copy_audit``), and the copied rows (``n_copied > 0``)."""
     records, audits = [], []
     recorded = False
     for info in infos:
@@ -457,12 +590,57 @@ def copy_audit_summary(infos: Sequence[Mapping], units: pd.DataFrame) -> dict:
                                                       "n_flagged", "excluded")} | {"run": info.get("_run")})
         for rec in info.get("near_copies") or []:
             if isinstance(rec, Mapping) and rec.get("flagged", True):
-                records.append({**{k: rec.get(k) for k in ("method", "condition", "block_id", "file", "reference_id",
-                                                           "reference_block_id", "hash_distance", "cosine",
-                                                           "exact")}, "run": info.get("_run")})
+                records.append({**{k: rec.get(k) for k in _AUDIT_IMAGE_COLUMNS if k != "run"},
+                                "run": info.get("_run")})
     mask = caveats.copied_mask(units) if len(units) else pd.Series([], dtype=bool)
     rows = units.loc[mask, ["method", "condition", "block_id", "n_copied", "n_generated"]] if len(units) else units
     return {"recorded": recorded, "audits": audits, "images": records, "copied_rows": rows}
+
+
+def _is_path(name: str) -> bool:
+    """Whether an audit record's ``file`` is a file's path (else a name such as "panel image 0" for an image
+    given in memory, or "reference ID" for a benchmark photo)."""
+    return "/" in name or "\\" in name or bool(os.path.splitext(name)[1])
+
+
+def _files_cell(images: Sequence[Mapping]) -> str:
+    """The flagged files of one panel: their folder once and each file's name when they share one, else each
+    path; an image without a path (given in memory) by its name and the first 12 hex digits of its sha256."""
+    names = [str(r.get("file") or "?") for r in images]
+    paths = [n for n in names if _is_path(n)]
+    parents = {os.path.dirname(n.replace("\\", "/")) for n in paths}
+    if len(paths) == len(names) and len(parents) == 1 and next(iter(parents)):
+        parent = next(iter(parents))
+        return f"{parent}/: " + ", ".join(os.path.basename(n.replace("\\", "/")) for n in names)
+    numbered = [re.fullmatch(r"panel image (\d+)", n) for n in names]
+    if all(numbered):  # images given in memory (the demo's sanity panels): their positions and sha256
+        shas = [str(r.get("sha256"))[:12] if r.get("sha256") else "not recorded" for r in images]
+        return (f"panel image{'s' if len(names) > 1 else ''} {', '.join(m.group(1) for m in numbered)} "
+                f"(sha256 {', '.join(shas)})")
+    parts = []
+    for r, n in zip(images, names):
+        sha = r.get("sha256")
+        parts.append(n if _is_path(n) or not sha else f"{n} (sha256 {str(sha)[:12]})")
+    return ", ".join(parts)
+
+
+def _span(values: Sequence, digits: int) -> str:
+    vals = sorted(float(v) for v in values if v is not None and isinstance(v, (int, float)) and math.isfinite(v))
+    if not vals:
+        return "n/a"
+    lo, hi = f"{vals[0]:.{digits}f}", f"{vals[-1]:.{digits}f}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def _references_cell(images: Sequence[Mapping]) -> str:
+    """The matched photos, grouped by their block: ``ref_a, ref_b (block); world_17 (world)``."""
+    by_block: dict[str, list[str]] = {}
+    for r in images:
+        refs = by_block.setdefault(str(r.get("reference_block_id")), [])
+        ref = str(r.get("reference_id"))
+        if ref not in refs:
+            refs.append(ref)
+    return "; ".join(f"{', '.join(refs)} ({block})" for block, refs in by_block.items())
 
 
 def _copied_section(audit: Mapping) -> list[str]:
@@ -484,16 +662,26 @@ def _copied_section(audit: Mapping) -> list[str]:
     lines += ["", caveats.copied_note(len(rows), len(images) or int(sum(r.get("n_copied") or 0 for r in rows))) or "",
               ""]
     if images:
-        def num(x, digits):
-            return "n/a" if x is None else (f"{x:.{digits}f}" if isinstance(x, float) else str(x))
-
-        lines += ["| File | Method / condition / block | Matched reference (block) | Hash distance | Cosine | Exact |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+        panels: dict[tuple, list[Mapping]] = {}
         for r in images:
-            lines.append(f"| {str(r.get('file')).replace('|', '/')} | {r.get('method')} / {r.get('condition')} / "
-                         f"{r.get('block_id')} | {r.get('reference_id')} ({r.get('reference_block_id')}) | "
-                         f"{num(r.get('hash_distance'), 0)} | {num(r.get('cosine'), 4)} | "
-                         f"{'yes' if r.get('exact') else 'no'} |")
+            panels.setdefault((r.get("run"), r.get("method"), r.get("condition"), r.get("block_id")), []).append(r)
+        size = {(str(r["method"]), str(r["condition"]), str(r["block_id"])): r.get("n_generated") for r in rows}
+        several_runs = len({k[0] for k in panels}) > 1
+        lines += [f"One line per panel ({len(panels)} panel(s), {len(images)} flagged image(s)); every flagged image "
+                  f"with its sha256: `{audit.get('csv') or AUDIT_IMAGES_CSV}`.", "",
+                  "| Panel (method / condition / block) | Flagged | Files | Matched reference photos (block) | "
+                  "Hash distance | Cosine | Exact copies |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for (run, method, condition, block), recs in panels.items():
+            n = size.get((str(method), str(condition), str(block)))
+            flagged = f"{len(recs)} of {int(n)}" if isinstance(n, (int, float)) and math.isfinite(n) and n else \
+                str(len(recs))
+            where = f"{method} / {condition} / {block}" + (f" (run {run})" if several_runs and run else "")
+            exact = sum(bool(r.get("exact")) for r in recs)
+            cells = [where, flagged, _files_cell(recs), _references_cell(recs),
+                     _span([r.get("hash_distance") for r in recs], 0), _span([r.get("cosine") for r in recs], 4),
+                     f"{exact} of {len(recs)}"]
+            lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
         lines.append("")
     if rows:
         per_method: dict[str, int] = {}
