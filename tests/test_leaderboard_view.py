@@ -23,6 +23,11 @@ from geofidelity_bench.hub.results_repo import SUBMISSION_COLUMNS
 from geofidelity_bench.metrics.catalog import RESULT_METRIC_COLUMNS
 from geofidelity_bench.report.leaderboard import LEGACY_BANNER, leaderboard_tables, leaderboard_view
 
+try:  # the fake Hub fixtures: `online` (requests allowed, HF_TOKEN set) and `hub` (the server)
+    from test_generation_hub import hub, online  # noqa: F401
+except ImportError:  # tests/ imported as a package
+    from tests.test_generation_hub import hub, online  # noqa: F401
+
 BLOCKS = [("b0", "rome"), ("b1", "rome"), ("b2", "oslo"), ("b3", "oslo"), ("b4", "lima"), ("b5", "lima"),
           ("b6", "lima")]
 IDS = [b for b, _ in BLOCKS]
@@ -339,3 +344,164 @@ def test_a_repo_without_leaderboard_json_carries_the_banner_first():
     assert pinned.banner == "" and not pinned.header_lines()[0].startswith("This results repo")
     md = render_board("tester/results", pinned, leaderboard_tables(pinned, n_resamples=N_RESAMPLES))
     assert md.startswith("### Comparable group: demo (aaaaaaaaaaaa), encoder dinov2-base")
+
+
+# -- one segmenter's GAAS in a legacy repo (case 9) ------------------------------------------------------------
+
+
+def test_a_legacy_gaas_tie_goes_to_the_default_segmenter_and_is_said():
+    """One submission per segmenter (a 1-to-1 tie): mask2former-vistas, the benchmark's default, is shown although
+    segformer's config hash sorts first; segformer's GAAS is n/a and the header says which and why."""
+    m2f_hash, segf_hash = "f" * 64, "0" * 64
+    a = rows_for("gen_a", "run_a", seed=1).assign(segmenter=m2f_hash)
+    b = rows_for("gen_b", "run_b", seed=2).assign(segmenter=segf_hash)
+    for rows, seed in ((a, 11), (b, 12)):
+        rows["gaas"] = np.random.default_rng(seed).uniform(0.05, 0.6, len(rows))
+    infos = {"run_a": {"gaas": {"segmenter": "mask2former-vistas", "config_hash": m2f_hash}},
+             "run_b": {"gaas": {"segmenter": "segformer-cityscapes", "config_hash": segf_hash}}}
+    df = frame(a, b, anchors())
+    view = leaderboard_view(df, run_infos=infos)
+    assert view.gaas_segmenter == m2f_hash
+    said = ("GAAS is shown for segmenter mask2former-vistas (ffffffffffff) (1 submission(s); a tie, broken in favour "
+            "of the benchmark's default segmenter mask2former-vistas)")
+    assert view.gaas_choice.startswith(said) and "segformer-cityscapes (000000000000): 1" in view.gaas_choice
+    assert f"GAAS: {view.gaas_choice}." in view.header_lines()
+    assert any("GAAS of gen_b: n/a (segmenter 000000000000, not the group's ffffffffffff" in n for n in view.notes)
+    tables = leaderboard_tables(view, n_resamples=N_RESAMPLES)
+    assert t10_row(tables, "gen_a")["gaas"] == pytest.approx(l1_mean(df, "gen_a", "run_a", metric="gaas"))
+    assert np.isnan(t10_row(tables, "gen_b")["gaas"])
+    # a segmenter column that holds the registry name (a run.json without a config hash) needs no run.json
+    named = frame(a.assign(segmenter="mask2former-vistas"), b.assign(segmenter="segformer-cityscapes"), anchors())
+    assert leaderboard_view(named).gaas_segmenter == "mask2former-vistas"
+    # more submissions win whatever the names
+    c = rows_for("gen_c", "run_c", seed=3).assign(segmenter=segf_hash, gaas=0.3)
+    assert leaderboard_view(frame(a, b, c, anchors()), run_infos=infos).gaas_segmenter == segf_hash
+
+
+# -- rows scored with --allow-unpromptable (case 8) ------------------------------------------------------------
+
+
+def _with_unpromptable(rows, condition, block, value=0.99):
+    """``rows`` plus a row of ``condition`` on ``block`` scored although the benchmark has no prompt for it (the
+    best CosSim of all: it would top the board if ranked)."""
+    rows = rows.copy()
+    rows["unpromptable"] = 0.0
+    extra = rows[(rows["condition"] == "L0") & (rows["block_id"] == block)].copy()
+    extra["condition"], extra["cos_sim"], extra["unpromptable"] = condition, value, 1.0
+    return pd.concat([rows[~((rows["condition"] == condition) & (rows["block_id"] == block))], extra],
+                     ignore_index=True)
+
+
+def test_unpromptable_rows_carry_their_mark_and_are_never_ranked():
+    from geofidelity_bench.demo_app.hub_board import render_board
+
+    honest = rows_for("gen_a", "run_a", seed=1)
+    honest = honest[~((honest["condition"] == "L1") & (honest["block_id"] == "b6"))]  # no L1 prompt for b6
+    forced = _with_unpromptable(rows_for("gen_u", "run_u", seed=2), "L1", "b6")
+    l1_blocks = IDS[:6]
+    pinned = pin(blocks={"L0": list(IDS), "L1": l1_blocks})
+    for config in (config_of(pinned), None):  # pinned and legacy alike
+        view = leaderboard_view(frame(honest, forced, anchors(), config=config))
+        assert set(view.unpromptable) == {("gen_u", "run_u")}
+        gen_rows = view.rows[view.rows["condition"] != "anchor"]
+        assert not ((gen_rows["method"] == "gen_u") & (gen_rows["block_id"] == "b6")
+                    & (gen_rows["condition"] == "L1")).any()
+        assert (pd.to_numeric(gen_rows.get("unpromptable", pd.Series(dtype=float)), errors="coerce")
+                .fillna(0) == 0).all()
+        # the refused block is no block of L1 (legacy: the submissions' blocks minus the refused ones)
+        assert view.condition_blocks["L1"] == l1_blocks
+        assert view.ranked["L1"] == ["gen_a", "gen_u"] and view.apart == []
+        header = view.header_lines(N_RESAMPLES)
+        line = f"{caveats.UNPROMPTABLE_MARK}, never ranked or bolded: gen_u (run run_u) under L1 on 1 block(s): b6."
+        assert line in header and f"{caveats.UNPROMPTABLE_LEGEND}." in header
+        apart = view.apart_markdown()
+        assert f"| gen_u {caveats.UNPROMPTABLE_MARK} | run_u | L1 |" in apart and "| 0.990 |" in apart
+        tables = leaderboard_tables(view, n_resamples=N_RESAMPLES)
+        assert t10_row(tables, "gen_u")["cos_sim"] == pytest.approx(l1_mean(forced, "gen_u", "run_u", blocks=l1_blocks))
+        assert t10_row(tables, "gen_u")["n_blocks"] == 6
+        md = render_board("tester/results", view, tables, n_resamples=N_RESAMPLES)
+        assert f"| gen_u {caveats.UNPROMPTABLE_MARK}" in md.split("#### Listed apart")[1]
+
+
+def test_push_results_refuses_unpromptable_rows_of_a_pinned_group(hub, online, tmp_path):
+    """What reaches a pinned repo: the group's block set of a condition is the benchmark's promptable one, so an
+    unpromptable panel names a block outside it and push-results refuses the run, uploading nothing."""
+    try:
+        import test_leaderboard_hub as lh
+    except ImportError:  # tests/ imported as a package
+        from tests import test_leaderboard_hub as lh
+    from geofidelity_bench.hub.results_repo import SubmissionError
+
+    def refused_b5(df, info):
+        df["unpromptable"] = 0.0
+        df.loc[(df["condition"] == "L1") & (df["block_id"] == "b5"), "unpromptable"] = 1.0
+        return df, info
+
+    first = lh.make_results(tmp_path / "r0", seed=0)
+    blocks = {c: [b for b, _ in lh.BLOCKS] for c in ("L0", "C_WRONG_STREET")}
+    blocks["L1"] = [b for b, _ in lh.BLOCKS if b != "b5"]
+    lh.pin(first, hub, blocks=blocks)
+    forced = lh.make_results(tmp_path / "forced", seed=1, method="gen_u", extra=refused_b5)
+    before = dict(hub.files("dataset", lh.REPO))
+    with pytest.raises(SubmissionError, match=r"name a block the pinned benchmark does not have in that condition, "
+                                              r"e\.g\. L1/b5"):
+        lh.push(forced, hub)
+    assert dict(hub.files("dataset", lh.REPO)) == before
+    # an honest run is taken; the repo's report opens with the leaderboard's lines, its coverage that of Table 10
+    from geofidelity_bench.report.leaderboard import report_from_repo
+
+    def no_l1_b5(df, info):  # what evaluate writes: no L1 panel where the benchmark has no L1 prompt
+        return df[~((df["condition"] == "L1") & (df["block_id"] == "b5"))].reset_index(drop=True), info
+
+    lh.push(lh.make_results(tmp_path / "honest", seed=2, method="gen_a", extra=no_l1_b5), hub)
+    rep = report_from_repo(lh.REPO, tmp_path / "report", endpoint=hub.url, plots=False, n_resamples=N_RESAMPLES,
+                           rank_resamples=20)
+    md = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    section = md.split("## Leaderboard\n", 1)[1].split("\n## ", 1)[0]
+    (ranked,) = [x for x in rep["leaderboard_notes"] if x.startswith("Ranked")]
+    assert f"- {ranked}" in section and rep["preamble"][1:] == rep["leaderboard_notes"]
+    assert rep["leaderboard_coverage"]["L1"] == {"gen_a": 5} and rep["leaderboard_condition_blocks"]["L1"] == 5
+    assert "in L1: 1 over 5" in ranked or "Ranked in L1: 1 generator submission(s) over the group's 5" in ranked
+    board = pd.DataFrame(rep["tables"]["leaderboard"]["rows"]).set_index("method")
+    assert board.loc["gen_a", "n_blocks"] == 5
+
+
+# -- the summary line states each ranked submission's coverage (case 10) ---------------------------------------
+
+
+def test_the_ranked_line_states_the_coverage_table_10_counts():
+    """A submission whose L1 rows hold only descriptive columns (similarities, diversity gap) on 6 of 7 blocks
+    covers 1 block: it is partial there, never ranked as "covering all 7" beside a 1-block Table 10 row."""
+    a = rows_for("gen_a", "run_a", seed=1)
+    x = rows_for("gen_x", "run_x", seed=2)
+    thin = (x["condition"] == "L1") & (x["block_id"] != "b0")
+    x.loc[thin, list(LEADERBOARD_SCORES)] = np.nan
+    for config in (config_of(pin(anchors_run_id="none")), None):  # no anchors: nothing else says a score is missing
+        df = frame(a, x, config=config)
+        view = leaderboard_view(df)
+        assert view.ranked["L1"] == ["gen_a"]
+        (apart,) = view.apart
+        assert apart.method == "gen_x" and apart.partial_in == {"L1": "partial in L1: covers 1 of the group's 7 block(s)"}
+        tables = leaderboard_tables(view, n_resamples=N_RESAMPLES)
+        _check_ranked_line_against_table_10(view, tables)
+    # the line itself never says "all" of a ranked submission that covers fewer (a view whose rows lost a block)
+    view = leaderboard_view(frame(a, anchors(), config=config_of(pin())))
+    lost = (view.rows["method"] == "gen_a") & (view.rows["condition"] == "L1") & (view.rows["block_id"] == "b6")
+    view.rows.loc[lost, list(LEADERBOARD_SCORES)] = np.nan
+    text = view.ranked_text()
+    assert "each covering all" not in text and "gen_a covers only 6 of 7" in text
+    assert view.coverage()["L1"] == {"gen_a": 6} and view.coverage()["L0"] == {"gen_a": 7}
+
+
+LEADERBOARD_SCORES = ("cos_sim", "mmd", "dcsf", "gaas", "retrieval_acc", "mrr", "local_margin", "strongest_margin")
+
+
+def _check_ranked_line_against_table_10(view, tables):
+    """Every count the "Ranked" line states is Table 10's Blocks of the ranked rows (L1)."""
+    (line,) = [x for x in view.header_lines(N_RESAMPLES) if x.startswith("Ranked")]
+    t10 = tables["leaderboard"].data
+    gen = t10[t10["group"] == "generator"]
+    m = re.search(r"Ranked(?: in L1)?: (\d+) generator submission\(s\)(?:, each covering all| over the group's) "
+                  r"(\d+) block\(s\)(?! \()", line)  # "(gen_x covers only k of n)" would follow
+    assert m and "covers only" not in line, line
+    assert len(gen) == int(m.group(1)) and set(gen["n_blocks"]) == {int(m.group(2))}

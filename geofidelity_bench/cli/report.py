@@ -36,7 +36,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
                                   group=args.group, **common)
         for line in report["leaderboard_notes"]:
             print(line)
-        print(f"group: {report['leaderboard_group']}; {report['leaderboard_blocks']} block(s) covered by every method")
+        sets = ", ".join(f"{c} {n}" for c, n in report["leaderboard_condition_blocks"].items() if n)
+        print(f"group: {report['leaderboard_group']}; its block set per condition: {sets or 'none'} (what each "
+              "ranked submission covers is the 'Ranked' line above)")
     else:
         report = report_from_dirs(args.results, args.out, allow_mixed_encoders=args.allow_mixed_encoders, **common)
     out = report["out_dir"]

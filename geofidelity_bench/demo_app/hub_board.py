@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..caveats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MISMATCH_MARK
+from ..caveats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MISMATCH_MARK, UNPROMPTABLE_MARK
 from ..provenance import utc_timestamp
 
 
@@ -38,7 +38,7 @@ class HubBoard:
 
         try:
             df, infos = load_submissions(self.repo_id, endpoint=self.endpoint)
-            view = leaderboard_view(df)
+            view = leaderboard_view(df, run_infos=infos)
             tables = leaderboard_tables(view, list(infos.values()), n_resamples=self.n_resamples, seed=self.seed)
         except (GeoFidelityError, OSError) as err:
             when = f"the state loaded at {self.loaded_at}" if self.loaded_at else "nothing (never loaded)"
@@ -82,12 +82,13 @@ def render_board(repo_id: str, view, tables, *, n_resamples: int = BOOTSTRAP_RES
     for t in tables.values():
         lines += ["", f"#### {t.title}", t.caption, "", t.markdown if t.ok else f"skipped: {t.reason}"]
         lines += [f"- {n}" for n in t.notes]
-    if view.apart:
+    if view.apart or getattr(view, "unpromptable", None):
         lines += ["", "#### Listed apart (not ranked)",
                   "Submissions, or the conditions of a submission, that are partial (do not cover the group's blocks "
                   "of that condition, or miss a score on a block where the held-out anchor has it), not comparable "
                   "(their anchors differ from the group's), copied, whose verification found other numbers "
-                  f"({MISMATCH_MARK}), or not verified where this repo ranks only verified submissions: plain means "
+                  f"({MISMATCH_MARK}), not verified where this repo ranks only verified submissions, or scored "
+                  f"without a prompt of the benchmark ({UNPROMPTABLE_MARK}): plain means "
                   "over their own blocks, never ranked or bolded.",
                   "", view.apart_markdown()]
     return "\n".join(lines)

@@ -42,13 +42,22 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .. import caveats
-from ..comparability import FIELDS, ROW_COLUMNS, AnchorCheck, check_anchors, group_id
+from ..comparability import (
+    FIELDS,
+    ROW_COLUMNS,
+    AnchorCheck,
+    check_anchors,
+    choose_gaas_segmenter,
+    group_id,
+    segmenter_name_of_run,
+    segmenter_of_run,
+)
 from ..metrics.catalog import RESULT_METRIC_COLUMNS
 from ..prompts import CONDITIONS
 from .context import LEADERBOARD_METRICS, METRIC_LABELS, Context, ReportError, method_label
@@ -61,11 +70,13 @@ REFERENCE_ENCODER = "dinov2-base"
 GROUP_KEYS = tuple(ROW_COLUMNS[attr] for attr, _ in FIELDS)
 ANCHOR_CONDITION, SANITY_CONDITION = "anchor", "sanity"
 MAIN_CONDITION = "L1"
-#: A block is covered by a row when one of these scores is finite (GAAS needs a segmenter, so it does not count).
-COVERAGE_COLUMNS = tuple(c for c in RESULT_METRIC_COLUMNS if c != "gaas")
 #: The leaderboard scores a submission must have on every block of a condition where the group's held-out
 #: anchor (``heldout_real``) has them: a NaN there hides a block from the mean (GAAS needs a segmenter).
 REQUIRED_METRICS = tuple(m for m in LEADERBOARD_METRICS if m != "gaas")
+#: A block is covered by a row when one of the leaderboard's scores is finite (GAAS needs a segmenter, so it does
+#: not count): a row with only descriptive columns (the similarities, the diversity gap) is no block of Table 10,
+#: which counts a block by the same scores (:func:`geofidelity_bench.evaluation.covered`).
+COVERAGE_COLUMNS = REQUIRED_METRICS
 #: The scores the "listed apart" table shows (plain means over the submission's own blocks, no interval).
 APART_METRICS = ("cos_sim", "dcsf", "retrieval_acc", "strongest_margin")
 #: A submission's verification (those of :mod:`geofidelity_bench.hub.leaderboard_config`, kept as text here:
@@ -240,6 +251,12 @@ class LeaderboardView:
     banner: str = ""
     #: groups of submitted rows that leaderboard.json does not pin (not shown; counted in :attr:`notes`)
     unpinned: list[SubmissionGroup] = field(default_factory=list)
+    #: which segmenter's GAAS a legacy group shows when its submissions used several, and why
+    #: (:func:`~geofidelity_bench.comparability.choose_gaas_segmenter`; "" when there was nothing to choose)
+    gaas_choice: str = ""
+    #: rows scored with ``--allow-unpromptable`` (column ``unpromptable``), by (method, run_id): never ranked,
+    #: listed apart with :data:`~geofidelity_bench.caveats.UNPROMPTABLE_MARK`
+    unpromptable: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict)
 
     def other_text(self) -> str:
         """How many submissions the other groups hold, and why they are not shown."""
@@ -259,23 +276,53 @@ class LeaderboardView:
         """The group's block set of ``condition`` (its full block set where the condition has none)."""
         return self.condition_blocks.get(condition, self.blocks)
 
+    def coverage(self) -> dict[str, dict[str, int]]:
+        """{condition: {ranked method: the blocks of the group's set of that condition its shown rows cover}}: a
+        block counts when one of the leaderboard's scores is finite there
+        (:func:`geofidelity_bench.evaluation.covered`, as Table 10's Blocks column counts it)."""
+        from ..evaluation import covered
+
+        rows = self.rows
+        out: dict[str, dict[str, int]] = {}
+        if rows.empty:
+            return {c: {m: 0 for m in self.ranked.get(c, ())} for c in self.conditions}
+        ok = covered(rows).to_numpy()
+        for cond in self.conditions:
+            blocks = set(self.blocks_of(cond))
+            in_cond = (rows["condition"].astype(str) == cond).to_numpy() & ok
+            out[cond] = {m: len(set(rows.loc[in_cond & (rows["method"].astype(str) == m).to_numpy(), "block_id"]
+                                    .astype(str)) & blocks) for m in self.ranked.get(cond, ())}
+        return out
+
     def ranked_text(self) -> str:
-        """How many submissions are ranked in each condition, over how many of the group's blocks."""
+        """How many submissions are ranked in each condition, over how many of the group's blocks, and how many
+        blocks each ranked submission covers (never "all" when one covers fewer)."""
         cities = f"({self.n_cities} cit{'y' if self.n_cities == 1 else 'ies'})"
         tail = "a block counts only with a finite score."
         conds = self.conditions
         if not conds:
-            return (f"Ranked: {len(self.methods)} generator submission(s), each covering all {len(self.blocks)} "
-                    f"block(s) of the group {cities}; {tail}")
+            return f"Ranked: no generator submission over the group's {len(self.blocks)} block(s) {cities}; {tail}"
+        cover = self.coverage()
         sets = {c: tuple(self.blocks_of(c)) for c in conds}
         ranked = {c: tuple(self.ranked.get(c, ())) for c in conds}
-        if len(set(sets.values())) == 1 and len(set(ranked.values())) == 1:
-            return (f"Ranked: {len(ranked[conds[0]])} generator submission(s), each covering all "
-                    f"{len(sets[conds[0]])} block(s) of the group {cities} in {', '.join(conds)}; {tail}")
+        short = {c: {m: n for m, n in cover[c].items() if n < len(sets[c])} for c in conds}
+
+        def fewer(c: str) -> str:
+            if not short[c]:
+                return ""
+            return " (" + ", ".join(f"{m} covers only {n} of {len(sets[c])}" for m, n in sorted(short[c].items())) + ")"
+
+        if len(set(sets.values())) == 1 and len(set(ranked.values())) == 1 and not any(short.values()):
+            n = len(ranked[conds[0]])
+            each = f", each covering all {len(sets[conds[0]])} block(s) of the group" if n else \
+                f" over the group's {len(sets[conds[0]])} block(s)"
+            return f"Ranked: {n} generator submission(s){each} {cities} in {', '.join(conds)}; {tail}"
         first, rest = conds[0], conds[1:]
         text = (f"Ranked in {first}: {len(ranked[first])} generator submission(s) over the group's "
-                f"{len(sets[first])} block(s)")
-        text += "".join(f"; in {c}: {len(ranked[c])} over {len(sets[c])}" for c in rest)
+                f"{len(sets[first])} block(s){fewer(first)}")
+        text += "".join(f"; in {c}: {len(ranked[c])} over {len(sets[c])}{fewer(c)}" for c in rest)
+        if any(short.values()):
+            return f"{text} {cities}; {tail}"
         return f"{text} {cities}; each ranked submission covers all of the group's blocks of that condition; {tail}"
 
     def header_lines(self, n_resamples: int = caveats.BOOTSTRAP_RESAMPLES,
@@ -320,15 +367,25 @@ class LeaderboardView:
         note = caveats.thin_anchor_note(len(self.thin_blocks), len(self.anchor_blocks))
         if note:
             lines.append(f"{caveats.REPEATS_MARK}: {note} (blocks: {', '.join(self.thin_blocks)}).")
-        if self.gaas_segmenter:
+        if self.gaas_choice:
+            lines.append(f"GAAS: {self.gaas_choice}.")
+        elif self.gaas_segmenter:
             lines.append(f"GAAS: compared only within segmenter {self.gaas_segmenter[:12]}.")
+        if self.unpromptable:
+            parts = []
+            for (method, rid), rows in sorted(self.unpromptable.items()):
+                for cond in _conditions(rows["condition"]):
+                    blocks = sorted(set(rows.loc[rows["condition"].astype(str) == cond, "block_id"].astype(str)))
+                    parts.append(f"{method} (run {rid}) under {cond} on {len(blocks)} block(s): {', '.join(blocks)}")
+            lines.append(f"{caveats.UNPROMPTABLE_MARK}, never ranked or bolded: " + "; ".join(parts) + ".")
+            lines.append(f"{caveats.UNPROMPTABLE_LEGEND}.")
         return lines
 
     def apart_markdown(self) -> str:
         """The submissions listed apart: one line per condition where a submission is partial (one line, its
         main condition's, for a submission listed apart as a whole), with its status and plain means over its
         own blocks of that condition."""
-        if not self.apart:
+        if not self.apart and not self.unpromptable:
             return ""
         from ..metrics.catalog import METRICS
 
@@ -351,6 +408,17 @@ class LeaderboardView:
                     cells.append(f"{np.nanmean(vals):.3f}" if np.isfinite(vals).any() else "n/a")
                 body.append([name, a.run_id, cond, status,
                              f"{a.n_blocks_in.get(cond, 0)} of {len(self.blocks_of(cond))}", *cells])
+        for (method, rid), rows in sorted(self.unpromptable.items()):
+            for cond in _conditions(rows["condition"]):
+                part = rows[rows["condition"].astype(str) == cond]
+                cells = []
+                for m in APART_METRICS:
+                    vals = pd.to_numeric(part[m], errors="coerce").to_numpy(dtype=float) if m in part else np.array([])
+                    cells.append(f"{np.nanmean(vals):.3f}" if np.isfinite(vals).any() else "n/a")
+                status = (f"{caveats.UNPROMPTABLE_MARK}: scored with --allow-unpromptable; the benchmark has no {cond} "
+                          "prompt for these blocks")
+                body.append([f"{method_label(method)} {caveats.UNPROMPTABLE_MARK}", rid, cond, status,
+                             f"{len(finite_blocks(part))} (no prompt)", *cells])
         lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
         lines += ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in body]
         return "\n".join(lines)
@@ -498,11 +566,16 @@ def _outside_note(method: str, rid: str, rows: pd.DataFrame, pin: "PinnedGroup")
 
 
 def leaderboard_view(df: pd.DataFrame, group: str | None = None, *,
-                     config: "LeaderboardConfig | None" = None) -> LeaderboardView:
+                     config: "LeaderboardConfig | None" = None,
+                     run_infos: "Mapping[str, Mapping] | None" = None) -> LeaderboardView:
     """The ranked rows of one comparable group (``group``: a prefix of its group id, benchmark fingerprint or
     encoder config hash, or its label; default: :func:`default_group`).
 
     ``config``: the repo's leaderboard.json (default: ``df.attrs["leaderboard_config"]``; None: a legacy repo).
+    ``run_infos``: {run_id: run.json} (the second value of :func:`~geofidelity_bench.hub.results_repo.load_submissions`):
+    the registry names of the segmenters, so that a legacy group's GAAS tie goes to the benchmark's default
+    segmenter (:func:`~geofidelity_bench.comparability.choose_gaas_segmenter`); a segmenter column that holds a
+    registry name is read as that name without it.
     """
     if config is None:
         config = df.attrs.get("leaderboard_config")
@@ -567,6 +640,16 @@ def leaderboard_view(df: pd.DataFrame, group: str | None = None, *,
     shown = sorted((str(m), str(r)) for m, r in latest.items())
     gen = gen_all[gen_all["run_id"] == gen_all["method"].map(latest)].copy()
 
+    # a panel scored with --allow-unpromptable has no prompt of the benchmark behind it: never ranked, never part
+    # of a block set, listed apart with its mark (push-results refuses such rows for a pinned group, whose block
+    # set per condition is the benchmark's promptable one; a legacy repo, or a file put there by hand, can hold them)
+    unpromptable: dict[tuple[str, str], pd.DataFrame] = {}
+    refused = caveats.unpromptable_mask(gen).to_numpy() if len(gen) else np.zeros(0, dtype=bool)
+    if refused.any():
+        for (method, rid), rows in gen[refused].groupby(["method", "run_id"], sort=True):
+            unpromptable[(str(method), str(rid))] = rows.drop(columns=list(_HELPER_COLUMNS), errors="ignore")
+        gen = gen[~refused]
+
     # a pinned group's block set per condition is the benchmark's: any other row is ignored, never counted
     if pin is not None and len(gen):
         allowed = {(c, b) for c, bl in pin.blocks.items() for b in bl}
@@ -576,11 +659,16 @@ def leaderboard_view(df: pd.DataFrame, group: str | None = None, *,
         gen = gen[inside]
 
     # GAAS: only within one segmenter (pinned; in a legacy repo the one most of the shown submissions used)
+    gaas_choice = ""
     if pin is not None:
         gaas_seg = pin.segmenter_hash
-    else:
+    else:  # the segmenter most shown submissions used; a tie goes to the benchmark's default segmenter
         segs = Counter(s for s in gen.drop_duplicates(["method", "run_id"])["segmenter"] if s)
-        gaas_seg = sorted(segs.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if segs else ""
+        names = _segmenter_names(segs, run_infos)
+        gaas_seg, gaas_choice = choose_gaas_segmenter(segs, names)
+        if gaas_choice:
+            gaas_choice = gaas_choice.replace(" row(s);", " submission(s);")
+            notes.append(gaas_choice)
     if "gaas" in gen:
         for (method, seg), rows in gen.groupby(["method", "segmenter"]):
             has = np.isfinite(pd.to_numeric(rows["gaas"], errors="coerce").to_numpy(dtype=float)).any()
@@ -627,6 +715,10 @@ def leaderboard_view(df: pd.DataFrame, group: str | None = None, *,
                 continue
             for cond, rc in rows.groupby("condition"):
                 cond_blocks[str(cond)] |= finite_blocks(rc)
+        for rows in unpromptable.values():  # a block whose prompt the benchmark refuses is no block of that condition
+            for cond, block in zip(rows["condition"].astype(str), rows["block_id"].astype(str)):
+                if cond in cond_blocks:
+                    cond_blocks[cond].discard(block)
         full = set(anchor_finite).union(*cond_blocks.values())
     held = anchors[anchors["method"].astype(str) == caveats.HELDOUT_METHOD] if len(anchors) else anchors
     held_blocks = {m: _metric_blocks(held, m) for m in REQUIRED_METRICS}
@@ -733,8 +825,22 @@ def leaderboard_view(df: pd.DataFrame, group: str | None = None, *,
         condition_blocks={c: sorted(b) for c, b in sorted(cond_blocks.items(), key=lambda kv: _condition_order(kv[0]))},
         conditions=_conditions(shown_conds), ranked={c: sorted(ranked[c]) for c in _conditions(ranked)},
         marks=marks, copies_excluded=copies_excluded, require_verified=require_verified,
-        banner="" if pin is not None else LEGACY_BANNER, unpinned=unpinned,
+        banner="" if pin is not None else LEGACY_BANNER, unpinned=unpinned, gaas_choice=gaas_choice,
+        unpromptable=unpromptable,
     )
+
+
+def _segmenter_names(keys, run_infos: "Mapping[str, Mapping] | None") -> dict[str, str]:
+    """{segmenter key of the rows (config hash, else name): its registry name}: from the runs' run.json where
+    given; a key that is no hex digest (a run.json without a config hash records the name) names itself."""
+    import re
+
+    names = {k: k for k in keys if not re.fullmatch(r"[0-9a-fA-F]{16,}", k)}
+    for info in (run_infos or {}).values():
+        key = segmenter_of_run(info)
+        if key in keys and segmenter_name_of_run(info):
+            names[key] = segmenter_name_of_run(info)
+    return names
 
 
 def _swap_first_cell(line: str, label: str) -> str:
@@ -809,19 +915,24 @@ def report_from_repo(repo_id: str, out_dir: str | os.PathLike, *, endpoint: str 
     from .render import build_report
 
     df, infos = load_submissions(repo_id, endpoint=endpoint, revision=revision)
-    view = leaderboard_view(df, group)
+    view = leaderboard_view(df, group, run_infos=infos)
     used = [infos[r] for r in sorted(set(view.rows["run_id"].astype(str))) if r in infos]
     rows = view.rows.drop(columns=list(_LOAD_COLUMNS), errors="ignore")
-    report = build_report(rows, out_dir, run_info=used, **kwargs)
+    apart = [f"listed apart: {a.method} (run {a.run_id}, {a.mark}): {'; '.join(a.reasons)}" for a in view.apart]
+    marks = [f"{method}: {mark}" for method, mark in sorted(view.marks.items())]
+    notes = [*view.header_lines(kwargs.get("n_resamples", caveats.BOOTSTRAP_RESAMPLES),
+                                kwargs.get("seed", caveats.BOOTSTRAP_SEED)),
+             view.other_text(), *marks, *view.notes, *apart]
+    # report.md and report.json open with what the leaderboard says of the group (the same lines the command
+    # prints): the counts and coverage a reader checks Table 10 against
+    preamble = [f"Results repo {repo_id}, comparable group {view.group.label}:", *notes]
+    report = build_report(rows, out_dir, run_info=used, preamble=preamble, **kwargs)
     report["leaderboard_group"] = view.group.label
     report["leaderboard_blocks"] = len(view.blocks)
     report["leaderboard_condition_blocks"] = {c: len(b) for c, b in view.condition_blocks.items()}
     report["leaderboard_marks"] = dict(view.marks)
-    apart = [f"listed apart: {a.method} (run {a.run_id}, {a.mark}): {'; '.join(a.reasons)}" for a in view.apart]
-    marks = [f"{method}: {mark}" for method, mark in sorted(view.marks.items())]
-    report["leaderboard_notes"] = [*view.header_lines(kwargs.get("n_resamples", caveats.BOOTSTRAP_RESAMPLES),
-                                                      kwargs.get("seed", caveats.BOOTSTRAP_SEED)),
-                                   view.other_text(), *marks, *view.notes, *apart]
+    report["leaderboard_coverage"] = view.coverage()
+    report["leaderboard_notes"] = notes
     return report
 
 
