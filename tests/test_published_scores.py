@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -61,6 +62,31 @@ def _expected_rows():
             for method, level, cond, ours in plan for rid in IMPORTED}
 
 
+def _release_chance(rid: str) -> tuple[int, float, float]:
+    """(candidates, chance accuracy, chance MRR) of the release's retrieval of block ``rid``, by brute force: the
+    target and the negatives benchmark_v3.json gives it (those naming a block of that file, as the evaluator
+    scored them); an uninformative image orders the distinct galleries uniformly at random, and a block in two
+    roles is two candidates above or below the target together."""
+    negatives = [nid for nid in fx.NEGATIVES_JSON[rid] if nid and nid in set(fx.BLOCKS) | {fx.B_ROME}]
+    galleries = [rid, *dict.fromkeys(negatives)]
+    ranks = []
+    for order in itertools.permutations(galleries):
+        above = order[:order.index(rid)]
+        ranks.append(1 + sum(negatives.count(b) for b in above))
+    return 1 + len(negatives), sum(r == 1 for r in ranks) / len(ranks), sum(1 / r for r in ranks) / len(ranks)
+
+
+def test_the_chance_of_the_release_s_candidates_is_the_textbook_one_where_every_negative_is_distinct():
+    # Tokyo's two negatives are distinct blocks: 3 candidates, chance 1/3 and (1 + 1/2 + 1/3) / 3
+    assert _release_chance(fx.B_TOKYO) == (3, pytest.approx(1 / 3), pytest.approx((1 + 1 / 2 + 1 / 3) / 3))
+    # Rivoli's same-neighborhood and same-city negatives are one block (Oberkampf): 4 candidates, 3 galleries
+    k, acc, mrr = _release_chance(fx.B_RIVOLI)
+    # the six orders of (Rivoli, Oberkampf, Tokyo): Rivoli first twice (rank 1), after Tokyo only (rank 2), after
+    # Oberkampf only (rank 3, its two roles), last twice (rank 4): 0.556 (docs/benchmark.md section 5's example)
+    assert k == 4 and acc == pytest.approx(1 / 3) and mrr == pytest.approx((2 + 1 / 2 + 1 / 3 + 2 / 4) / 6)
+    assert round(mrr, 3) == 0.556
+
+
 def test_every_published_value_is_mapped_and_the_similarities_go_to_their_negatives(imported, release):
     out, report = imported
     df = read_results_csv(out / "published" / "results.csv")
@@ -101,8 +127,12 @@ def test_every_published_value_is_mapped_and_the_similarities_go_to_their_negati
         local = [sims[r] for r in ("same_neighborhood", "same_city") if r in sims]
         assert row.local_margin == pytest.approx(row.sim_target - max(local)) if local else math.isnan(row.local_margin)
         assert row.strongest_margin == pytest.approx(row.sim_target - max(sims.values()))
-        for col in ("n_distinct", "n_copied", "n_candidates", "chance_retrieval_acc", "chance_mrr"):
+        for col in ("n_distinct", "n_copied"):
             assert math.isnan(getattr(row, col))
+        # chance depends on no score: the candidates the release ranked the block's panel against
+        k, acc, mrr = _release_chance(rid)
+        assert (row.n_candidates, row.chance_retrieval_acc, row.chance_mrr) == (k, pytest.approx(acc),
+                                                                                 pytest.approx(mrr)), row.block_id
     assert report.counts["published"]["similarities_reassigned"] == 7 * (1 + 2)  # 7 rows per block: Rivoli 1, Tokyo 2
 
 
@@ -268,6 +298,12 @@ def test_report_on_published_rows_gives_the_paper_s_reference_values(tmp_path):
                          ("random_global", "random_global"), ("generators", "generator_mean")):
         for col, expected in ref[method].items():
             assert board.loc[ours, col] == pytest.approx(expected, abs=1e-9), (ours, col)
+    # chance is computed from the release's candidates on import: Table 10 gives it, never "not recorded"
+    chance = [_release_chance(rid) for rid in (fx.B_RIVOLI, fx.B_OBERKAMPF, fx.B_TOKYO)]
+    for ours in ("heldout_real", "random_global", "generator_mean"):
+        assert board.loc[ours, "chance_retrieval_acc"] == pytest.approx(sum(c[1] for c in chance) / 3), ours
+        assert board.loc[ours, "chance_mrr"] == pytest.approx(sum(c[2] for c in chance) / 3), ours
+    assert "chance levels are not recorded" not in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
     hier = pd.read_csv(tables / "hierarchy.csv").set_index("method").loc["heldout_real"]
     assert hier["sim_target"] == pytest.approx(ref["hierarchy"]["sim_same_block"], abs=1e-9)
     for role in ROLES:

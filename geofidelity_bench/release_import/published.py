@@ -51,7 +51,13 @@ silently):
   NaN for every negative's similarity, with an issue. A negative that the imported benchmark
   lacks (it pointed to a dropped block) keeps its published similarity, with an issue;
 * ``local_margin`` and ``strongest_margin`` are derived from the re-assigned similarities
-  (docs/benchmark.md section 5, Metrics); the chance columns, ``n_distinct`` and ``n_copied`` are not published and stay NaN.
+  (docs/benchmark.md section 5, Metrics); ``n_distinct`` and ``n_copied`` are not published and stay NaN;
+* the chance columns (``n_candidates``, ``chance_retrieval_acc``, ``chance_mrr``) are not published but do not
+  depend on any score: they are computed from the candidate set the release's evaluator ranked each block's
+  panel against (the target and the negatives it scored, :meth:`PublishedScores._present_roles`; a block
+  filling two roles is two candidates) with :func:`geofidelity_bench.metrics.retrieval_chance`
+  (docs/benchmark.md section 5, Chance level of retrieval). Ties between the two candidates of one block do not
+  move the target's rank, so the release's tie rule (section 12, item 3) gives the same chance level.
 
 Every NaN score has its reason in ``run.json["nan_reasons"]``. A value that is not a number or
 lies outside its score's range is NaN with an issue naming the file, line and column; a row whose
@@ -296,6 +302,7 @@ class PublishedScores:
                 self._put(out, key, name, self._cell(table, row, name, name, line, key))
             reassigned += self._similarities(out, key, table, row, line, rid, block_id, bench)
             self._margins(out, key)
+            out.update(self._chance(rid))
             rows[key] = out
             first_line[key] = line
             method_map[method_raw] = method
@@ -383,6 +390,17 @@ class PublishedScores:
             if role not in roles:
                 self._nan(key, f"sim_{role}", f"the block has no {role} negative in the release")
         return moved
+
+    def _chance(self, rid: str) -> dict[str, float]:
+        """The chance levels of the release's retrieval of block ``rid`` (its target and the negatives its evaluator
+        scored): what an image that carries no information about the place scores (docs/benchmark.md section 5)."""
+        from ..metrics import retrieval_chance
+
+        negs = self.release_negatives.get(rid, {})
+        chance = retrieval_chance({"target": rid, **{role: negs.get(NEGATIVE_FIELDS[role])
+                                                     for role in self._present_roles(rid)}})
+        return {"n_candidates": float(chance.n_candidates), "chance_retrieval_acc": chance.accuracy,
+                "chance_mrr": chance.mrr}
 
     def _margins(self, out: dict, key) -> None:
         """local_margin and strongest_margin from the re-assigned similarities (docs/benchmark.md section 5, Metrics)."""
@@ -539,7 +557,11 @@ def write_published(importer, tables: Mapping[str, _Table], bench: Benchmark, be
                 "similarities_reassigned": counts["similarities_reassigned"],
                 "diversity_gap": "as published: max(0, Div(X_r) - Div(X_g)) (clipped at 0 by the release)",
                 "derived": ["local_margin", "strongest_margin"],
-                "not_published": ["n_distinct", "n_copied", "n_candidates", "chance_retrieval_acc", "chance_mrr"],
+                "chance": ("n_candidates, chance_retrieval_acc and chance_mrr are computed here from the candidates the "
+                           "release's evaluator ranked each block against (the target and the negatives it scored, "
+                           "a block in two roles counting twice; metrics.retrieval_chance, docs/benchmark.md section "
+                           "5): they depend on no score"),
+                "not_published": ["n_distinct", "n_copied"],
             },
             "documented_differences": list(DOCUMENTED_DIFFERENCES),
         },
