@@ -188,6 +188,63 @@ def test_run_json_says_the_scores_are_the_release_s(imported, release):
     assert "Produced on benchmark" in provenance_text(infos[0], {})
 
 
+def test_published_rows_the_benchmark_cannot_prompt_carry_the_mark_and_are_never_ranked(tmp_path):
+    """Tokyo without a neighborhood name: the imported benchmark has no L1 prompt for it, so the release's L1 rows
+    of Tokyo are marked unpromptable (with an issue each), kept, and listed apart by the report, never ranked."""
+    from geofidelity_bench import caveats
+    from geofidelity_bench.evaluation import unpromptable_panels
+
+    release = tmp_path / "release"
+    fx.write_release_fixture(release, published=True)
+    blocks_csv = release / "metadata" / "blocks.csv"
+    with open(blocks_csv, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        if row["block_id"] == fx.B_TOKYO:
+            row["neighborhood"] = ""
+    with open(blocks_csv, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    bench_json = release / "data" / "processed" / "v3" / "benchmark_v3.json"
+    payload = json.loads(bench_json.read_text(encoding="utf-8"))
+    for block in payload["blocks"]:
+        if block["block_id"] == fx.B_TOKYO:
+            block["neighborhood"] = None
+    bench_json.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+    out = tmp_path / "out"
+    report = import_release(release, out, generations=False, log=lambda m: None)
+    df = read_results_csv(out / "published" / "results.csv")
+    bench = load_benchmark(out / "benchmark")
+    refused = {(r["condition"], r["block_id"]) for r in unpromptable_panels(bench, zip(df.method, df.condition,
+                                                                                        df.block_id))}
+    assert refused == {("L1", TOKYO)}  # L0 needs no names; the anchors have no prompt
+    marked = df[df["unpromptable"] == 1.0]
+    assert sorted(zip(marked.method, marked.condition, marked.block_id)) == [("flux_schnell", "L1", TOKYO),
+                                                                             ("sdxl", "L1", TOKYO)]
+    assert (df.loc[df["unpromptable"] != 1.0, "unpromptable"] == 0.0).all()
+    issues = _issues(report, "published_unpromptable")
+    assert sorted(i.values["method"] for i in issues) == ["flux_schnell", "sdxl"]
+    assert all(i.line and i.file == "outputs/eval_v3/raw_results.csv" for i in issues)
+    assert report.counts["published"]["unpromptable_rows"] == 2
+    # the report lists them apart: Table 10 ranks each generator over Rivoli and Oberkampf only
+    from geofidelity_bench.report import report_from_dirs
+
+    rep = report_from_dirs(out / "published", tmp_path / "report", plots=False, n_resamples=200, rank_resamples=50)
+    board = pd.DataFrame(rep["tables"]["leaderboard"]["rows"])
+    gen = board[board["group"] == "generator"]
+    apart = gen[gen["unpromptable"].astype(bool)].set_index("method")
+    promptable = gen[~gen["unpromptable"].astype(bool)].set_index("method")
+    for method in ("sdxl", "flux_schnell"):
+        rows = df[(df.method == method) & (df.condition == "L1")]
+        assert promptable.loc[method, "cos_sim"] == pytest.approx(rows.loc[rows.block_id != TOKYO, "cos_sim"].mean())
+        assert promptable.loc[method, "n_blocks"] == 2
+        assert apart.loc[method, "cos_sim"] == pytest.approx(rows.loc[rows.block_id == TOKYO, "cos_sim"].iloc[0])
+        assert apart.loc[method, "n_blocks"] == 1 and not apart.loc[method, "ranked"]
+        assert caveats.UNPROMPTABLE_MARK in apart.loc[method, "label"]
+    assert caveats.UNPROMPTABLE_MARK in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+
+
 def test_without_raw_results_there_is_no_published_folder(tmp_path, capsys):
     release = tmp_path / "release"
     fx.write_release_fixture(release)

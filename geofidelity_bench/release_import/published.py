@@ -57,7 +57,11 @@ silently):
   panel against (the target and the negatives it scored, :meth:`PublishedScores._present_roles`; a block
   filling two roles is two candidates) with :func:`geofidelity_bench.metrics.retrieval_chance`
   (docs/benchmark.md section 5, Chance level of retrieval). Ties between the two candidates of one block do not
-  move the target's rank, so the release's tie rule (section 12, item 3) gives the same chance level.
+  move the target's rank, so the release's tie rule (section 12, item 3) gives the same chance level;
+* ``unpromptable``: 1 for a generator row whose condition the imported benchmark cannot prompt for its block
+  (:func:`geofidelity_bench.evaluation.unpromptable_panels`: e.g. L1 of a block without a neighborhood name),
+  with an issue; every view lists such a row apart, never ranked (as ``evaluate --allow-unpromptable`` rows);
+  0 otherwise.
 
 Every NaN score has its reason in ``run.json["nan_reasons"]``. A value that is not a number or
 lies outside its score's range is NaN with an issue naming the file, line and column; a row whose
@@ -309,6 +313,8 @@ class PublishedScores:
             level_map[level_raw] = condition
         frame = pd.DataFrame(sorted(rows.values(), key=lambda r: (r["method"], r["condition"], r["block_id"])),
                              columns=RESULT_COLUMNS)
+        refused = self._unpromptable(frame, bench, table.file, first_line)
+        frame["unpromptable"] = [1.0 if (c, b) in refused else 0.0 for c, b in zip(frame["condition"], frame["block_id"])]
         frame.attrs["nan_reasons"] = list(self.nan_reasons)
         counts = {
             "rows": len(frame),
@@ -317,6 +323,7 @@ class PublishedScores:
             "conditions": sorted(set(frame["condition"])),
             "blocks": int(frame["block_id"].nunique()),
             "similarities_reassigned": reassigned,
+            "unpromptable_rows": int(frame["unpromptable"].sum()),
             "method_map": dict(sorted(method_map.items())),
             "level_map": dict(sorted(level_map.items())),
         }
@@ -390,6 +397,23 @@ class PublishedScores:
             if role not in roles:
                 self._nan(key, f"sim_{role}", f"the block has no {role} negative in the release")
         return moved
+
+    def _unpromptable(self, frame, bench: Benchmark, file: str, first_line) -> set[tuple[str, str]]:
+        """The (condition, block) of published generator rows whose prompt the imported benchmark refuses
+        (:func:`geofidelity_bench.evaluation.unpromptable_panels`, e.g. L1 of a block without a neighborhood):
+        their rows are marked ``unpromptable`` (never ranked with promptable rows, in every view) and each is an
+        issue naming the release's line."""
+        from ..evaluation import unpromptable_panels
+
+        records = unpromptable_panels(bench, zip(frame["method"], frame["condition"], frame["block_id"]))
+        for rec in records:
+            for method in rec["methods"]:
+                self.imp.issue("published_unpromptable", file, first_line.get((method, rec["condition"], rec["block_id"])),
+                               "kept, marked unpromptable (never ranked)",
+                               f"{method}/{rec['condition']}/{rec['block_id']}: the imported benchmark has no "
+                               f"{rec['condition']} prompt for the block ({rec['reason']})", method=method,
+                               condition=rec["condition"], block_id=rec["block_id"])
+        return {(rec["condition"], rec["block_id"]) for rec in records}
 
     def _chance(self, rid: str) -> dict[str, float]:
         """The chance levels of the release's retrieval of block ``rid`` (its target and the negatives its evaluator
@@ -561,6 +585,9 @@ def write_published(importer, tables: Mapping[str, _Table], bench: Benchmark, be
                            "release's evaluator ranked each block against (the target and the negatives it scored, "
                            "a block in two roles counting twice; metrics.retrieval_chance, docs/benchmark.md section "
                            "5): they depend on no score"),
+                "unpromptable": ("1 where the imported benchmark has no prompt of the row's condition for its block "
+                                 "(docs/benchmark.md section 2): such a row is listed apart, never ranked; 0 "
+                                 "otherwise"),
                 "not_published": ["n_distinct", "n_copied"],
             },
             "documented_differences": list(DOCUMENTED_DIFFERENCES),
