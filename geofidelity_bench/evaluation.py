@@ -991,7 +991,8 @@ def leaderboard_summary(results: pd.DataFrame, sort_by: str = "cos_sim") -> pd.D
 
     Columns: those of :func:`summarize` (``n_blocks``: blocks with a finite score), ``unpromptable``
     (the row holds the unpromptable panels of its method and condition), ``n_copied_panels`` (panels
-    the copy audit flagged), ``n_repeating`` (panels repeating photos) and ``ranked`` (neither copied
+    the copy audit flagged, scored or not), ``n_repeating`` (panels with a score that repeat photos: k of
+    ``n_blocks``) and ``ranked`` (neither copied
     nor unpromptable). Order: ranked rows best ``sort_by`` first (NaN last; ties by method, condition),
     then rows with copied panels, then unpromptable rows: neither is ever a model's ranked result.
     """
@@ -1005,7 +1006,9 @@ def leaderboard_summary(results: pd.DataFrame, sort_by: str = "cos_sim") -> pd.D
             frame[col] = float("nan")
     frame["unpromptable"] = caveats.unpromptable_mask(frame).to_numpy()
     frame["_copied"] = caveats.copied_mask(frame).to_numpy()
-    frame["_repeats"] = [caveats.repeats_photos(g, d) for g, d in zip(frame["n_generated"], frame["n_distinct"])]
+    # a repeating panel counts where it counts in the mean (k of the n_blocks with a score); a copied one always
+    frame["_repeats"] = [caveats.repeats_photos(g, d) and ok
+                         for g, d, ok in zip(frame["n_generated"], frame["n_distinct"], covered(frame))]
     keys = ["method", "condition", "unpromptable"]
     out = summarize(frame, keys)
     marks = frame.groupby(keys, sort=True, dropna=False)[["_copied", "_repeats"]].sum()

@@ -95,7 +95,8 @@ def plain_summary(df: pd.DataFrame) -> list[dict]:
         for c in ("chance_retrieval_acc", "chance_mrr"):
             values = [r[c] for r in with_retrieval if _finite(r[c])]
             entry[c] = sum(values) / len(values) if values else float("nan")
-        entry["repeating"] = sum(1 for r in rows if r["n_distinct"] < r["n_generated"])
+        entry["repeating"] = sum(1 for r in rows if r["n_distinct"] < r["n_generated"]
+                                 and any(_finite(r[c]) for c in LEADERBOARD_METRIC_COLUMNS))
         entry["copied"] = sum(1 for r in rows if _finite(r["n_copied"]) and r["n_copied"] > 0)
         entry["tier"] = 2 if unpromptable else (1 if entry["copied"] else 0)
         out.append(entry)

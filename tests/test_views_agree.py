@@ -73,7 +73,7 @@ def expected_rows(df: pd.DataFrame) -> dict[tuple, dict]:
         if math.isfinite(rec["retrieval_acc"]):
             e["chance"].append(rec["chance_retrieval_acc"])
         e["copied"] += int(rec["n_copied"] > 0)
-        e["repeating"] += int(rec["n_distinct"] < rec["n_generated"])
+        e["repeating"] += int(rec["n_distinct"] < rec["n_generated"] and finite_any)
     for e in out.values():
         e["means"] = {c: (sum(v) / len(v) if v else float("nan")) for c, v in e["values"].items()}
         e["chance_mean"] = sum(e["chance"]) / len(e["chance"]) if e["chance"] else float("nan")

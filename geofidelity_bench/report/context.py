@@ -282,11 +282,14 @@ def method_means(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 
 def repeats_count(frame: pd.DataFrame) -> int:
-    """Blocks of ``frame`` whose panel repeats photos (``n_distinct < n_generated``)."""
+    """Blocks of ``frame`` whose panel repeats photos (``n_distinct < n_generated``) and has a score: k of the
+    blocks a row averages, as every view counts them (``evaluation.leaderboard_summary``)."""
     if frame.empty or "n_distinct" not in frame.columns:
         return 0
-    return int(frame.loc[[caveats.repeats_photos(g, d) for g, d in zip(frame["n_generated"], frame["n_distinct"])],
-                         "block_id"].nunique())
+    from ..evaluation import covered
+
+    return int(frame.loc[[caveats.repeats_photos(g, d) and ok for g, d, ok in
+                          zip(frame["n_generated"], frame["n_distinct"], covered(frame))], "block_id"].nunique())
 
 
 def copied_count(frame: pd.DataFrame) -> tuple[int, int]:
@@ -302,8 +305,9 @@ def is_copied(frame: pd.DataFrame) -> bool:
 
 
 def marks(frame: pd.DataFrame) -> str:
-    """The unpromptable, copied and repeating-photos marks of the units ``frame`` behind a row ("" when none)."""
-    n = int(frame["block_id"].nunique()) if not frame.empty else 0
+    """The unpromptable, copied and repeating-photos marks of the units ``frame`` behind a row ("" when none);
+    "of n blocks" counts the blocks with a score, as the row's Blocks column does."""
+    n = finite_blocks(frame, LEADERBOARD_METRICS) if not frame.empty else 0
     out = []
     refused = (int(frame.loc[frame["unpromptable"].to_numpy(dtype=float) > 0, "block_id"].nunique())
                if not frame.empty and "unpromptable" in frame.columns else 0)
