@@ -609,7 +609,7 @@ def _files_cell(images: Sequence[Mapping]) -> str:
     names = [str(r.get("file") or "?") for r in images]
     paths = [n for n in names if _is_path(n)]
     parents = {os.path.dirname(n.replace("\\", "/")) for n in paths}
-    if len(paths) == len(names) and len(parents) == 1 and next(iter(parents)):
+    if len(paths) == len(names) > 1 and len(parents) == 1 and next(iter(parents)):
         parent = next(iter(parents))
         return f"{parent}/: " + ", ".join(os.path.basename(n.replace("\\", "/")) for n in names)
     numbered = [re.fullmatch(r"panel image (\d+)", n) for n in names]
