@@ -1001,6 +1001,8 @@ def leaderboard_summary(results: pd.DataFrame, sort_by: str = "cos_sim") -> pd.D
 
     frame = results.copy(deep=False)
     frame.attrs = {}
+    if sort_by not in frame.columns:
+        raise ValueError(f"cannot sort the leaderboard by {sort_by!r}: the rows have no such column")
     for col in ("n_generated", "n_distinct", "n_copied"):
         if col not in frame.columns:
             frame[col] = float("nan")
@@ -1011,6 +1013,9 @@ def leaderboard_summary(results: pd.DataFrame, sort_by: str = "cos_sim") -> pd.D
                          for g, d, ok in zip(frame["n_generated"], frame["n_distinct"], covered(frame))]
     keys = ["method", "condition", "unpromptable"]
     out = summarize(frame, keys)
+    if out.empty:  # no rows: the columns all the same
+        out = out.reindex(columns=[*keys, "n_blocks", *METRIC_COLUMNS,
+                                   *(c for c in CHANCE_COLUMNS[1:] if c in frame.columns)])
     marks = frame.groupby(keys, sort=True, dropna=False)[["_copied", "_repeats"]].sum()
     out = out.merge(marks.rename(columns={"_copied": "n_copied_panels", "_repeats": "n_repeating"})
                     .astype(int).reset_index(), on=keys, how="left")

@@ -99,7 +99,7 @@ def reference_score_embeddings(blocks, galleries, panels, *, encoder_name, share
             "diversity_gap": gap, "gaas": gaas, "retrieval_acc": ret.accuracy, "mrr": ret.mrr,
             **{f"sim_{name}": ret.sims[name] for name in metrics.CANDIDATE_NAMES},
             "local_margin": ret.local_margin, "strongest_margin": ret.strongest_margin,
-            "n_distinct": len({row.tobytes() for row in gen}), "n_copied": float("nan"),
+            "n_distinct": len({row.tobytes() for row in gen}), "n_copied": float("nan"), "unpromptable": 0.0,
             **dict(zip(("n_candidates", "chance_retrieval_acc", "chance_mrr"), brute_force_chance(block))),
             "encoder": encoder_name,
         })

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from geofidelity_bench.evaluation import RESULT_COLUMNS, leaderboard_summary, summarize
+from geofidelity_bench.evaluation import RESULT_COLUMNS, covered, leaderboard_summary, summarize
 from geofidelity_bench.metrics.catalog import HIGHER_IS_BETTER, LEADERBOARD_METRIC_COLUMNS
 from geofidelity_bench.results import LEADERBOARD_COLUMNS, leaderboard_text
 
@@ -88,7 +88,7 @@ def _fmt3(x: float) -> str:
     return "n/a" if not math.isfinite(x) else f"{x:.3f}"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(result_rows())
 def test_printed_table_and_summary_equal_a_plain_loop(df):
     want = expected_rows(df)
@@ -177,3 +177,120 @@ def test_summary_files_keep_unpromptable_panels_apart(tmp_path):
     by_mc = summaries(pd.DataFrame(rows, columns=RESULT_COLUMNS))["by_method_condition"]
     got = {int(u): (int(n), round(c, 9)) for u, n, c in zip(by_mc["unpromptable"], by_mc["n_blocks"], by_mc["cos_sim"])}
     assert got == {0: (2, 0.3), 1: (1, 0.9)}
+
+
+# -- folders of several runs: encoders and segmenters ------------------------------------------------------
+
+SEGMENTERS = {"mask2former-vistas": "m" * 64, "segformer-cityscapes": "a" * 64}  # segformer's hash sorts first
+
+
+def _run_json(encoder: str, segmenter: str | None) -> dict:
+    gaas = ({"segmenter": segmenter, "config": {"name": segmenter}, "config_hash": SEGMENTERS[segmenter]}
+            if segmenter else {"segmenter": None, "reason": "no segmenter was given"})
+    return {"benchmark": {"name": "synthetic", "fingerprint": "f" * 64},
+            "encoder": {"name": encoder, "config": {"name": encoder}, "config_hash": encoder * 16},
+            "protocol": {"version": "1"}, "gaas": gaas}
+
+
+@st.composite
+def runs(draw) -> list[tuple[str, str | None, pd.DataFrame]]:
+    """Two or three results folders of one benchmark: each its own generators under L1 (and the first the
+    anchors), an encoder (sometimes another), a segmenter or none (GAAS then NaN), NaN and unpromptable rows."""
+    out = []
+    n = draw(st.integers(2, 3))
+    for k in range(n):
+        encoder = draw(st.sampled_from(["enc", "enc", "enc", "other"]))
+        segmenter = draw(st.sampled_from([*SEGMENTERS, None]))
+        rows = []
+        methods = [f"gen{k}{j}" for j in range(draw(st.integers(1, 2)))]
+        units = [(m, "L1") for m in methods] + ([(a, "anchor") for a in ("heldout_real", "random_global")] if k == 0
+                                                 else [])
+        for method, condition in units:
+            for i, (block, country) in enumerate(BLOCKS.items()):
+                if condition == "L1" and i and not draw(st.integers(0, 3)):  # every generator has a row
+                    continue
+                row = _row(method, condition, block, cos=draw(st.floats(-1, 1).map(lambda x: round(x, 6))),
+                           unpromptable=float(condition == "L1" and draw(st.integers(0, 7)) == 0))
+                row.update(country=country, city=f"{country.lower()}-city", encoder=encoder,
+                           n_copied=0.0 if condition == "L1" else float("nan"))
+                for col in ("mmd", "dcsf", "mrr", "local_margin", "strongest_margin"):
+                    row[col] = draw(st.floats(0, 1).map(lambda x: round(x, 6)))
+                row["gaas"] = draw(st.floats(0, 1).map(lambda x: round(x, 6))) if segmenter else float("nan")
+                if draw(st.integers(0, 6)) == 0:  # a panel left without any score
+                    for col in LEADERBOARD_METRIC_COLUMNS:
+                        row[col] = float("nan")
+                rows.append(row)
+        out.append((encoder, segmenter, pd.DataFrame(rows, columns=RESULT_COLUMNS)))
+    return out
+
+
+def expected_gaas_segmenter(folders) -> str | None:
+    """By hand: the segmenter whose GAAS most rows carry; a tie goes to mask2former-vistas (the default)."""
+    counts: dict[str, int] = {}
+    for _, seg, df in folders:
+        if seg:
+            counts[seg] = counts.get(seg, 0) + int(np.isfinite(df["gaas"].to_numpy(float)).sum())
+    counts = {s: c for s, c in counts.items() if c}
+    if not counts:
+        return None
+    most = max(counts.values())
+    tied = [s for s, c in counts.items() if c == most]
+    return "mask2former-vistas" if "mask2former-vistas" in tied else tied[0]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs())
+def test_report_app_and_printed_table_agree_on_mixed_folders(folders):
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from geofidelity_bench.demo_app.results import ResultsError, check_results
+    from geofidelity_bench.report import ReportError, report_from_dirs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dirs = []
+        for k, (encoder, segmenter, df) in enumerate(folders):
+            d = Path(tmp) / f"run{k}"
+            d.mkdir()
+            df.to_csv(d / "results.csv", index=False)
+            (d / "run.json").write_text(json.dumps(_run_json(encoder, segmenter)))
+            dirs.append(d)
+        together = pd.concat([df for _, _, df in folders], ignore_index=True)
+        if len({enc for enc, _, _ in folders}) > 1:
+            # two encoders are never averaged: the report and the app refuse the same rows
+            with pytest.raises(ReportError, match="encoder"):
+                report_from_dirs(dirs, Path(tmp) / "report", plots=False, n_resamples=20, rank_resamples=10)
+            with pytest.raises(ResultsError, match="encoders"):
+                check_results(together, "results.csv")
+            return
+        rep = report_from_dirs(dirs, Path(tmp) / "report", plots=False, n_resamples=20, rank_resamples=10)
+        csv = Path(tmp) / "report" / "tables" / "leaderboard.csv"
+        t10 = pd.read_csv(csv) if csv.is_file() else None  # skipped when no row has a score
+    # GAAS from one segmenter only: the others' GAAS is n/a before any number is shown
+    chosen = expected_gaas_segmenter(folders)
+    shown = []
+    for _, seg, df in folders:
+        df = df.copy()
+        if seg != chosen:
+            df["gaas"] = float("nan")
+        shown.append(df)
+    shown = pd.concat(shown, ignore_index=True)
+    summary = leaderboard_summary(shown[shown["condition"] == "L1"])
+    summary = summary[summary["n_blocks"] > 0]  # a row without any score: n/a in the printed table, not in Table 10
+    if t10 is None:
+        assert summary.empty and not covered(together[together["condition"] == "anchor"]).any()
+        return
+    gen = t10[t10["group"] == "generator"]
+    assert len(gen) == len(summary)
+    for r in summary.to_dict("records"):
+        row = gen[(gen["method"] == r["method"]) & (gen["unpromptable"].astype(bool) == bool(r["unpromptable"]))]
+        assert len(row) == 1, (r["method"], r["unpromptable"])
+        row = row.iloc[0]
+        assert int(row["n_blocks"]) == r["n_blocks"]
+        for col in LEADERBOARD_METRIC_COLUMNS:
+            assert _same(float(row[col]), float(r[col]), 1e-9), (r["method"], col)
+        assert not (r["unpromptable"] and bool(row["ranked"]))
+    if chosen is not None and len({seg for _, seg, df in folders if seg and np.isfinite(df["gaas"]).any()}) > 1:
+        text = json.dumps(rep, default=str)
+        assert f"GAAS is shown for segmenter {chosen}" in text
