@@ -521,6 +521,12 @@ def _ranking(a, b, common, condition: str, metric: str, in_a: bool, in_b: bool) 
     va = a.loc[at, metric].to_numpy(dtype=float)
     vb = b.loc[at, metric].to_numpy(dtype=float)
     ok = np.isfinite(va) & np.isfinite(vb)
+    # a panel scored with --allow-unpromptable (on either side) is never ranked with promptable ones
+    refused = np.zeros(len(at), dtype=bool)
+    for side in (a, b):
+        if "unpromptable" in side.columns:
+            refused |= np.nan_to_num(side.loc[at, "unpromptable"].to_numpy(dtype=float)) > 0
+    ok &= ~refused
     methods_of = np.asarray(at.get_level_values("method"), dtype=object)
     methods = sorted(set(methods_of[ok]))
     mean_a = [float(va[ok & (methods_of == m)].mean()) for m in methods]
@@ -544,6 +550,10 @@ def _ranking(a, b, common, condition: str, metric: str, in_a: bool, in_b: bool) 
     if not math.isfinite(tau):
         tau = None
         reason = "Kendall tau undefined: every method has the same mean on one side"
+    if refused.any():
+        left = sorted(set(methods_of[refused]))
+        reason = "; ".join(x for x in (reason, f"{int(refused.sum())} unpromptable panel(s) of {', '.join(left)} "
+                                                "left out of the ranking (scored with --allow-unpromptable)") if x)
     return RankingComparison(
         condition, metric, hib, methods, mean_a, mean_b, n_blocks, order_a, order_b,
         bool(np.array_equal(rank_a, rank_b)), tau,

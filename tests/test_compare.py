@@ -520,3 +520,29 @@ def test_the_release_norm_epsilon_is_said_against_published_scores_with_its_meas
     assert not any("1e-8" in w for w in res.warnings) and not any(m.note for m in res.metrics)
     res = compare_results(rerun, rerun)
     assert res.warnings == [] and not any(m.note for m in res.metrics)
+
+
+def test_unpromptable_panels_are_never_ranked(demo, tmp_path):
+    """Issue 39 case 8: a panel scored with --allow-unpromptable (on either side) is left out of compare's
+    rankings, and the ranking says so; the means are over the other blocks (a plain loop)."""
+    blocks = [bl for bl, _ in demo[1]]
+
+    def mark(df):
+        df["unpromptable"] = 0.0
+        for bl in blocks[:2]:  # gen_c's best blocks are unpromptable on side A
+            _set(df, "gen_c", "L1", bl, "unpromptable", 1.0)
+            _set(df, "gen_c", "L1", bl, "cos_sim", 0.99)
+        return df
+
+    a = _write(tmp_path / "a", demo, edit=mark)
+    b = _write(tmp_path / "b", demo)
+    ra, rb = read_results_csv(a / "results.csv"), read_results_csv(b / "results.csv")
+    expected = []
+    for method in METHODS:
+        xs = [float(r.cos_sim) for r in ra.itertuples() if r.method == method and r.condition == "L1"
+              and not r.unpromptable]
+        expected.append(sum(xs) / len(xs))
+    r = compare_results(a, b).ranking("L1", "cos_sim")
+    assert r.mean_a == pytest.approx(expected, abs=1e-12)
+    assert r.n_blocks == [6, 6, 4]
+    assert "2 unpromptable panel(s) of gen_c left out of the ranking" in r.reason
