@@ -17,25 +17,13 @@ from scipy import stats as sstats
 from geofidelity_bench import caveats, evaluation
 from geofidelity_bench import report as rp
 from geofidelity_bench import results as rs
-from geofidelity_bench.report import plots as report_plots
 
 from test_report import FAST, synthetic_results, write_folder
+from test_report_plots import figures  # noqa: F401 (a fixture: the figures the report draws)
 
 LEADERBOARD = ["cos_sim", "dcsf", "mmd", "gaas", "retrieval_acc", "mrr", "local_margin", "strongest_margin"]
 
 
-@pytest.fixture
-def figures(monkeypatch):
-    """The figures the report draws, by plot name, read after the real plot code drew them."""
-    kept = {}
-    save = report_plots._save
-
-    def keep(fig, path, layout=True):
-        kept[path.stem] = fig
-        return save(fig, path, layout)
-
-    monkeypatch.setattr(report_plots, "_save", keep)
-    return kept
 
 
 def _report(tmp_path, df, name="out", clip_scores=None, **kw):
