@@ -330,3 +330,94 @@ def test_a_sample_index_of_1e400_or_1e300_is_an_issue_not_a_traceback(release, t
                    ("1e400", "skipped", "sample_index='1e400' is not an integer")]
     names = [p.name for p in (tmp_path / "out" / "generations").rglob("*.jpg")]
     assert names and max(len(n) for n in names) <= len("9999.jpg")
+
+
+# --- the fixture's command line and the README's offline walk ------------------------------------------
+
+
+def test_the_fixture_script_writes_published_scores_only_with_published(tmp_path, capsys):
+    assert fx.main([str(tmp_path / "plain")]) == 0
+    assert fx.main([str(tmp_path / "pub"), "--published"]) == 0
+    out = capsys.readouterr().out
+    assert "without published scores" in out and "with published scores" in out
+    for name in ("plain", "pub"):
+        assert (tmp_path / name / "metadata" / "blocks.csv").is_file()
+        assert "invented" in (tmp_path / name / fx.MARKER).read_text(encoding="utf-8")
+    assert not (tmp_path / "plain" / "outputs").exists()
+    assert (tmp_path / "pub" / "outputs" / "eval_v3" / "raw_results.csv").is_file()
+    # what the script writes is what the tests' write_release_fixture(published=True) writes, plus the marker
+    direct = tmp_path / "direct"
+    fx.write_release_fixture(direct, published=True)
+    files = {p.relative_to(tmp_path / "pub") for p in (tmp_path / "pub").rglob("*") if p.is_file()}
+    assert files - {Path(fx.MARKER)} == {p.relative_to(direct) for p in direct.rglob("*") if p.is_file()}
+
+
+def test_the_fixture_script_refuses_a_folder_that_is_not_its_own(tmp_path, capsys):
+    real = tmp_path / "release"
+    (real / "metadata").mkdir(parents=True)
+    (real / "metadata" / "blocks.csv").write_text("a real download\n")
+    for argv in ([str(real)], [str(real), "--overwrite"]):
+        with pytest.raises(SystemExit) as exc:
+            fx.main(argv)
+        assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "is not empty" in err and f"has no {fx.MARKER}" in err
+    assert (real / "metadata" / "blocks.csv").read_text() == "a real download\n"  # left alone
+    ours = tmp_path / "ours"
+    assert fx.main([str(ours)]) == 0
+    with pytest.raises(SystemExit):
+        fx.main([str(ours), "--published"])
+    assert fx.main([str(ours), "--published", "--overwrite"]) == 0
+    assert (ours / "outputs" / "eval_v3" / "raw_results.csv").is_file()
+
+
+def _readme_offline_walk() -> list[str]:
+    """The README's offline walk of "Reproducing the paper": the indented block that starts with make_fixture.py."""
+    lines = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines)
+                 if line.startswith("    python tests/data/release_fixture/make_fixture.py"))
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("    "):
+            break
+        block.append(line.strip())
+    return block
+
+
+def test_the_readmes_offline_reproduce_walk_runs_as_written(tmp_path):
+    """Each command of the block, as the README writes it, in an empty folder that sees the repository's
+    tests/ (the README runs it from the repository root), offline, with this environment's
+    ``python`` and ``geofidelity-bench``."""
+    import os
+    import subprocess
+
+    walk = _readme_offline_walk()
+    assert "--published" in walk[0] and any(c.startswith("geofidelity-bench import-release") for c in walk)
+    assert any(c.startswith("geofidelity-bench compare") for c in walk)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "tests").symlink_to(Path(__file__).resolve().parent, target_is_directory=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "geofidelity-bench").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m geofidelity_bench.cli "$@"\n')
+    for script in bin_dir.iterdir():
+        script.chmod(0o755)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp_path / "hf"),
+               GEOFIDELITY_CACHE=str(tmp_path / "cache"), MPLBACKEND="Agg",
+               PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    outputs = {}
+    for command in walk:
+        run = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], cwd=work, env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, f"{command}\n--- stdout\n{run.stdout[-3000:]}\n--- stderr\n{run.stderr[-3000:]}"
+        outputs[command.split()[1]] = run.stdout + run.stderr
+    folders = {p.name for p in work.iterdir()} - {"tests"}
+    assert folders == {"fixture_release", "fixture_out", "fixture_rerun"}, folders
+    published = work / "fixture_out" / "published"
+    rows = pd.read_csv(published / "results.csv")
+    assert {"heldout_real", "sdxl", "flux_schnell"} <= set(rows["method"])  # the release's scores, imported
+    assert (published / "report" / "report.md").is_file()
+    assert (work / "fixture_rerun" / "results.csv").is_file()
+    compared = outputs["compare"]
+    assert "DIFFERENT ENCODERS" in compared and "Rows on one side only" in compared, compared[-2000:]

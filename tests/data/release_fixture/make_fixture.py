@@ -1,6 +1,14 @@
 """Writes a small synthetic copy of the published GeoFidelity-Bench v3.1.0 release layout.
 
-Used by tests/test_release_import.py (and runnable by hand: ``python make_fixture.py DIR``).
+Used by tests/test_release_import.py and tests/test_published_scores.py, and runnable by hand from the
+repository root, for an offline walk of the README's "Reproducing the paper" (its values are invented,
+so the walk checks the plumbing, not a number)::
+
+    python tests/data/release_fixture/make_fixture.py DIR               # the release layout, no scores
+    python tests/data/release_fixture/make_fixture.py DIR --published   # + the release's published scores
+
+``DIR`` must be new or empty (``--overwrite`` replaces a folder this script wrote before, and nothing
+else); a marker file, ``SYNTHETIC_FIXTURE.txt``, says what the folder is.
 The column names follow the release's README and croissant.json; the values are invented and
 the images are tiny generated JPEGs. What it contains on purpose (``EXPECTED`` lists it):
 
@@ -357,7 +365,47 @@ def write_release_fixture(root: str | Path, published=False) -> dict:
     return EXPECTED
 
 
+#: Written by :func:`main` into the folder: says the release is synthetic, and lets ``--overwrite`` tell
+#: a folder of this script's from anything else (a real download of the release).
+MARKER = "SYNTHETIC_FIXTURE.txt"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import shutil
+
+    parser = argparse.ArgumentParser(
+        prog="python tests/data/release_fixture/make_fixture.py",
+        description=("Writes a small synthetic copy of the GeoFidelity-Bench v3.1.0 release layout (invented values, "
+                     "tiny JPEGs) for an offline walk of `geofidelity-bench import-release`, `report` and `compare`."),
+    )
+    parser.add_argument("out", help="the folder to write (new or empty)")
+    parser.add_argument("--published", action="store_true",
+                        help="also write the release's published scores (outputs/eval_v3/raw_results.csv and its "
+                             "summaries), which import-release converts to OUT/published")
+    parser.add_argument("--overwrite", action="store_true",
+                        help=f"replace a folder this script wrote before (one holding {MARKER}); never anything else")
+    args = parser.parse_args(argv)
+    target = Path(args.out)
+    if target.exists() and not target.is_dir():
+        parser.error(f"{target} is a file, not a folder")
+    if target.is_dir() and any(target.iterdir()):
+        if not args.overwrite:
+            parser.error(f"{target} is not empty; name a new folder (or pass --overwrite to replace a fixture "
+                         f"written by this script)")
+        if not (target / MARKER).is_file():
+            parser.error(f"{target} has no {MARKER}: it was not written by this script, so --overwrite leaves it alone")
+        shutil.rmtree(target)
+    write_release_fixture(target, published=args.published)
+    (target / MARKER).write_text(
+        "A synthetic copy of the GeoFidelity-Bench v3.1.0 release layout, written by "
+        "tests/data/release_fixture/make_fixture.py: its blocks, photos, generated images and scores are invented. "
+        "It is not the release.\n", encoding="utf-8")
+    what = "with" if args.published else "without"
+    print(f"wrote a synthetic release ({what} published scores; invented values) to {target}")
+    print(f"next: geofidelity-bench import-release {target} --out DIR (README.md, \"Reproducing the paper\")")
+    return 0
+
+
 if __name__ == "__main__":
-    target = Path(sys.argv[1] if len(sys.argv) > 1 else "release_fixture_out")
-    write_release_fixture(target)
-    print(f"wrote the release fixture to {target}")
+    sys.exit(main())
