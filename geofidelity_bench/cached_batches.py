@@ -7,7 +7,10 @@ come, so that a failing or interrupted run keeps what it computed. Bad images ra
 ImageDecodeError that names them, after the rows computed before them are flushed. Images are
 prepared (decoded, resized) by a pool of worker threads ahead of the model
 (:func:`~geofidelity_bench.prefetch.ordered_map`), in input order, so the rows, the cache writes
-and the errors are those of the serial loop.
+and the errors are those of the serial loop. A ``compute`` with an asynchronous twin
+(:func:`~geofidelity_bench.prefetch.submits_with`: the encoders' ``embed_arrays``, the segmenters'
+``shares_of``) keeps one batch in flight: batch ``k + 1`` is submitted before the rows of batch ``k``
+are read and written.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import numpy as np
 
 from .image_store import StoredImage
 from .images import ImageDecodeError, ImageSource, content_sha256
-from .prefetch import ordered_map, prefetch_items, resolve_num_workers
+from .prefetch import Pending, ordered_map, prefetch_items, resolve_num_workers, submitter_of
 
 #: New rows are written to the cache after a batch once this many rows wait, or once this many seconds
 #: passed since the last write (so a batch that takes longer is written as soon as it is done). A killed
@@ -127,7 +130,10 @@ def run_cached(
         items, labels: the images and how to call them in errors.
         width: row length (cached rows of another length are ignored).
         prepare: ``(item, label) -> model input``; raises ImageDecodeError for bad images.
-        compute: a list of prepared inputs -> (len, width) rows (one batch).
+        compute: a list of prepared inputs -> (len, width) rows (one batch). When it is a method
+            marked :func:`~geofidelity_bench.prefetch.submits_with`, its twin submits each batch and
+            the batch's rows are read (and written to the cache) after the next batch is submitted;
+            otherwise each batch's rows are written before the next batch starts.
         cache: an EmbeddingCache, or None.
         progress: tqdm bar over the images computed (None: only for more than 4 batches).
         num_workers: threads running ``prepare`` ahead of ``compute`` (at most a few batches ahead);
@@ -155,8 +161,23 @@ def run_cached(
         progress = len(todo) > 4 * batch_size
     workers = resolve_num_workers(num_workers)
     writer = _Writer(owner, cache)
+    submit = submitter_of(compute)
+    one_behind = submit is not None
+    if submit is None:
+        submit = lambda prepared: Pending.ready(compute(prepared))  # noqa: E731
     prepared_iter = ordered_map(lambda i: prepare(_readable(items[i]), labels[i]), todo, num_workers=workers,
                                 ahead=prefetch_items(workers, batch_size))
+    in_flight: list = []  # at most one (keys, pending): submitted, rows not read yet
+
+    def read_in_flight() -> None:
+        if in_flight:
+            done_keys, pending = in_flight.pop()
+            rows = pending.result()
+            for k, row in zip(done_keys, rows):
+                found[k] = row
+            writer.add(done_keys, rows)
+            bar.update(len(done_keys))
+
     try:
         with closing(prepared_iter), \
                 tqdm(total=len(todo), desc=desc, unit="img", disable=not progress or not todo) as bar:
@@ -171,14 +192,21 @@ def run_cached(
                         break
                 done = batch[: len(prepared)]
                 if prepared:
-                    rows = compute(prepared)
-                    done_keys = [keys[i] for i in done]
-                    for k, row in zip(done_keys, rows):
-                        found[k] = row
-                    writer.add(done_keys, rows)
-                    bar.update(len(done))
+                    pending = submit(prepared)
+                    read_in_flight()
+                    in_flight.append(([keys[i] for i in done], pending))
+                    if not one_behind:
+                        read_in_flight()
                 if error is not None:
+                    read_in_flight()
                     raise error
+            read_in_flight()
+    except BaseException:
+        try:  # a failure after a batch was submitted (the next batch's, an interrupt): keep that batch's rows
+            read_in_flight()
+        except Exception:  # noqa: BLE001 - the first error is the one raised
+            pass
+        raise
     finally:
         writer.close()  # whatever happened, keep what was computed
     out = np.zeros((len(items), width), dtype=np.float32)

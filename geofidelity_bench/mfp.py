@@ -319,13 +319,16 @@ def mfp_scores(
 
     from contextlib import closing
 
-    from geofidelity_bench.encoders.base import to_device
+    from geofidelity_bench.encoders.base import DeviceTransfers
     from geofidelity_bench.prefetch import ordered_map, prefetch_items, resolve_num_workers
 
+    transfers = DeviceTransfers(str(extractor._mean.device))
+
     def prepared(task: tuple[bool, int]):
+        # in a worker thread: decode, preprocess, and (for CUDA) copy into page-locked memory once
         items, labels = (gen_items, gen_labels) if task[0] else (tgt_items, tgt_labels)
         image = load_image(items[task[1]], name=labels[task[1]])
-        return image, extractor.preprocessing(image)
+        return image, transfers.host_array(extractor.preprocessing(image))
 
     # Tasks in the serial loop's order (a batch's generated images, then its targets), so that the
     # first bad image named is the same whatever the number of workers.
@@ -335,34 +338,47 @@ def mfp_scores(
     workers = resolve_num_workers(num_workers)
     columns: dict[str, list] = {c: [] for c in TERM_COLUMNS + (PIXEL_COLUMNS + (RESIZED_COLUMN,)
                                                                if pixel_metrics else ())}
+
+    def submit(gen_arrs, tgt_arrs):
+        """Queues one batch (copies, both forwards, the terms) and starts copying the terms back."""
+        with torch.inference_mode():
+            terms = pair_terms(extractor(transfers.send(gen_arrs)), extractor(transfers.send(tgt_arrs)))
+        names = list(terms)
+        return transfers.fetch([terms[k] for k in names], keep=(gen_arrs, tgt_arrs),
+                               then=lambda hosts: {k: v.double().numpy() for k, v in zip(names, hosts)})
+
+    def read(start: int, stop: int, gen_imgs, tgt_imgs, pending) -> None:
+        terms = pending.result()
+        loss = combine_loss(terms["global_score"], terms["spatial_mse"], global_weight=global_weight,
+                            spatial_weight=spatial_weight)
+        for key in ("global_score", "spatial_distance", "spatial_mse"):
+            columns[key].extend(float(v) for v in terms[key])
+        columns["loss"].extend(float(v) for v in loss)
+        if pixel_metrics:
+            for i, g, t in zip(range(start, stop), gen_imgs, tgt_imgs):
+                resized = g.size != t.size
+                if resized:  # a size the headers did not tell (e.g. an image given as another object)
+                    if not resize_pixel_metrics:
+                        raise _size_error([(gen_labels[i], g.size, t.size)], len(gen_items))
+                    g = g.resize(t.size, resample=Image.Resampling.BICUBIC)
+                columns["ssim"].append(ssim(g, t))
+                columns["psnr"].append(psnr(g, t))
+                columns[RESIZED_COLUMN].append(resized)
+        bar.update(stop - start)
+
     results = ordered_map(prepared, tasks, num_workers=workers, ahead=prefetch_items(workers, 2 * batch_size))
+    in_flight = None  # the batch submitted last: read (and its pixel metrics computed) after the next is submitted
     with closing(results), tqdm(total=len(gen_items), desc="MFP", unit="pair", disable=not progress) as bar:
         for start in starts:
             stop = min(start + batch_size, len(gen_items))
             gen_imgs, gen_arrs = zip(*[next(results) for _ in range(start, stop)])
             tgt_imgs, tgt_arrs = zip(*[next(results) for _ in range(start, stop)])
-            gen_x = torch.from_numpy(np.stack(gen_arrs))
-            tgt_x = torch.from_numpy(np.stack(tgt_arrs))
-            with torch.inference_mode():
-                dev = extractor._mean.device
-                terms = pair_terms(extractor(to_device(gen_x, str(dev))), extractor(to_device(tgt_x, str(dev))))
-            terms = {k: v.double().cpu().numpy() for k, v in terms.items()}
-            loss = combine_loss(terms["global_score"], terms["spatial_mse"], global_weight=global_weight,
-                                spatial_weight=spatial_weight)
-            for key in ("global_score", "spatial_distance", "spatial_mse"):
-                columns[key].extend(float(v) for v in terms[key])
-            columns["loss"].extend(float(v) for v in loss)
-            if pixel_metrics:
-                for i, g, t in zip(range(start, stop), gen_imgs, tgt_imgs):
-                    resized = g.size != t.size
-                    if resized:  # a size the headers did not tell (e.g. an image given as another object)
-                        if not resize_pixel_metrics:
-                            raise _size_error([(gen_labels[i], g.size, t.size)], len(gen_items))
-                        g = g.resize(t.size, resample=Image.Resampling.BICUBIC)
-                    columns["ssim"].append(ssim(g, t))
-                    columns["psnr"].append(psnr(g, t))
-                    columns[RESIZED_COLUMN].append(resized)
-            bar.update(stop - start)
+            submitted = (start, stop, gen_imgs, tgt_imgs, submit(gen_arrs, tgt_arrs))
+            if in_flight is not None:
+                read(*in_flight)
+            in_flight = submitted
+        if in_flight is not None:
+            read(*in_flight)
 
     df = pd.DataFrame({"pair": gen_labels, **columns})
     df.attrs["config"] = extractor.config

@@ -8,6 +8,13 @@ exception of input ``i`` is raised when input ``i`` is reached, exactly as the s
 would raise it, and leaving early (an error, Ctrl-C, closing the iterator) cancels what is
 pending and shuts the pool down without waiting for it. ``num_workers=0`` is the serial loop
 itself: ``fn`` is called lazily in the calling thread.
+
+The model side keeps one batch in flight: a batch method marked :func:`submits_with` has an
+asynchronous twin that queues the batch (host-to-device copy, forward, start of the copy back) and
+returns a :class:`Pending`; the loops (``Encoder.embed``, ``cached_batches.run_cached``, the
+segmenters, ``mfp_scores``) submit batch ``k + 1`` before they read batch ``k``, so on a GPU the
+next batch is queued while the current one computes, and the host waits only where it reads
+results.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from itertools import islice
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from .errors import GeoFidelityError
 
@@ -93,5 +100,55 @@ def ordered_map(fn: Callable[[T], R], inputs: Iterable[T], *, num_workers: int, 
         pool.shutdown(wait=finished, cancel_futures=True)
 
 
-__all__ = ["PREFETCH_BATCHES", "WorkerOptionError", "default_num_workers", "ordered_map", "prefetch_items",
-           "resolve_num_workers"]
+class Pending(Generic[R]):
+    """A batch's results on their way to the host: :meth:`result` waits for them (the first call
+    reads them, later calls return the same value)."""
+
+    __slots__ = ("_read", "_value", "_read_done")
+
+    def __init__(self, read: Callable[[], R]) -> None:
+        self._read: Callable[[], R] | None = read
+        self._value: Any = None
+        self._read_done = False
+
+    @classmethod
+    def ready(cls, value: R) -> "Pending[R]":
+        """A result that is already on the host."""
+        return cls(lambda: value)
+
+    def result(self) -> R:
+        if not self._read_done:
+            read, self._read = self._read, None
+            self._value = read()  # type: ignore[misc]
+            self._read_done = True
+        return self._value
+
+
+_SUBMIT_ATTR = "__geofidelity_submit__"
+
+
+def submits_with(name: str) -> Callable[[Callable], Callable]:
+    """Marks a batch method ``m(batch) -> rows`` (which waits for its rows) as having an asynchronous
+    twin, the method ``name(batch) -> Pending`` of the same object: given ``compute=obj.m``,
+    :func:`~geofidelity_bench.cached_batches.run_cached` submits each batch through the twin and
+    reads it after the next one is submitted. A subclass or a caller that replaces ``m`` with a plain
+    function drops the mark, and ``m`` is then called as it is, one batch at a time."""
+
+    def mark(fn: Callable) -> Callable:
+        setattr(fn, _SUBMIT_ATTR, name)
+        return fn
+
+    return mark
+
+
+def submitter_of(compute: Callable) -> Callable[[Any], Pending] | None:
+    """The asynchronous twin of ``compute`` (a bound method marked :func:`submits_with`), or None."""
+    name = getattr(compute, _SUBMIT_ATTR, None)  # a bound method reads its function's attributes
+    owner = getattr(compute, "__self__", None)
+    if not isinstance(name, str) or owner is None:
+        return None
+    return getattr(owner, name)
+
+
+__all__ = ["PREFETCH_BATCHES", "Pending", "WorkerOptionError", "default_num_workers", "ordered_map",
+           "prefetch_items", "resolve_num_workers", "submits_with", "submitter_of"]

@@ -23,6 +23,7 @@ from PIL import Image
 from geofidelity_bench.encoders.devices import FLOAT32_PRECISION_KEY, model_forward
 from geofidelity_bench.errors import GeoFidelityError, ModelUnavailableError, offline_hint
 from geofidelity_bench.images import ImageSource, load_image
+from geofidelity_bench.prefetch import submits_with
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -222,12 +223,86 @@ def resolve_dtype(dtype: Any, device: str):
     return name, getattr(torch, name)
 
 
-def to_device(tensor, device: str, dtype=None):
-    """``tensor.to(device, dtype)``; a CPU tensor bound for CUDA goes through pinned host memory with a
-    non-blocking copy (the values are the same; on CPU this is a plain ``.to``)."""
-    if str(device).startswith("cuda") and tensor.device.type == "cpu":
-        return tensor.pin_memory().to(device, dtype=dtype, non_blocking=True)
-    return tensor.to(device, dtype=dtype)
+class DeviceTransfers:
+    """Every copy between the host and ``device`` of the batch pipelines (encoders, segmenters, MFP).
+
+    * :meth:`host_array` / :meth:`host_tensor` run in the worker threads that prepare the images. For
+      a CUDA device they copy the prepared input once into page-locked ("pinned") host memory, so
+      that its copy to the device can be asynchronous; on any other device they return the input
+      itself (no copy).
+    * :meth:`send` (the model's thread) makes one batch on the device of those inputs, as the workers
+      left them: each is copied to the device (non-blocking from pinned memory) and the batch is
+      stacked there, so the host makes no second copy of a batch bound for a GPU. On the CPU the
+      stack is the one copy that makes the batch (as ``np.stack`` did).
+    * :meth:`fetch`, once the forward is queued, starts copying the results back into pinned host
+      memory and returns a :class:`~geofidelity_bench.prefetch.Pending` whose ``result()`` waits for
+      that copy only (a CUDA event recorded after it): the host synchronises where it reads. It keeps
+      the batch's host inputs alive until then.
+
+    The numbers are those of a plain ``.to(device)`` and ``.cpu()``.
+    """
+
+    def __init__(self, device: Any) -> None:
+        self.device = str(device)
+        #: whether prepared inputs are copied into page-locked host memory (a CUDA device only)
+        self.pinned = self.device.startswith("cuda")
+
+    def host_array(self, array: np.ndarray) -> np.ndarray:
+        """(A worker thread.) ``array`` where :meth:`send` will copy it from: for CUDA a page-locked
+        copy (an ndarray over pinned memory), else ``array`` itself."""
+        if not self.pinned:
+            return array
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(array)).pin_memory().numpy()
+
+    def host_tensor(self, tensor):
+        """(A worker thread.) A CPU tensor where :meth:`send` will copy it from: for CUDA a page-locked
+        copy, else ``tensor`` itself."""
+        return tensor.pin_memory() if self.pinned else tensor
+
+    def send(self, items: Sequence[Any], dtype=None):
+        """(The model's thread.) The batch of ``items`` (arrays or CPU tensors of one shape, from
+        :meth:`host_array` / :meth:`host_tensor`) on the device, stacked along a new first dimension,
+        in ``dtype`` (default: theirs)."""
+        import torch
+
+        tensors = [torch.from_numpy(x) if isinstance(x, np.ndarray) else x for x in items]
+        batch = torch.stack([t.to(self.device, non_blocking=self.pinned) for t in tensors])
+        return batch if dtype is None or batch.dtype == dtype else batch.to(dtype)
+
+    def fetch(self, tensors: Sequence[Any], *, keep: Any = None, then: Any = None):
+        """(The model's thread, after the forward is queued.) A Pending of ``tensors`` on the host (a
+        list), or of ``then(that list)``: the copies back start now, ``result()`` waits for them."""
+        from geofidelity_bench.prefetch import Pending
+
+        tensors = list(tensors)
+        finish = then if then is not None else (lambda hosts: hosts)
+        cuda = [t for t in tensors if t.device.type == "cuda"]
+        if not cuda:
+            def read_here():
+                nonlocal keep
+                keep = None
+                return finish([t.cpu() for t in tensors])
+
+            return Pending(read_here)
+        import torch
+
+        hosts = []
+        for t in tensors:
+            host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+            host.copy_(t, non_blocking=True)
+            hosts.append(host)
+        done = torch.cuda.Event()
+        done.record(torch.cuda.current_stream(cuda[0].device))
+
+        def read_after_copy():
+            nonlocal keep
+            done.synchronize()  # this batch's work and copies only: later batches may still run
+            keep = None  # the pinned inputs: their copies to the device are done
+            return finish(hosts)
+
+        return Pending(read_after_copy)
 
 
 def _is_single_image(images: Any) -> bool:
@@ -350,15 +425,27 @@ class Encoder(RecordedConfig, abc.ABC):
         return self
 
     def preprocess(self, image: ImageSource, name: str | None = None) -> np.ndarray:
-        """Decodes one image and returns the normalized float32 (3, H, W) array fed to the model."""
-        return self.preprocessing(load_image(image, name=name))
+        """Decodes one image and returns the normalized float32 (3, H, W) array fed to the model. For
+        a CUDA encoder the array lies in page-locked host memory, copied there by the thread that
+        prepares the image (:meth:`DeviceTransfers.host_array`), so that the batch's copy to the GPU is
+        asynchronous and the host copies it once."""
+        return DeviceTransfers(self.device).host_array(self.preprocessing(load_image(image, name=name)))
 
+    @submits_with("submit_arrays")
     def embed_arrays(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         """Runs the model on already preprocessed (3, H, W) arrays (one forward call)."""
+        return self.submit_arrays(arrays).result()
+
+    def submit_arrays(self, arrays: Sequence[np.ndarray]):
+        """:meth:`embed_arrays` without the wait: queues the batch (copy to the device, forward, start
+        of the copy back) and returns a :class:`~geofidelity_bench.prefetch.Pending` whose
+        ``result()`` is the float32 (n, dim) array."""
         import torch
 
+        from geofidelity_bench.prefetch import Pending
+
         if len(arrays) == 0:
-            return np.zeros((0, self.dim), dtype=np.float32)
+            return Pending.ready(np.zeros((0, self.dim), dtype=np.float32))
         dtype = next(self.model.parameters()).dtype
         configured = self._config.get("dtype", "float32")
         if str(dtype).replace("torch.", "") != configured:
@@ -366,10 +453,12 @@ class Encoder(RecordedConfig, abc.ABC):
                 f"encoder {self.name!r}: its model's parameters are {str(dtype).replace('torch.', '')} but its "
                 f"config (and cache key) says {configured}; build the encoder with that dtype "
                 "(get_encoder(..., dtype=...)) instead of converting its model")
-        batch = to_device(torch.from_numpy(np.stack(arrays)), self.device, dtype)
+        transfers = DeviceTransfers(self.device)
+        batch = transfers.send(arrays, dtype)
         with torch.inference_mode(), self._forward_context(dtype == torch.float32):
-            out = self._forward(batch)
-        return out.float().cpu().numpy().astype(np.float32, copy=False)
+            out = self._forward(batch).float()
+        return transfers.fetch([out], keep=arrays,
+                               then=lambda hosts: hosts[0].numpy().astype(np.float32, copy=False))
 
     def embed(
         self,
@@ -400,7 +489,7 @@ class Encoder(RecordedConfig, abc.ABC):
 
         from tqdm.auto import tqdm
 
-        from geofidelity_bench.prefetch import ordered_map, prefetch_items, resolve_num_workers
+        from geofidelity_bench.prefetch import Pending, ordered_map, prefetch_items, resolve_num_workers, submitter_of
 
         items = as_image_list(images)
         if batch_size < 1:
@@ -414,13 +503,24 @@ class Encoder(RecordedConfig, abc.ABC):
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         prepared = ordered_map(lambda i: self.preprocess(items[i], labels[i]), range(len(items)),
                                num_workers=workers, ahead=prefetch_items(workers, batch_size))
+        submit = submitter_of(self.embed_arrays) or (lambda arrays: Pending.ready(self.embed_arrays(arrays)))
+        in_flight = None  # (start, stop, pending) of the batch submitted last, read after the next is submitted
+
+        def read(start: int, stop: int, pending) -> None:
+            out[start:stop] = pending.result()
+            bar.update(stop - start)
+
         with closing(prepared), \
                 tqdm(total=len(items), desc=f"embedding ({self.name})", unit="img", disable=not progress) as bar:
             for start in range(0, len(items), batch_size):
                 stop = min(start + batch_size, len(items))
                 arrays = [next(prepared) for _ in range(start, stop)]
-                out[start:stop] = self.embed_arrays(arrays)
-                bar.update(stop - start)
+                submitted = (start, stop, submit(arrays))
+                if in_flight is not None:
+                    read(*in_flight)
+                in_flight = submitted
+            if in_flight is not None:
+                read(*in_flight)
         return out
 
 

@@ -7,12 +7,13 @@ import abc
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from geofidelity_bench.encoders._hf import local_weights_sha256, looks_like_path
 from geofidelity_bench.encoders.base import resolve_device
+from geofidelity_bench.images import load_image
 from geofidelity_bench.segmentation.base import (
     MAX_LABEL_MAP_PIXELS,
     Segmenter,
@@ -210,14 +211,28 @@ class _TransformersSegmenter(Segmenter):
     def _pixel_values(self, image) -> Any:
         return self.processor(images=[image], input_data_format="channels_last", return_tensors="pt")["pixel_values"]
 
+    def prepare(self, image: Any, name: str | None = None) -> "PreparedImage":
+        """(A worker thread of :func:`~geofidelity_bench.segmentation.runner.segment_images`.) Decodes
+        one image and runs the image processor on it; the pixels go to page-locked host memory for a
+        CUDA model (:meth:`~geofidelity_bench.encoders.base.DeviceTransfers.host_tensor`)."""
+        return self._prepared(load_image(image, name=name))
+
+    def _prepared(self, image) -> "PreparedImage":
+        from geofidelity_bench.encoders.base import DeviceTransfers
+
+        pixels = self._pixel_values(image)[0]  # (3, H, W): the processor's output for this one image
+        return PreparedImage(DeviceTransfers(self.device).host_tensor(pixels), label_map_size(*image.size))
+
     @abc.abstractmethod
     def _post_process(self, outputs, index: int, size: tuple[int, int]):
         """Batch outputs, the index of one image and its label map (H, W) -> (H, W) class ids."""
 
     def label_maps(self, images: Sequence[Any]) -> list[Any]:
+        """Label maps of decoded RGB PIL images (preprocessed here, in this thread) or of
+        :class:`PreparedImage` (preprocessed by :meth:`prepare` in a worker thread); the same numbers."""
         import torch
 
-        from geofidelity_bench.encoders.base import EncoderOptionError, to_device
+        from geofidelity_bench.encoders.base import DeviceTransfers, EncoderOptionError
 
         dtype = next(self.model.parameters()).dtype
         if dtype != torch.float32:  # the config (and the cache key) says float32: never record another dtype
@@ -225,18 +240,26 @@ class _TransformersSegmenter(Segmenter):
                 f"segmenter {self.name!r}: its model's parameters are {str(dtype).replace('torch.', '')}, but "
                 "segmenters run in float32 (their config and cache key say so); do not convert the model")
 
+        prepared = [im if isinstance(im, PreparedImage) else self._prepared(im) for im in images]
         # One forward per group of images that preprocess to the same size, so nothing is padded
         # and the post-processing (which resizes the whole padded mask) sees only the image.
-        pixels = [self._pixel_values(img) for img in images]
         by_shape: dict[tuple[int, int], list[int]] = {}
-        for i, pv in enumerate(pixels):
-            by_shape.setdefault(tuple(pv.shape[-2:]), []).append(i)
+        for i, p in enumerate(prepared):
+            by_shape.setdefault(tuple(p.pixels.shape[-2:]), []).append(i)
+        transfers = DeviceTransfers(self.device)
         maps: list[Any] = [None] * len(images)
         for idx in by_shape.values():
-            batch = to_device(torch.cat([pixels[i] for i in idx]), self.device)
+            batch = transfers.send([prepared[i].pixels for i in idx])
             with torch.inference_mode(), self._forward_context(float32=True):  # float32 weights
                 outputs = self.model(pixel_values=batch)
                 self.forward_calls += 1
                 for j, i in enumerate(idx):
-                    maps[i] = self._post_process(outputs, j, label_map_size(*images[i].size))
+                    maps[i] = self._post_process(outputs, j, prepared[i].label_map_size)
         return maps
+
+
+class PreparedImage(NamedTuple):
+    """One image as :meth:`_TransformersSegmenter.prepare` leaves it for the model."""
+
+    pixels: Any  #: (3, H, W) float32 CPU tensor: the image processor's output (page-locked for CUDA)
+    label_map_size: tuple[int, int]  #: (H, W) of its label map (:func:`~.base.label_map_size`)

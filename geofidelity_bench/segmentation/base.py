@@ -17,7 +17,8 @@ import numpy as np
 
 from geofidelity_bench.encoders.base import RecordedConfig, resolve_device
 from geofidelity_bench.errors import ModelUnavailableError, offline_hint
-from geofidelity_bench.images import ImageSource
+from geofidelity_bench.images import ImageSource, load_image
+from geofidelity_bench.prefetch import submits_with
 from geofidelity_bench.segmentation.labels import GROUP_NAMES
 from geofidelity_bench.segmentation.shares import shares_from_counts, shares_from_label_map
 
@@ -43,6 +44,19 @@ def label_map_size(width: int, height: int, max_pixels: int = MAX_LABEL_MAP_PIXE
         return (height, width)
     scale = math.sqrt(max_pixels / (width * height))
     return (max(1, int(height * scale)), max(1, int(width * scale)))
+
+
+def class_counts(label_map: Any, num_classes: int):
+    """int64 (num_classes,) pixel count of every class id in a label map (a tensor), computed where
+    the map is: ``torch.bincount(map, minlength=num_classes)[:num_classes]`` without its wait for the
+    device (bincount reads the map's maximum back to size its output); ids past the last class are
+    not counted, as there."""
+    import torch
+
+    ids = torch.as_tensor(label_map).reshape(-1).long().clamp(max=num_classes)
+    counts = torch.zeros(num_classes + 1, dtype=torch.long, device=ids.device)
+    counts.scatter_add_(0, ids, torch.ones_like(ids))
+    return counts[:num_classes]
 
 
 class Segmenter(RecordedConfig, abc.ABC):
@@ -82,24 +96,48 @@ class Segmenter(RecordedConfig, abc.ABC):
         return self
 
     # -- computation ------------------------------------------------------------------------
+    def prepare(self, image: ImageSource, name: str | None = None) -> Any:
+        """What is done to one image before the model, in the worker threads of
+        :func:`~geofidelity_bench.segmentation.runner.segment_images`: here decoding it (RGB, EXIF
+        orientation applied); a backend may also preprocess it. :meth:`label_maps` and
+        :meth:`shares_of` take what it returns as well as decoded RGB PIL images."""
+        return load_image(image, name=name)
+
     @abc.abstractmethod
     def label_maps(self, images: Sequence[Any]) -> list[Any]:
-        """RGB PIL images -> one (H, W) integer tensor of class ids per image, at
-        :func:`label_map_size` of the image."""
+        """RGB PIL images (or what :meth:`prepare` returns) -> one (H, W) integer tensor of class ids
+        per image, at :func:`label_map_size` of the image."""
 
     def label_map_shares(self, label_map: Any) -> np.ndarray:
         """float64 (12,) shares of one label map of this segmenter's class ids."""
         return shares_from_label_map(label_map, self.class_to_group)
 
+    @submits_with("submit_shares")
     def shares_of(self, images: Sequence[Any]) -> np.ndarray:
-        """RGB PIL images (already decoded) -> float32 (n, 12) shares; no cache."""
+        """RGB PIL images (already decoded, or what :meth:`prepare` returns) -> float32 (n, 12)
+        shares; no cache."""
+        return self.submit_shares(images).result()
+
+    def submit_shares(self, images: Sequence[Any]):
+        """:meth:`shares_of` without the wait: runs the model and counts each label map's classes
+        where the map is (no wait for the device), starts copying the counts back, and returns a
+        :class:`~geofidelity_bench.prefetch.Pending` whose ``result()`` is the float32 (n, 12) shares."""
         import torch
 
-        out = np.zeros((len(images), len(GROUP_NAMES)), dtype=np.float32)
-        for i, lm in enumerate(self.label_maps(images)):
-            counts = torch.bincount(lm.reshape(-1).long(), minlength=self.num_classes)[: self.num_classes]
-            out[i] = shares_from_counts(counts.cpu().numpy(), self.class_to_group)
-        return out
+        from geofidelity_bench.encoders.base import DeviceTransfers
+        from geofidelity_bench.prefetch import Pending
+
+        if len(images) == 0:
+            return Pending.ready(np.zeros((0, len(GROUP_NAMES)), dtype=np.float32))
+        counts = torch.stack([class_counts(lm, self.num_classes) for lm in self.label_maps(images)])
+
+        def shares(hosts: list) -> np.ndarray:
+            out = np.zeros((len(images), len(GROUP_NAMES)), dtype=np.float32)
+            for i, row in enumerate(hosts[0].numpy()):
+                out[i] = shares_from_counts(row, self.class_to_group)
+            return out
+
+        return DeviceTransfers(self.device).fetch([counts], keep=images, then=shares)
 
     def segment(
         self,
@@ -116,4 +154,4 @@ class Segmenter(RecordedConfig, abc.ABC):
 
 
 
-__all__ = ["MAX_LABEL_MAP_PIXELS", "Segmenter", "SegmenterUnavailableError", "label_map_size"]
+__all__ = ["MAX_LABEL_MAP_PIXELS", "Segmenter", "SegmenterUnavailableError", "class_counts", "label_map_size"]

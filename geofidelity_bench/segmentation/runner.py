@@ -11,7 +11,7 @@ import numpy as np
 
 from geofidelity_bench.cached_batches import run_cached
 from geofidelity_bench.encoders.base import as_image_list, default_names
-from geofidelity_bench.images import ImageSource, load_image
+from geofidelity_bench.images import ImageSource
 from geofidelity_bench.segmentation.base import Segmenter
 from geofidelity_bench.segmentation.labels import GROUP_NAMES
 
@@ -28,7 +28,7 @@ class SegmentStats:
     computed: int
     forward_images: int
     forward_calls: int
-    num_workers: int = 0  # threads that decoded the images (0: the calling thread)
+    num_workers: int = 0  # threads that decoded and preprocessed the images (0: the calling thread)
 
     def __str__(self) -> str:
         return f"{self.from_cache} from cache, {self.computed} computed"
@@ -50,7 +50,8 @@ def _segment_with_stats(
     items = as_image_list(images)
     labels = [str(n) for n in names] if names is not None else default_names(items)
     calls_before = segmenter.forward_calls
-    run = run_cached(segmenter, items, labels, width=len(GROUP_NAMES), prepare=lambda item, label: load_image(item, name=label),
+    # decoding and the backend's preprocessing (its image processor) run in the worker threads
+    run = run_cached(segmenter, items, labels, width=len(GROUP_NAMES), prepare=segmenter.prepare,
                      compute=segmenter.shares_of, cache=cache, batch_size=batch_size, progress=progress,
                      desc=f"segmenting ({segmenter.name})", num_workers=num_workers)
     stats = SegmentStats(
@@ -86,8 +87,9 @@ def segment_images(
         batch_size: images per batch (one forward call per preprocessed size in a batch).
         progress: tqdm bar over the images computed (``None``: only for more than 4 batches).
         return_stats: also return a :class:`SegmentStats`.
-        num_workers: threads decoding images ahead of the model (default: the cores this process
-            may use; 0: in the calling thread). It does not change the shares.
+        num_workers: threads decoding and preprocessing images (the backend's image processor) ahead
+            of the model (default: the cores this process may use; 0: in the calling thread). It does
+            not change the shares.
 
     Returns:
         float32 (n, 12) shares in :data:`GROUP_NAMES` order (``1 - row sum`` is the unlabeled
