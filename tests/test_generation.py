@@ -419,3 +419,87 @@ def test_another_pipeline_is_not_reused_and_evaluate_accepts_what_generate_made(
     assert set(load_manifest(out)["pipeline"]) == {"DiffusionPipeline"}
     panels = read_generated_folder(out, bench)  # runs the manifest check: one pipeline per method
     assert check_generation_manifest(out, panels).problems == []
+
+
+# -- CPU offload: honoured or refused, never ignored (issue 41, point 6) ------------------------------
+
+
+def test_cli_cpu_offload_of_tiny_on_the_cpu_is_refused_in_one_line(tmp_path, capsys):
+    from geofidelity_bench.cli import main
+
+    out = tmp_path / "out"
+    rc = main(["generate", "--model", "tiny", "--cpu-offload", "--device", "cpu", "--conditions", "L0",
+               "--blocks", "lund_seg1", "--images-per-block", "1", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert len(err.splitlines()) == 1, err
+    assert "generator 'tiny'" in err and "--cpu-offload needs a CUDA device" in err
+    assert "run without --cpu-offload" in err
+    assert not out.exists()  # refused before anything was written
+    # without the flag (the model's default) and with --no-cpu-offload the same run goes through
+    assert main(["generate", "--model", "tiny", "--no-cpu-offload", "--device", "cpu", "--conditions", "L0",
+                 "--blocks", "lund_seg1", "--images-per-block", "1", "--out", str(out), "--no-progress"]) == 0
+    assert len(jpg_hashes(out)) == 1
+
+
+def test_library_cpu_offload_is_refused_where_it_cannot_apply(bench, tmp_path):
+    from geofidelity_bench.generation.backends import load_generator
+
+    tiny = resolve_generator("tiny")
+    with pytest.raises(GeneratorError, match="generator 'tiny': --cpu-offload needs a CUDA device"):
+        load_generator(tiny, device="cpu", cpu_offload=True)
+    with pytest.raises(GeneratorError, match="needs a CUDA device"):
+        run_generation(bench, ["tiny"], ["L0"], tmp_path, images_per_block=1, block_ids=["lund_seg1"],
+                       cpu_offload=True, progress=False, log=lambda m: None, device="cpu")
+    assert not list(tmp_path.rglob("*.jpg"))
+    from geofidelity_bench.generation.backends import cpu_offload_refusal
+
+    flat = GeneratorSpec("flat", fn=lambda p, n, g, **kw: Image.new("RGB", (8, 8)), dtype="fp32", steps=1)
+    refusal = cpu_offload_refusal(flat, "cuda:0", True)
+    assert refusal and "generator 'flat' is a Python callable" in refusal and "without --cpu-offload" in refusal
+    with pytest.raises(GeneratorError, match="Python callable"):
+        load_generator(flat, device="cuda:0", cpu_offload=True)
+    # a model's own default is not a request: never refused
+    assert cpu_offload_refusal(tiny.replace(cpu_offload=True), "cpu", None) is None
+    assert cpu_offload_refusal(tiny, "cuda:0", True) is None
+
+
+class _RecordingPipeline:
+    """A factory pipeline that records where the library puts it (no weights: the CUDA path on a CPU)."""
+
+    def __init__(self, offloadable: bool = True) -> None:
+        import torch
+
+        self.dtype = torch.float32
+        self.calls: list = []
+        if offloadable:
+            self.enable_model_cpu_offload = lambda device=None: self.calls.append(("offload", str(device)))
+
+    def to(self, *args, **kwargs):
+        self.calls.append(("to", *map(str, args), *(f"{k}={v}" for k, v in kwargs.items())))
+        return self
+
+
+def test_factory_pipelines_are_offloaded_on_cuda_like_hub_ones():
+    from geofidelity_bench.generation.backends import load_generator
+
+    built: list = []
+
+    def factory(offloadable=True):
+        built.append(_RecordingPipeline(offloadable))
+        return built[-1]
+
+    spec = GeneratorSpec("fake", pipeline_factory=factory, dtype="fp32", steps=1)
+    gen = load_generator(spec, device="cuda:0", cpu_offload=True)
+    assert gen.pipe.calls == [("offload", "cuda:0")]  # honoured: accelerate's hooks, never .to(cuda)
+    assert load_generator(spec.replace(cpu_offload=True), device="cuda:0").pipe.calls == [("offload", "cuda:0")]
+    assert load_generator(spec, device="cuda:0").pipe.calls == [("to", "cuda:0")]  # resident by default
+    assert load_generator(spec, device="cuda:0", cpu_offload=False).pipe.calls == [("to", "cuda:0")]
+    not_diffusers = spec.replace(pipeline_factory=lambda: factory(offloadable=False))
+    with pytest.raises(GeneratorError, match=r"generator 'fake': its pipeline \(_RecordingPipeline\) has no "
+                                             r"enable_model_cpu_offload.*without --cpu-offload"):
+        load_generator(not_diffusers, device="cuda:0", cpu_offload=True)
+    # an already built pipeline handed in is offloaded too
+    given = _RecordingPipeline()
+    load_generator(spec, device="cuda:0", cpu_offload=True, pipeline=given)
+    assert given.calls == [("offload", "cuda:0")]

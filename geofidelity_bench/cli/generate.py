@@ -93,10 +93,16 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         raise CLIError("--images-per-block must be >= 1")
     if args.dist_timeout is not None and not 0 < args.dist_timeout < float("inf"):
         raise CLIError(f"--dist-timeout must be a finite number of seconds > 0, got {args.dist_timeout}")
-    if args.device is not None:  # a device this process cannot use fails before the benchmark loads
+    if args.device is not None or args.cpu_offload:  # a device this process cannot use fails before the benchmark loads
         from ..encoders.devices import this_process_device
 
-        this_process_device(args.device)
+        device = this_process_device(args.device)
+        if args.cpu_offload:  # an offload that cannot be honoured is refused now, not ignored or met after other models
+            from ..generation.backends import cpu_offload_refusal
+
+            for spec in specs:
+                if refusal := cpu_offload_refusal(spec, device, True):
+                    raise CLIError(refusal)
     bench = load_benchmark(args.benchmark, revision=args.revision)
     try:
         summary = run_generation(
@@ -214,7 +220,8 @@ def register(sub) -> None:
 
     add_batch_size_arg(p, 1, "prompts per pipeline call (bit-exact whatever the number of processes)")
     p.add_argument("--cpu-offload", action=argparse.BooleanOptionalAction, default=None,
-                   help="force model CPU offload on/off (default: per model; sd35_large and FLUX offload)")
+                   help="force model CPU offload on/off (default: per model; sd35_large and FLUX offload); on needs a "
+                        "CUDA device and a diffusers pipeline (Hub, folder or in-memory), else it is refused")
     p.add_argument("--dtype", choices=["fp16", "bf16", "fp32"], default=None, help="override the model's dtype")
     p.add_argument("--device", default=None,
                    help="torch device of the models (cpu, cuda, cuda:1; default: this process's GPU under a launcher, "

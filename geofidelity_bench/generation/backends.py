@@ -119,6 +119,8 @@ class DiffusersGenerator(LoadedGenerator):
         if pipeline is None:
             with quiet_torchvision_fallback():
                 pipeline = self._load()
+        elif self._offloads():  # a pipeline built by the caller: offloaded here as a loaded one would be
+            pipeline = self._place(pipeline)
         self.pipe = pipeline
         if hasattr(self.pipe, "set_progress_bar_config"):
             self.pipe.set_progress_bar_config(disable=True)
@@ -132,8 +134,7 @@ class DiffusersGenerator(LoadedGenerator):
             pipe = self.spec.pipeline_factory()
             if getattr(pipe, "dtype", tdtype) != tdtype:
                 pipe.to(dtype=tdtype)
-            pipe.to(self.device)
-            return pipe
+            return self._place(pipe)
         diffusers = require("diffusers", "gen", "generating images")
 
         cls_name = self.spec.pipeline_class or "DiffusionPipeline"
@@ -143,12 +144,26 @@ class DiffusersGenerator(LoadedGenerator):
         pipe = cls.from_pretrained(
             self.spec.weights, torch_dtype=tdtype, revision=self.spec.revision, **dict(self.spec.load_kwargs)
         )
-        device = torch.device(self.device)
-        if self.cpu_offload and device.type == "cuda":
-            require("accelerate", "gen", "--cpu-offload")
-            pipe.enable_model_cpu_offload(device=device)
-        else:
+        return self._place(pipe)
+
+    def _offloads(self) -> bool:
+        """Whether the pipeline runs with model CPU offload: asked for, on a CUDA device."""
+        return bool(self.cpu_offload) and _device_of(self.device).type == "cuda"
+
+    def _place(self, pipe: Any) -> Any:
+        """``pipe`` on the device, or with model CPU offload to it (a Hub, folder or factory pipeline
+        alike); a pipeline that cannot offload is refused in one line."""
+        device = _device_of(self.device)
+        if not self._offloads():
             pipe.to(device)
+            return pipe
+        if not callable(getattr(pipe, "enable_model_cpu_offload", None)):
+            raise GeneratorError(
+                f"generator {self.spec.key!r}: its pipeline ({type(pipe).__name__}) has no enable_model_cpu_offload, "
+                "so CPU offload cannot be honoured; run without --cpu-offload (cpu_offload=False), or build a "
+                "diffusers pipeline")
+        require("accelerate", "gen", "--cpu-offload")
+        pipe.enable_model_cpu_offload(device=device)
         return pipe
 
     def _call(self, requests: Sequence[ImageRequest]) -> list[Any]:
@@ -257,6 +272,24 @@ def _device_of(device: Any):
     return torch.device(device) if not isinstance(device, torch.device) else device
 
 
+def cpu_offload_refusal(spec: GeneratorSpec, device: Any, cpu_offload: bool | None) -> str | None:
+    """Why an explicit ``cpu_offload=True`` (``--cpu-offload``) cannot be honoured for ``spec`` on
+    ``device`` (one line naming the generator and what to do), or None: model CPU offload moves a
+    diffusers pipeline's parts to a GPU as they run, so it needs a CUDA device and a pipeline. A
+    model's default (``cpu_offload=None``) is never refused."""
+    if not cpu_offload:
+        return None
+    if spec.kind == "callable":
+        return (f"generator {spec.key!r} is a Python callable, which --cpu-offload cannot offload (it applies to "
+                "diffusers pipelines); run it without --cpu-offload (offload inside the callable if it needs to)")
+    where = _device_of(device)
+    if where.type != "cuda":
+        return (f"generator {spec.key!r}: --cpu-offload needs a CUDA device (it keeps the weights in host memory "
+                f"and moves each part to the GPU as it runs), but it would run on {where}; run without "
+                "--cpu-offload, or on a GPU (--device cuda)")
+    return None
+
+
 def load_generator(
     spec: GeneratorSpec,
     *,
@@ -274,12 +307,18 @@ def load_generator(
         device: a torch device (``cuda:1``, ``cpu``); pipelines with ``cpu_offload`` keep their
             weights on the CPU and move each component to this GPU when it runs.
         dtype: override of ``spec.dtype``.
-        cpu_offload: override of ``spec.cpu_offload`` (ignored on a CPU device).
+        cpu_offload: override of ``spec.cpu_offload``. Model CPU offload (``enable_model_cpu_offload``)
+            applies to diffusers pipelines on a CUDA device: Hub, folder and in-memory (factory)
+            pipelines alike. A model's own default is ignored on another device; an explicit True
+            that cannot be honoured (see :func:`cpu_offload_refusal`, or a factory pipeline without
+            ``enable_model_cpu_offload``) is a :class:`GeneratorError`, never ignored.
         benchmark: handed to callables as ``benchmark=``.
         pipeline: an already built pipeline to use instead of loading one.
         batch_size: prompts per call; above 1 a diffusers pipeline's VAE decodes with slicing.
     """
     dtype = dtype or spec.dtype
+    if refusal := cpu_offload_refusal(spec, device, cpu_offload):
+        raise GeneratorError(refusal)
     offload = spec.cpu_offload if cpu_offload is None else bool(cpu_offload)
     if spec.kind == "callable":
         return CallableGenerator(spec, device, dtype, offload, benchmark=benchmark)
