@@ -16,7 +16,12 @@ process group of multi-process runs.
   ``fp32_precision`` settings where torch has them (never mixed with the legacy ``allow_tf32``
   flags), every setting the caller had restored after, also on error. "float32" in a config means
   IEEE float32 on every device (docs/benchmark.md section 4), so GPU and CPU rows may share a cache;
-  what torch had in force is read back and recorded.
+  what torch had in force is read back and recorded. torch's settings belong to the process, so the
+  blocks share one hold: the settings turn exact when the first block enters and the caller's come
+  back when the last one leaves, and forwards that run at once (the app's two requests, a forward
+  and a backward) each run, and record, IEEE float32 from start to end.
+* :func:`call_in_context` runs a forward whose backward must run in that context too (the MFP
+  extractor and terms, a training loss): autograd calls the backward later, outside the block.
 * :func:`distributed_state` creates ``accelerate.PartialState`` with a process-group timeout that
   fits long model work (:data:`DEFAULT_DIST_TIMEOUT_S`), never NCCL's 10-minute default; on the
   CPU (gloo) when no GPU is visible or when ``accelerate launch --cpu`` asked for it
@@ -31,8 +36,10 @@ No torch import at module import time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-from typing import Any, Iterator, Mapping
+import threading
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import GeoFidelityError
 
@@ -77,7 +84,6 @@ def pick_device(requested: Any | None, *, cuda_count: int, local_rank: int = 0, 
         cuda_count: GPUs visible to this process (``torch.cuda.device_count()``; 0 without CUDA).
         local_rank, world_size: this process under a launcher (see :func:`launcher_rank`).
         cpu_only: the launcher asked for the CPU (``accelerate launch --cpu``, :func:`launcher_wants_cpu`).
-
     Returns:
         A torch device string: ``None`` -> this process's GPU (``cuda:LOCAL_RANK`` under a launcher,
         ``cuda`` in a plain process) or ``cpu`` (always ``cpu`` with ``cpu_only``); a bare ``cuda``
@@ -214,10 +220,100 @@ def _legacy_cublas_tf32_on(torch) -> bool:
         return False
 
 
+class _ExactHold:
+    """The process-wide hold on IEEE float32 that every float32 forward (and backward) takes.
+
+    torch's precision settings belong to the process, not to a thread, so two forwards that each
+    set them on entry and put the caller's back on exit race: the first to leave restores TF32 (or
+    oneDNN's bf16) while the other still runs and has recorded "ieee". Here the first forward to
+    enter saves what the caller had and makes the settings exact, later ones (of any device type,
+    on any thread) only make exact what is not yet, and the last one to leave restores everything,
+    in the reverse order it was changed. Between those two moments the settings only ever move
+    towards IEEE, so every forward that runs concurrently runs, and records, what it asked for.
+    The lock is held only while the settings change, never while a model runs.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+        self.made_exact: set[str] = set()  # backends made exact since the first forward entered
+        self.undo: list[Callable[[], None]] = []  # how to restore them, in the order they were changed
+
+    def acquire(self, device_type: str) -> dict[str, Any]:
+        with self.lock:
+            self.count += 1
+            try:
+                backend = _backend_of(device_type)
+                if backend not in self.made_exact:
+                    self.undo.append(_make_exact(backend))
+                    self.made_exact.add(backend)
+                return float32_settings_in_force(device_type)
+            except BaseException:
+                self._release_locked()
+                raise
+
+    def release(self) -> None:
+        with self.lock:
+            self._release_locked()
+
+    def _release_locked(self) -> None:
+        self.count -= 1
+        if self.count:
+            return
+        undo, self.undo, self.made_exact = self.undo, [], set()
+        for restore in reversed(undo):
+            restore()
+
+
+_HOLD = _ExactHold()
+
+
+def _make_exact(backend: str) -> Callable[[], None]:
+    """Makes ``backend``'s float32 settings IEEE now; returns what puts back what it changed."""
+    import torch
+
+    if not _fp32_api(torch):
+        before = (bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32))
+        _set_tf32(False, False)
+        return lambda: _set_tf32(*before)
+
+    get, set_ = torch._C._get_fp32_precision_getter, torch._C._set_fp32_precision_setter
+    saved = {op: get(backend, op) for op in _FP32_OPS}
+    touched = {(backend, op): value for op, value in saved.items() if value in _REDUCED}
+    legacy_matmul = None
+    if backend == "cuda" and saved["matmul"] == "tf32" and _legacy_cublas_tf32_on(torch):
+        legacy_matmul = _legacy_matmul_precision(torch)
+        # set_float32_matmul_precision also writes oneDNN's matmul setting: put that back too
+        touched.setdefault(("mkldnn", "matmul"), get("mkldnn", "matmul"))
+
+    def restore() -> None:
+        if legacy_matmul is not None:
+            torch.set_float32_matmul_precision(legacy_matmul)
+        for (b, op), value in touched.items():
+            set_(b, op, "none")  # inherited, if that gives back what the caller had
+            if get(b, op) != value:
+                set_(b, op, value)
+
+    try:
+        if legacy_matmul is not None:
+            torch.set_float32_matmul_precision("highest")
+        for (b, op) in touched:
+            set_(b, op, "ieee")
+    except BaseException:
+        restore()
+        raise
+    return restore
+
+
 @contextlib.contextmanager
 def exact_float32(enabled: bool = True, device_type: str = "cuda") -> Iterator[dict[str, Any]]:
     """IEEE float32 matmuls and convolutions inside the block (when ``enabled``), for a model on a
     ``device_type`` device; every setting the caller had is restored after, also on error.
+
+    Safe when blocks run concurrently (threads of an app scoring two requests at once, a forward on
+    one thread and a backward on autograd's): the settings are held exact from the moment the first
+    block enters until the last one leaves (see :class:`_ExactHold`), so no block's exit restores a
+    reduced precision under another block that is still running. Nested blocks are fine.
 
     With torch's ``fp32_precision`` settings (torch >= 2.9) only those are used (the legacy
     ``allow_tf32`` flags are never read: reading them after a new-API setting raises "mix of the
@@ -243,39 +339,11 @@ def exact_float32(enabled: bool = True, device_type: str = "cuda") -> Iterator[d
     if not enabled:
         yield {}
         return
-    import torch
-
-    if not _fp32_api(torch):
-        before = (bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32))
-        _set_tf32(False, False)
-        try:
-            yield float32_settings_in_force(device_type)
-        finally:
-            _set_tf32(*before)
-        return
-
-    get, set_ = torch._C._get_fp32_precision_getter, torch._C._set_fp32_precision_setter
-    backend = _backend_of(device_type)
-    saved = {op: get(backend, op) for op in _FP32_OPS}
-    touched = {(backend, op): value for op, value in saved.items() if value in _REDUCED}
-    legacy_matmul = None
-    if backend == "cuda" and saved["matmul"] == "tf32" and _legacy_cublas_tf32_on(torch):
-        legacy_matmul = _legacy_matmul_precision(torch)
-        # set_float32_matmul_precision also writes oneDNN's matmul setting: put that back too
-        touched.setdefault(("mkldnn", "matmul"), get("mkldnn", "matmul"))
+    seen = _HOLD.acquire(device_type)
     try:
-        if legacy_matmul is not None:
-            torch.set_float32_matmul_precision("highest")
-        for (b, op) in touched:
-            set_(b, op, "ieee")
-        yield float32_settings_in_force(device_type)
+        yield seen
     finally:
-        if legacy_matmul is not None:
-            torch.set_float32_matmul_precision(legacy_matmul)
-        for (b, op), value in touched.items():
-            set_(b, op, "none")  # inherited, if that gives back what the caller had
-            if get(b, op) != value:
-                set_(b, op, value)
+        _HOLD.release()
 
 
 def _autocast_types(device_type: str) -> list[str]:
@@ -307,6 +375,90 @@ def model_forward(device: Any, float32: bool) -> Iterator[dict[str, Any]]:
     device_type = torch.device(device).type
     with no_autocast(device_type), exact_float32(float32, device_type) as seen:
         yield seen
+
+
+def call_in_context(context: Callable[[], Any], fn: Callable[..., Sequence[Any]], inputs: Sequence[Any],
+                    leaves: Sequence[Any] = ()) -> tuple[Any, ...]:
+    """``fn(*inputs)`` (a tuple of tensors) computed inside ``context()``, and its backward too.
+
+    A context such as :func:`model_forward` only covers the code inside it, but autograd runs a
+    forward's backward later, when the caller calls ``backward()``, long after the block has
+    restored the caller's TF32 or bf16: the gradient of a float32 forward would be computed in
+    reduced precision. So when autograd will differentiate the result (grad mode on and some input
+    or leaf requires grad), ``fn`` runs inside a custom autograd function that enters a fresh
+    ``context()`` again for its backward, which differentiates ``fn``'s own graph (kept from the
+    forward, no recomputation; a second backward through a retained graph recomputes ``fn`` inside
+    ``context()``). Otherwise this is just ``with context(): fn(*inputs)``.
+
+    Args:
+        context: makes a fresh context manager (entered once for the forward, once per backward).
+        fn: takes ``inputs`` (detached copies that require grad as the originals do) and returns a
+            tuple of tensors.
+        inputs: the tensors ``fn`` reads.
+        leaves: tensors ``fn`` uses directly (e.g. parameters) whose gradients must flow back too.
+
+    Returns:
+        ``fn``'s outputs; their gradients reach ``inputs`` and ``leaves``. Twice differentiable
+        only through a plain call (``create_graph=True`` through this function raises).
+    """
+    import torch
+
+    tensors = (*inputs, *leaves)
+    if not (torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in tensors)):
+        with context():
+            return tuple(fn(*inputs))
+    return _backward_in_context_class().apply(_Call(context, fn, len(inputs)), *tensors)
+
+
+class _Call:
+    """What :func:`call_in_context`'s autograd function runs (kept by the graph for its backward)."""
+
+    def __init__(self, context: Callable[[], Any], fn: Callable[..., Sequence[Any]], n_inputs: int) -> None:
+        self.context, self.fn, self.n_inputs = context, fn, n_inputs
+        self.graph: tuple[Any, Any] | None = None  # (detached inputs, outputs) of the forward
+
+    def forward(self, inputs: Sequence[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        import torch
+
+        detached = tuple(t.detach().requires_grad_(t.requires_grad) for t in inputs)
+        with torch.enable_grad(), self.context():
+            outputs = tuple(self.fn(*detached))
+        return detached, outputs
+
+
+@functools.lru_cache(maxsize=None)
+def _backward_in_context_class() -> type:
+    import torch
+    from torch.autograd.function import once_differentiable
+
+    class BackwardInContext(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, call: _Call, *tensors):  # noqa: ANN001 - torch's signature
+            inputs = tensors[:call.n_inputs]
+            call.graph = call.forward(inputs)
+            ctx.call = call
+            ctx.save_for_backward(*tensors)  # what a second backward (retained graph) recomputes from
+            returned = tuple(out.detach() for out in call.graph[1])
+            ctx.mark_non_differentiable(*(r for r, out in zip(returned, call.graph[1]) if not out.requires_grad))
+            return returned
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, *grads):  # noqa: ANN001
+            call: _Call = ctx.call
+            tensors = ctx.saved_tensors
+            inputs, leaves = tensors[:call.n_inputs], tensors[call.n_inputs:]
+            graph, call.graph = call.graph, None  # the forward's graph is differentiated once, then freed
+            with call.context():
+                detached, outputs = graph if graph is not None else call.forward(inputs)
+                wanted = [t for t in (*detached, *leaves) if t.requires_grad]
+                pairs = [(o, g) for o, g in zip(outputs, grads) if o.requires_grad and g is not None]
+                got = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs],
+                                               allow_unused=True) if pairs and wanted else [None] * len(wanted))
+            return (None, *(next(got) if t.requires_grad else None for t in (*detached, *leaves)))
+
+    BackwardInContext.__qualname__ = "call_in_context.<autograd function>"
+    return BackwardInContext
 
 
 def distributed_state(timeout_s: float = DEFAULT_DIST_TIMEOUT_S):
@@ -423,6 +575,7 @@ __all__ = [
     "ProcessFailedError",
     "ProcessGroupError",
     "FLOAT32_PRECISION_KEY",
+    "call_in_context",
     "distributed_state",
     "exact_float32",
     "float32_settings_in_force",

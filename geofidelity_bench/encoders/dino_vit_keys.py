@@ -43,6 +43,7 @@ from geofidelity_bench.encoders.base import (
     RecordedConfig,
     resolve_device,
 )
+from geofidelity_bench.encoders.devices import call_in_context
 from geofidelity_bench.errors import offline_hint
 from geofidelity_bench.images import ImageSource, load_image
 from geofidelity_bench.metrics.mfp import DEFAULT_IMAGE_SIZE, INPUT_RANGES, MFPFeatures
@@ -246,12 +247,28 @@ class DinoViTFeatureExtractor(RecordedConfig, torch.nn.Module):
 
     # -- features ---------------------------------------------------------------------------------
     def forward(self, pixel_values: torch.Tensor) -> MFPFeatures:
-        """(B, 3, S, S) normalized tensor -> :class:`MFPFeatures` (differentiable w.r.t. the input)."""
+        """(B, 3, S, S) normalized tensor -> :class:`MFPFeatures` (differentiable w.r.t. the input).
+
+        A float32 backbone runs in IEEE float32 (no caller autocast, TF32 and oneDNN's bf16 off:
+        :meth:`_forward_context`), and so does the backward of these features when a loss is
+        differentiated through them later (:func:`~geofidelity_bench.encoders.devices.call_in_context`):
+        the gradient is computed at the precision the config records, not at whatever the caller has
+        turned on by the time it calls ``backward()``."""
         if pixel_values.dim() != 4 or tuple(pixel_values.shape[1:]) != (3, self.image_size, self.image_size):
             raise ValueError(
                 f"expected normalized pixel values of shape (B, 3, {self.image_size}, {self.image_size}), "
                 f"got {tuple(pixel_values.shape)}; use prepare() for other sizes or ranges"
             )
+        dtype = next(self.model.parameters()).dtype
+        self._ran_dtype = _dtype_name(dtype)  # what is recorded is what ran (the loss may be moved to bf16)
+        float32 = dtype == torch.float32
+        trainable = [p for p in self.parameters() if p.requires_grad]  # none while frozen (the default)
+        cls, keys = call_in_context(lambda: self._forward_context(float32), self._features, (pixel_values,),
+                                    trainable)
+        return MFPFeatures(cls=cls.float(), keys=keys.float())
+
+    def _features(self, pixel_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(CLS, keys) of one forward of the backbone, in its dtype (run inside the forward context)."""
         captured: dict[str, torch.Tensor] = {}
 
         def keep_keys(module, inputs, output):
@@ -265,17 +282,14 @@ class DinoViTFeatureExtractor(RecordedConfig, torch.nn.Module):
             handles.append(self.key_projection.register_forward_hook(keep_keys))
             if self.cls_source == "last_block":
                 handles.append(self.last_layer.register_forward_hook(keep_block))
-            dtype = next(self.model.parameters()).dtype
-            self._ran_dtype = _dtype_name(dtype)  # what is recorded is what ran (the loss may be moved to bf16)
-            with self._forward_context(dtype == torch.float32):
-                out = self.model(pixel_values=pixel_values, interpolate_pos_encoding=self._interpolate_pos)
+            out = self.model(pixel_values=pixel_values, interpolate_pos_encoding=self._interpolate_pos)
         finally:
             for handle in handles:
                 handle.remove()
         if "keys" not in captured:
             raise RuntimeError("the key projection of the last attention layer was not called; unsupported ViT variant")
         cls = captured["block"][:, 0] if self.cls_source == "last_block" else out.last_hidden_state[:, 0]
-        return MFPFeatures(cls=cls.float(), keys=captured["keys"].float())
+        return cls, captured["keys"]
 
     def extract(self, images: torch.Tensor, input_range: str = "unit") -> MFPFeatures:
         """:meth:`prepare` then :meth:`forward`."""

@@ -47,7 +47,8 @@ The terms on plain tensors (a hand-worked case: identical images give G = 1 and 
     {'global_score': 1.0, 'spatial_distance': 0.0, 'spatial_mse': 0.0}
 
 Importing this module loads no torch (and nothing from ``geofidelity_bench.encoders``): the
-functions import it when called, and :class:`MapFeaturePerceptionLoss`, a ``torch.nn.Module``,
+functions import torch and the precision context (``geofidelity_bench.encoders.devices``) when
+called, and :class:`MapFeaturePerceptionLoss`, a ``torch.nn.Module``,
 is defined on first access. A loss built without an extractor imports the DINO-ViT extractor then.
 """
 
@@ -87,31 +88,36 @@ class MFPFeatures(NamedTuple):
 
 
 def _float32_math(tensor: torch.Tensor):
-    """A context in which ``tensor``'s device runs no autocast: the MFP terms are float32 math even
-    inside a caller's ``torch.autocast`` (a bf16 ``k @ k.T`` moves self-similarities by ~1e-3)."""
-    import contextlib
+    """A context in which ``tensor``'s device computes IEEE float32: no autocast (a bf16 ``k @ k.T``
+    moves self-similarities by ~1e-3) and no reduced float32 math (cuBLAS TF32, oneDNN bf16; a
+    caller's TF32 moves the ``spatial_mse`` of a close pair by ~1e-3 relative), the same context as
+    every float32 model forward (:func:`geofidelity_bench.encoders.devices.model_forward`, safe
+    when several run at once)."""
+    from geofidelity_bench.encoders.devices import model_forward
 
-    import torch
-
-    try:
-        return torch.autocast(device_type=tensor.device.type, enabled=False)
-    except RuntimeError:  # a device type without autocast support runs none anyway
-        return contextlib.nullcontext()
+    return model_forward(tensor.device, True)
 
 
 def self_similarity(keys: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Cosine self-similarity of token keys: (B, N, d) -> (B, N, N), in float32 (autocast off)."""
+    """Cosine self-similarity of token keys: (B, N, d) -> (B, N, N), in IEEE float32 (autocast,
+    TF32 and oneDNN's bf16 off), its gradient too when it is differentiated later
+    (:func:`geofidelity_bench.encoders.devices.call_in_context`)."""
     import torch.nn.functional as F
 
-    with _float32_math(keys):
-        k = F.normalize(keys.float(), dim=-1, eps=eps)
-        return k @ k.transpose(-1, -2)
+    from geofidelity_bench.encoders.devices import call_in_context
+
+    def cosine(k: torch.Tensor) -> tuple[torch.Tensor]:
+        k = F.normalize(k.float(), dim=-1, eps=eps)
+        return (k @ k.transpose(-1, -2),)
+
+    return call_in_context(lambda: _float32_math(keys), cosine, (keys,))[0]
 
 
 def pair_terms(generated: MFPFeatures, target: MFPFeatures) -> dict[str, torch.Tensor]:
     """Per-pair MFP terms of two feature batches: ``global_score``, ``spatial_distance``, ``spatial_mse`` (each (B,)).
 
-    Computed in float32 with autocast off, whatever the features' dtype or the caller's autocast."""
+    Computed in IEEE float32 (autocast, TF32 and oneDNN's bf16 off; the self-similarities' gradient
+    too), whatever the features' dtype or the caller's autocast and precision settings."""
     if generated.cls.shape != target.cls.shape or generated.keys.shape != target.keys.shape:
         raise ValueError(
             f"feature shapes differ: generated {tuple(generated.keys.shape)}, target {tuple(target.keys.shape)}"
