@@ -41,6 +41,7 @@ no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error
         (torch.device("cpu"), 0, 0, 1, "cpu"),
     ],
 )
+@pytest.mark.filterwarnings("ignore:local ranks .* all run on:UserWarning")  # cuda:0 for LOCAL_RANK 3: said (below)
 def test_pick_device(requested, count, rank, world, expected):
     assert pick_device(requested, cuda_count=count, local_rank=rank, world_size=world) == expected
 
@@ -202,3 +203,181 @@ def test_batches_decode_with_vae_slicing():
     finally:
         one.close()
         three.close()
+
+
+# -- issue 41, items 7 and 9: two ranks on one GPU ---------------------------------------------------
+
+
+def _launch_env(monkeypatch, rank: int, world: int = 2, local_world: int | None = 2) -> None:
+    monkeypatch.setenv("WORLD_SIZE", str(world))
+    monkeypatch.setenv("LOCAL_RANK", str(rank))
+    if local_world is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local_world))
+    monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)
+
+
+def _fake_gpus(monkeypatch, count: int) -> None:
+    """What torch reports about the GPUs, and only that (the code under test is the library's)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+
+
+def _device_and_warnings(requested=None):
+    import warnings
+
+    from geofidelity_bench.encoders.devices import this_process_device
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        device = this_process_device(requested)
+    return device, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_two_ranks_on_one_gpu_are_said_in_one_line_naming_the_ranks_and_the_device(monkeypatch, rank):
+    _fake_gpus(monkeypatch, 1)
+    _launch_env(monkeypatch, rank)
+    device, said = _device_and_warnings()
+    assert device == "cuda:0"
+    shared = [m for m in said if "cuda:0" in m]
+    assert len(shared) == 1, said  # before: not a word
+    line = shared[0]
+    assert "\n" not in line and "local ranks 0 and 1 of 2" in line and "LOCAL_RANK" in line
+    assert "CUDA_VISIBLE_DEVICES" in line  # the one setup where it is wrong, named
+
+
+def test_without_local_world_size_a_rank_names_the_lower_ranks_it_shares_with(monkeypatch):
+    _fake_gpus(monkeypatch, 2)
+    _launch_env(monkeypatch, 3, world=4, local_world=None)
+    device, said = _device_and_warnings()
+    assert device == "cuda:1" and len(said) == 1 and "local ranks 1 and 3 all run on cuda:1" in said[0]
+    _launch_env(monkeypatch, 1, world=4, local_world=None)
+    assert _device_and_warnings() == ("cuda:1", [])  # rank 1 cannot know of rank 3: nothing to say
+
+
+def test_one_rank_per_gpu_and_explicit_devices_say_nothing(monkeypatch):
+    _fake_gpus(monkeypatch, 2)
+    for rank in (0, 1):
+        _launch_env(monkeypatch, rank)
+        assert _device_and_warnings() == (f"cuda:{rank}", [])
+    _fake_gpus(monkeypatch, 1)
+    _launch_env(monkeypatch, 1)
+    assert _device_and_warnings("cuda:0") == ("cuda:0", [])  # asked for: honoured as asked
+    assert _device_and_warnings("cpu") == ("cpu", [])
+
+
+class _State:
+    """What the refusal reads of an ``accelerate.PartialState``."""
+
+    def __init__(self, rank: int, world: int, device: str):
+        self.process_index, self.num_processes, self.device = rank, world, torch.device(device)
+
+
+def _exchange(identities: dict[int, str], devices: dict[int, str] | None = None) -> dict[int, BaseException | None]:
+    """Every rank's refuse_shared_gpus, each on its own thread, through one in-memory store."""
+    import threading
+
+    from geofidelity_bench.encoders.devices import refuse_shared_gpus
+
+    store = torch.distributed.HashStore()
+    outcome: dict[int, BaseException | None] = {}
+
+    def rank_of(rank: int) -> None:
+        state = _State(rank, len(identities), (devices or {}).get(rank, "cuda:0"))
+        try:
+            refuse_shared_gpus(state, store=store, identity=identities[rank], timeout_s=30)
+            outcome[rank] = None
+        except BaseException as err:  # noqa: BLE001
+            outcome[rank] = err
+
+    threads = [threading.Thread(target=rank_of, args=(r,)) for r in identities]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a rank hung"
+    return outcome
+
+
+def test_a_cuda_launch_with_two_processes_on_one_gpu_is_refused_by_every_process_in_one_line():
+    from geofidelity_bench.encoders.devices import ProcessGroupError
+
+    outcome = _exchange({0: "host-a GPU-1111", 1: "host-a GPU-1111"})
+    for rank in (0, 1):
+        err = outcome[rank]
+        assert isinstance(err, ProcessGroupError), outcome
+        text = str(err)
+        assert "\n" not in text and text.startswith("processes 0 and 1 of this launch of 2 run on one GPU (cuda:0 of host-a)")
+        assert "--nproc_per_node" in text and "NCCL" in text
+
+
+def test_one_process_per_gpu_is_not_refused_and_the_sharing_ones_are_named():
+    from geofidelity_bench.encoders.devices import ProcessGroupError, shared_gpus
+
+    assert _exchange({0: "host-a GPU-1", 1: "host-a GPU-2", 2: "host-b GPU-1"}) == {0: None, 1: None, 2: None}
+    outcome = _exchange({0: "a GPU-1", 1: "a GPU-2", 2: "a GPU-1", 3: "a GPU-2"},
+                        {0: "cuda:0", 1: "cuda:1", 2: "cuda:0", 3: "cuda:1"})
+    assert all(isinstance(e, ProcessGroupError) for e in outcome.values())
+    assert "processes 1 and 3 " in str(outcome[1]) and "(cuda:1 of a)" in str(outcome[1])
+    assert "processes 0 and 2 " in str(outcome[0])
+    assert shared_gpus({0: "x", 1: "y", 2: "x", 3: "x"}) == [[0, 2, 3]]
+
+
+def test_a_cpu_launch_or_a_plain_process_is_not_checked():
+    from geofidelity_bench.encoders.devices import refuse_shared_gpus
+
+    class NoStore:
+        def __getattr__(self, name):
+            raise AssertionError("the store was used")
+
+    refuse_shared_gpus(_State(0, 2, "cpu"), store=NoStore(), identity="x")
+    refuse_shared_gpus(_State(0, 1, "cuda:0"), store=NoStore(), identity="x")
+
+
+def test_distributed_state_refuses_two_processes_on_one_gpu(monkeypatch):
+    """distributed_state itself runs the check, before any collective; accelerate's PartialState,
+    the process group's store and the GPU's properties are replaced at their boundaries."""
+    import threading
+    import types
+
+    import accelerate
+    from torch.distributed import distributed_c10d
+
+    from geofidelity_bench.encoders import devices
+
+    store = torch.distributed.HashStore()
+    local = threading.local()
+
+    class FakePartialState:
+        _shared_state: dict = {}
+
+        def __init__(self, cpu=False, **kwargs):
+            self.process_index, self.num_processes = local.rank, 2
+            self.device = torch.device("cpu" if cpu else "cuda:0")
+
+    _fake_gpus(monkeypatch, 1)
+    monkeypatch.setattr(accelerate, "PartialState", FakePartialState)
+    monkeypatch.setattr(distributed_c10d, "_get_default_store", lambda: store)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: types.SimpleNamespace(uuid="GPU-0000", name="fake"))
+    monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)
+    outcome: dict[int, BaseException | None] = {}
+
+    def rank_of(rank: int) -> None:
+        local.rank = rank
+        try:
+            devices.distributed_state(30)
+            outcome[rank] = None
+        except BaseException as err:  # noqa: BLE001
+            outcome[rank] = err
+
+    threads = [threading.Thread(target=rank_of, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert set(outcome) == {0, 1}
+    assert all(isinstance(e, devices.ProcessGroupError) and "processes 0 and 1" in str(e)
+               for e in outcome.values()), outcome  # before: both went on to the first NCCL collective

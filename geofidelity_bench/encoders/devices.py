@@ -8,7 +8,10 @@ process group of multi-process runs.
   ``accelerate.PartialState`` gives the process), never to ``cuda:0`` in every process; an explicit
   ``cpu`` or ``cuda:N`` is honoured. Asking for CUDA where no GPU is visible, or for ``cuda:N``
   past the number of GPUs, is an :class:`~geofidelity_bench.encoders.base.EncoderOptionError`
-  (one line from the CLI), not a torch assertion later.
+  (one line from the CLI), not a torch assertion later. More processes on a machine than GPUs put
+  several on one GPU: a one-line :class:`SharedGPUWarning` names them and the device, and
+  :func:`distributed_state` refuses such a CUDA launch (:func:`refuse_shared_gpus`: NCCL cannot
+  run two ranks on one GPU).
 * :func:`model_forward` is the context of every model forward: a caller's ``torch.autocast`` is
   switched off (a model runs in its own dtype, so a float32 forward is float32 even inside a
   caller's bf16 autocast and its rows may be cached under the float32 config), and a float32 forward
@@ -39,6 +42,7 @@ import contextlib
 import functools
 import os
 import threading
+import warnings
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import GeoFidelityError
@@ -76,14 +80,23 @@ def launcher_wants_cpu(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def pick_device(requested: Any | None, *, cuda_count: int, local_rank: int = 0, world_size: int = 1,
-                cpu_only: bool = False) -> str:
-    """The device a model is built on (pure: every input is an argument).
+                cpu_only: bool = False, local_world_size: int | None = None) -> str:
+    """The device a model is built on (every input is an argument; its one side effect is the
+    warning below).
 
     Args:
         requested: what the user asked (``None``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``, a torch.device).
         cuda_count: GPUs visible to this process (``torch.cuda.device_count()``; 0 without CUDA).
         local_rank, world_size: this process under a launcher (see :func:`launcher_rank`).
         cpu_only: the launcher asked for the CPU (``accelerate launch --cpu``, :func:`launcher_wants_cpu`).
+        local_world_size: processes of the launch on this machine (``LOCAL_WORLD_SIZE``), when known.
+
+    Under a launcher, more processes on this machine than GPUs visible to this process put several
+    ranks on one GPU (``LOCAL_RANK % cuda_count``): that is said in one line, a
+    :class:`SharedGPUWarning` naming the ranks and the device (NCCL refuses it later, see
+    :func:`refuse_shared_gpus`; with ``CUDA_VISIBLE_DEVICES`` set per process to a GPU of its own
+    the warning is wrong and may be ignored).
+
     Returns:
         A torch device string: ``None`` -> this process's GPU (``cuda:LOCAL_RANK`` under a launcher,
         ``cuda`` in a plain process) or ``cpu`` (always ``cpu`` with ``cpu_only``); a bare ``cuda``
@@ -120,6 +133,7 @@ def pick_device(requested: Any | None, *, cuda_count: int, local_rank: int = 0, 
     index = device.index
     if index is None and launched:
         index = local_rank % cuda_count  # one GPU per process (CUDA_VISIBLE_DEVICES per rank) gives cuda:0
+        _warn_if_shared(index, cuda_count, local_rank, local_world_size)
     if index is not None and index >= cuda_count:
         raise EncoderOptionError(
             f"device cuda:{index} asked for, but only {cuda_count} GPU(s) are visible (cuda:0 to cuda:{cuda_count - 1})")
@@ -132,7 +146,42 @@ def this_process_device(requested: Any | None) -> str:
 
     local, world = launcher_rank()
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return pick_device(requested, cuda_count=count, local_rank=local, world_size=world, cpu_only=launcher_wants_cpu())
+    return pick_device(requested, cuda_count=count, local_rank=local, world_size=world, cpu_only=launcher_wants_cpu(),
+                       local_world_size=local_world_size() if world > 1 else None)
+
+
+def local_world_size(environ: Mapping[str, str] | None = None) -> int | None:
+    """Processes of this launch on this machine (``LOCAL_WORLD_SIZE``, set by ``torchrun`` and
+    ``accelerate launch``); None when not set or not a number."""
+    env = os.environ if environ is None else environ
+    try:
+        value = int(env.get("LOCAL_WORLD_SIZE", "") or 0)
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+class SharedGPUWarning(UserWarning):
+    """Several processes of a launch were put on one GPU (more processes on a machine than GPUs)."""
+
+
+def ranks_on_device(index: int, cuda_count: int, local_rank: int, local_world_size: int | None) -> list[int]:
+    """The local ranks that ``LOCAL_RANK % cuda_count`` puts on ``cuda:index``: of ``range(local_world_size)``
+    when known, else the ones up to ``local_rank`` (those this process can be sure of)."""
+    upto = max(local_world_size or 0, local_rank + 1)
+    return [r for r in range(upto) if r % cuda_count == index]
+
+
+def _warn_if_shared(index: int, cuda_count: int, local_rank: int, local_world_size: int | None) -> None:
+    sharing = ranks_on_device(index, cuda_count, local_rank, local_world_size)
+    if len(sharing) < 2:
+        return
+    of = f" of {local_world_size}" if local_world_size else ""
+    warnings.warn(
+        f"local ranks {_names(sharing)}{of} all run on cuda:{index}: this process sees {cuda_count} GPU(s) for more "
+        f"processes on this machine (LOCAL_RANK {local_rank} -> cuda:{local_rank % cuda_count}); NCCL refuses "
+        f"two ranks on one GPU: start at most {cuda_count} process(es) per machine, or give each its own GPU "
+        "through CUDA_VISIBLE_DEVICES (then ignore this)", SharedGPUWarning, stacklevel=3)
 
 
 #: The operations whose float32 precision torch's ``fp32_precision`` settings govern, per backend.
@@ -466,7 +515,8 @@ def distributed_state(timeout_s: float = DEFAULT_DIST_TIMEOUT_S):
     timeout (also the time the processes have to find each other at the start); an existing state
     is returned as it is. CPU (gloo) when no GPU is visible or when ``accelerate launch --cpu``
     started this process (:func:`launcher_wants_cpu`; accelerate's own ``PartialState`` does not
-    read that flag, only its ``Accelerator`` does)."""
+    read that flag, only its ``Accelerator`` does). A CUDA launch whose processes share a GPU is
+    refused here, before any collective (:func:`refuse_shared_gpus`)."""
     from datetime import timedelta
 
     import torch
@@ -476,7 +526,9 @@ def distributed_state(timeout_s: float = DEFAULT_DIST_TIMEOUT_S):
         return PartialState()
     cpu = process_group_on_cpu(launcher_wants_cpu(), torch.cuda.is_available())
     try:
-        return PartialState(cpu=cpu, timeout=timedelta(seconds=float(timeout_s)))
+        state = PartialState(cpu=cpu, timeout=timedelta(seconds=float(timeout_s)))
+        refuse_shared_gpus(state, timeout_s=timeout_s)
+        return state
     except torch.distributed.DistError as err:  # a process that never came, a port taken, an unreachable host
         _, world = launcher_rank()
         where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
@@ -484,6 +536,85 @@ def distributed_state(timeout_s: float = DEFAULT_DIST_TIMEOUT_S):
             f"the {world} processes of this launch could not form their process group at {where} within "
             f"{float(timeout_s):g} s (--dist-timeout): {str(err).rstrip('.')}; check that every machine was started with the "
             "same --main_process_ip/--main_process_port and --num_machines, and that the port is reachable") from None
+
+
+#: Prefix of the process-group store keys through which the processes of a launch compare their GPUs.
+GPU_STORE_KEY = "geofidelity_bench/gpu_of_process"
+
+
+def gpu_identity(device: Any) -> str:
+    """Which physical GPU ``device`` is, as the same string in every process that uses it: this
+    machine's host name and the GPU's UUID (its PCI address where torch gives no UUID)."""
+    import socket
+
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.device(device))
+    uuid = getattr(props, "uuid", None)
+    gpu = str(uuid) if uuid else (f"pci {getattr(props, 'pci_domain_id', 0):04x}:{getattr(props, 'pci_bus_id', 0):02x}:"
+                                  f"{getattr(props, 'pci_device_id', 0):02x}")
+    return f"{socket.gethostname()} {gpu}"
+
+
+def shared_gpus(identities: Mapping[int, str]) -> list[list[int]]:
+    """The groups (two ranks or more, each sorted, by their lowest rank) of ranks whose GPU identity
+    (:func:`gpu_identity`) is the same."""
+    groups: dict[str, list[int]] = {}
+    for rank in sorted(identities):
+        groups.setdefault(identities[rank], []).append(rank)
+    return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0])
+
+
+def _names(ranks: Sequence[int]) -> str:
+    return ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
+
+
+def refuse_shared_gpus(state: Any, *, store: Any | None = None, identity: str | None = None,
+                       timeout_s: float = DEFAULT_DIST_TIMEOUT_S) -> None:
+    """The documented refusal of a CUDA launch with two processes on one GPU (``torchrun
+    --nproc_per_node 2`` on a machine with one GPU): NCCL, the process group of a CUDA launch, fails
+    on it at the first collective ("Duplicate GPU detected"), so it is refused at the start, in
+    every process, with one line naming the processes and the GPU.
+
+    Every process writes the identity of its process-group GPU (``state.device``;
+    :func:`gpu_identity`) to the process group's key-value store and reads the others' (no NCCL
+    collective, so nothing can hang on the shared GPU). A launch on the CPU, a plain process and a
+    process group without a reachable store are not checked. ``store`` and ``identity`` replace the
+    process group's store and this GPU's identity (tests).
+
+    Raises:
+        ProcessGroupError: two or more processes of the launch are on one GPU.
+    """
+    import torch
+
+    if int(state.num_processes) == 1 or torch.device(state.device).type != "cuda":
+        return
+    if store is None:
+        try:
+            from torch.distributed import distributed_c10d
+
+            store = distributed_c10d._get_default_store()  # no public accessor (torch 2.x)
+        except Exception:  # noqa: BLE001 - no store, no check: NCCL still refuses, in its own words
+            return
+    from datetime import timedelta
+
+    rank, world = int(state.process_index), int(state.num_processes)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")  # torchrun keeps its store across restarts
+    keys = [f"{GPU_STORE_KEY}/{attempt}/{r}" for r in range(world)]
+    mine = identity if identity is not None else gpu_identity(state.device)
+    store.set(keys[rank], f"{mine}\t{state.device}")
+    store.wait(keys, timedelta(seconds=float(timeout_s)))
+    entries = {r: store.get(k).decode("utf-8").split("\t") for r, k in enumerate(keys)}
+    groups = shared_gpus({r: e[0] for r, e in entries.items()})
+    if not groups:
+        return
+    group = next((g for g in groups if rank in g), groups[0])
+    host = entries[group[0]][0].split(" ")[0]
+    raise ProcessGroupError(
+        f"processes {_names(group)} of this launch of {world} run on one GPU ({entries[group[0]][1]} of {host}), "
+        "which NCCL, the process group of a CUDA launch, refuses: start at most one process per GPU "
+        "(torchrun --nproc_per_node N, N the GPUs of a machine), or run the processes on the CPU "
+        "(accelerate launch --cpu)")
 
 
 def process_group_on_cpu(launcher_cpu: bool, cuda_available: bool) -> bool:
@@ -575,18 +706,25 @@ __all__ = [
     "ProcessFailedError",
     "ProcessGroupError",
     "FLOAT32_PRECISION_KEY",
+    "GPU_STORE_KEY",
+    "SharedGPUWarning",
     "call_in_context",
     "distributed_state",
     "exact_float32",
     "float32_settings_in_force",
     "fp32_precision_settings",
+    "gpu_identity",
     "launcher_rank",
     "launcher_wants_cpu",
+    "local_world_size",
     "model_forward",
     "no_autocast",
     "pick_device",
     "process_group_on_cpu",
     "raise_if_any_process_failed",
+    "ranks_on_device",
+    "refuse_shared_gpus",
+    "shared_gpus",
     "tf32_flags",
     "this_process_device",
 ]
