@@ -4,6 +4,7 @@ Also ``benchmarks/bench_embedding.py --device``."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -12,10 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LABELS = ["encoders", "tf32", "segmenters", "mfp", "vqa", "generation", "offload", "throughput", "cli", "torchrun"]
+LABELS = ["encoders", "tf32", "segmenters", "mfp", "vqa", "generation", "offload", "throughput", "cli", "torchrun",
+          "sharedgpu"]
 ENCODERS = ["efficientnet-lite0", "dinov2-base", "clip-vit-b32", "siglip-so400m"]
 
 
@@ -49,15 +52,17 @@ def test_gpu_smoke_cpu_dry_run(smoke, tmp_path, monkeypatch, capsys):
     progress = [line for line in lines[1:header] if line]
     assert [line.split()[0] for line in progress] == LABELS
     assert all(line.split(None, 1)[1].startswith(("ok: ", "skipped: ")) for line in progress)
-    for label in ("tf32", "torchrun"):
+    bf16 = smoke.cpu_bf16_engages()  # the dry run's stand-in for TF32, where the CPU has it
+    for label in ("torchrun", "sharedgpu") + (() if bf16 else ("tf32",)):
         assert next(line for line in progress if line.startswith(label)).endswith("skipped: no CUDA device")
-    for label in ("encoders", "mfp", "generation", "offload", "throughput", "cli"):  # CUDA parts named as skipped
+    cuda_parts = ("encoders", "mfp", "generation", "offload", "throughput", "cli") + (("tf32",) if bf16 else ())
+    for label in cuda_parts:  # CUDA parts named as skipped
         assert "skipped: no CUDA device" in next(line for line in progress if line.startswith(label)), label
     assert "FAIL" not in stdout
     # the summary comes last: one row per check, the limits, the throughput table, the verdict with the JSON path
     tail = lines[header:]
     assert [line.split()[0] for line in tail[1:1 + len(LABELS)]] == LABELS
-    assert any(line.startswith("limits (worst value measured / limit)") for line in tail)
+    assert any(line.startswith("limits (worst value measured / limit; smallest positive control") for line in tail)
     assert any(line.startswith("throughput (images/s") for line in tail)
     assert tail[-1].startswith("gpu_smoke: PASSED") and tail[-1].endswith(f"JSON: {out}")
 
@@ -66,15 +71,26 @@ def test_gpu_smoke_cpu_dry_run(smoke, tmp_path, monkeypatch, capsys):
     assert summary["environment"]["mode"] == "cpu"
     checks = {c["name"]: c for c in summary["checks"]}
     assert list(checks) == LABELS
-    assert {n for n, c in checks.items() if c["status"] == "skipped"} == {"tf32", "vqa", "torchrun"}
-    assert summary["counts"] == {"ok": 7, "FAIL": 0, "skipped": 3}
+    skipped = {"vqa", "torchrun", "sharedgpu"} | (set() if bf16 else {"tf32"})
+    assert {n for n, c in checks.items() if c["status"] == "skipped"} == skipped
+    assert summary["counts"] == {"ok": len(LABELS) - len(skipped), "FAIL": 0, "unusable": 0, "skipped": len(skipped)}
     assert set(summary["tolerances"]) == set(smoke.TOLERANCES)
     for c in summary["checks"]:
         for cmp in c["comparisons"]:  # every comparison is against its table limit, and was judged right
             assert cmp["limit"] == summary["tolerances"][cmp["tolerance"]]["limit"]
-            assert cmp["ok"] == (cmp["value"] <= cmp["limit"])
+            assert cmp["ok"] == ((cmp["value"] > cmp["limit"]) if cmp["control"] else (cmp["value"] <= cmp["limit"]))
+        # every limit a check compares against has a positive control in the same check, over the limit
+        used = {cmp["tolerance"] for cmp in c["comparisons"] if not cmp["control"]}
+        controlled = {cmp["tolerance"] for cmp in c["comparisons"] if cmp["control"] and cmp["ok"]}
+        assert used <= controlled, (c["name"], used - controlled)
+        assert all(e["ok"] and e["usable"] for e in c["expectations"]), c["expectations"]
     judged = {cmp["tolerance"] for c in summary["checks"] for cmp in c["comparisons"]}
-    assert {"float32", "bfloat16", "float16", "mfp caller autocast", "pixels max, same device"} <= judged
+    assert {"float32", "bfloat16", "float16", "mfp caller autocast", "pixels max, same device",
+            "pixels max, batched", "pixels mean, batched", "segmenter shares"} <= judged
+    expected = {c["name"]: [e["what"].split(" ")[0] for e in c["expectations"]] for c in summary["checks"]}
+    assert expected["generation"] and expected["offload"] and expected["cli"]  # the yes/no checks ran, with controls
+    if bf16:
+        assert expected["tf32"] and any(cmp["control"] for cmp in checks["tf32"]["comparisons"])
     # the emulated half-precision errors behind the limits were measured in this run and are not zero
     emulated = [cmp for cmp in checks["encoders"]["comparisons"] if "CPU emulation" in cmp["what"]]
     assert len(emulated) == 4 and all(0 < cmp["value"] for cmp in emulated)
@@ -104,6 +120,7 @@ def test_a_value_over_its_limit_fails_the_run(smoke, tmp_path, monkeypatch):
 
     def check_within(ctx):
         ctx.compare("at the limit", limit, "bfloat16")
+        ctx.control("a case over it", limit * 10, "bfloat16")
         return "fine"
 
     def check_over(ctx):
@@ -121,9 +138,9 @@ def test_a_value_over_its_limit_fails_the_run(smoke, tmp_path, monkeypatch):
     summary = json.loads(out.read_text())
     status = {c["name"]: c["status"] for c in summary["checks"]}
     assert status == {"within": "ok", "over": "FAIL", "raises": "FAIL"}
-    assert not summary["passed"] and summary["counts"] == {"ok": 1, "FAIL": 2, "skipped": 0}
+    assert not summary["passed"] and summary["counts"] == {"ok": 1, "FAIL": 2, "unusable": 0, "skipped": 0}
     over = summary["checks"][1]
-    assert [c["ok"] for c in over["comparisons"]] == [False, False, True]
+    assert [c["ok"] for c in over["comparisons"]] == [False, False, True] and not any(c["control"] for c in over["comparisons"])
     assert over["comparisons"][1]["value"] is None  # NaN written as null: strict JSON
     assert over["line"].startswith("over the limit: just over") and "not a number" in over["line"]
     assert "RuntimeError: broken" in summary["checks"][2]["line"]
@@ -148,7 +165,7 @@ def test_limits_sit_above_their_measured_evidence(smoke):
 
 
 def test_cuda_parts_skip_without_cuda(smoke):
-    for check in (smoke.check_tf32, smoke.check_torchrun):
+    for check in (smoke.check_torchrun, smoke.check_sharedgpu):
         result = smoke.run_check(check, "cpu")
         assert (result.status, result.line) == ("skipped", "no CUDA device")
 
@@ -191,3 +208,107 @@ def test_bench_embedding_device_option():
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "GPU" in err[0], proc.stderr
     assert proc.stdout == ""  # refused before any work
+
+
+# -- issue 41, item 8: positive controls ---------------------------------------------------------------
+
+
+def test_a_control_that_does_not_fail_or_a_limit_without_one_makes_the_check_unusable(smoke, tmp_path, monkeypatch):
+    limit = smoke.TOLERANCES["float32"].limit
+
+    def check_controlled(ctx):
+        ctx.compare("measured", limit / 10, "float32")
+        ctx.control("a TF32 forward", limit * 30, "float32")
+        return "fine"
+
+    def check_blind(ctx):  # the raw forward came out as exact as the library's: TF32 never engaged
+        ctx.compare("measured", limit / 10, "float32")
+        ctx.control("a TF32 forward", limit / 10, "float32")
+        return "fine"
+
+    def check_uncontrolled(ctx):
+        ctx.compare("measured", limit / 10, "float32")
+        return "fine"
+
+    def check_vacuous(ctx):  # e.g. two runs equal by construction, and so is the control
+        ctx.expect("batch 1 == batch 3", True, control="other seeds equal batch 1", control_held=True)
+        return "fine"
+
+    def check_failing_and_blind(ctx):
+        ctx.compare("measured", limit * 2, "float32")
+        ctx.control("a TF32 forward", float("nan"), "float32")  # NaN is not over any limit
+        return "measured"
+
+    def check_not_held(ctx):
+        ctx.expect("bit-identical", False, control="other seeds", control_held=False)
+        return "measured"
+
+    monkeypatch.setattr(smoke, "CHECKS", [check_controlled, check_blind, check_uncontrolled, check_vacuous,
+                                         check_failing_and_blind, check_not_held])
+    out = tmp_path / "s.json"
+    assert smoke.main(["cpu", "--json", str(out)]) == 1
+    summary = json.loads(out.read_text())
+    checks = {c["name"]: c for c in summary["checks"]}
+    assert {n: c["status"] for n, c in checks.items()} == {
+        "controlled": "ok", "blind": "unusable", "uncontrolled": "unusable", "vacuous": "unusable",
+        "failing_and_blind": "FAIL", "not_held": "FAIL"}
+    assert summary["counts"] == {"ok": 1, "FAIL": 2, "unusable": 3, "skipped": 0} and not summary["passed"]
+    assert checks["blind"]["line"].startswith("unusable (a positive control did not fail): control a TF32 forward")
+    assert "no positive control for 'float32'" in checks["uncontrolled"]["line"]
+    assert "control other seeds equal batch 1" in checks["vacuous"]["line"]
+    assert checks["failing_and_blind"]["line"].startswith("over the limit: measured") and "unusable" in checks[
+        "failing_and_blind"]["line"]
+    assert checks["blind"]["comparisons"][1] == {"what": "a TF32 forward", "value": limit / 10, "tolerance": "float32",
+                                                 "limit": limit, "ok": False, "control": True}
+    text = smoke.format_summary(summary, None)
+    assert "UNUSABLE" in text and "3 unusable" in text.splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_the_tf32_check_is_unusable_when_the_reduced_precision_never_engages(smoke, monkeypatch):
+    """The dry run's tf32 check (oneDNN bf16 standing in for TF32): as it is, it passes with a control
+    over the limit; with a caller setting that changes nothing (as when TF32 never engages on a GPU),
+    the library's forward still equals the CPU but the raw forward does too, and the check must say it
+    proves nothing. Before: the raw forward was printed and never required to differ."""
+    if not smoke.cpu_bf16_engages():
+        pytest.skip("this CPU has no oneDNN bf16 float32 mode")
+    good = smoke.run_check(smoke.check_tf32, "cpu")
+    assert good.status == "ok", good.line
+    control = next(c for c in good.comparisons if c.control)
+    assert control.value > 10 * control.limit
+
+    monkeypatch.setattr(smoke, "caller_precision", lambda mode: contextlib.nullcontext())
+    blind = smoke.run_check(smoke.check_tf32, "cpu")
+    assert blind.status == "unusable", blind.line
+    assert "control raw forward under onednn-bf16" in blind.line
+    assert "the settings recorded inside the forward equal the caller's" in blind.line
+
+
+def _jpeg_folder(folder: Path, key: str, seeds: list[int]) -> Path:
+    from PIL import Image
+
+    for i, seed in enumerate(seeds):
+        path = folder / key / "L0" / f"block{i // 2}" / f"{i % 2:02d}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pixels = np.random.default_rng(seed).integers(0, 256, (16, 16, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(path, quality=95)
+    return folder
+
+
+def test_panel_comparisons_pair_runs_of_other_model_keys_and_their_controls_differ(smoke, tmp_path):
+    import hashlib
+
+    a = _jpeg_folder(tmp_path / "a", "tiny", [1, 2, 3, 4])
+    b = _jpeg_folder(tmp_path / "b", "tiny-reseeded", [1, 2, 3, 4])
+    c = _jpeg_folder(tmp_path / "c", "tiny-reseeded", [5, 6, 7, 8])
+
+    def run(folder):
+        return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(folder.rglob("*.jpg"))}
+
+    assert smoke.pixel_diff(a, b) == (0, 0.0)
+    worst, mean = smoke.pixel_diff(a, b, shift=1)
+    assert worst > 100 and mean > 20
+    assert smoke.same_files({"files": run(a)}, {"files": run(b)})
+    assert not smoke.same_files({"files": run(a)}, {"files": run(c)})
+    assert not smoke.same_files({"files": {}}, {"files": {}})  # nothing generated is not "equal"
