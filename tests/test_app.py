@@ -109,6 +109,25 @@ def _png(size, mode="RGB", color=0, noise=False) -> bytes:
     return buf.getvalue()
 
 
+def _fresh(n: int, seed: int = 0, prefix: str = "fresh") -> dict[str, bytes]:
+    """PNGs of smooth random colour fields: images that copy no photo of the benchmark (the copy audit never
+    flags them), so the app scores them as a visitor's result."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in range(n):
+        img = Image.fromarray(rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)).resize(
+            (160, 120), Image.Resampling.BICUBIC)
+        buf = io.BytesIO()
+        img.save(buf, format="PNG")
+        out[f"{prefix}_{i}.png"] = buf.getvalue()
+    return out
+
+
+@pytest.fixture(scope="module")
+def fresh_photos(tmp_path_factory):
+    return _files(tmp_path_factory.mktemp("fresh-photos"), _fresh(4, seed=3))
+
+
 @pytest.fixture(scope="module")
 def world_photos(app_data, tmp_path_factory):
     folder = tmp_path_factory.mktemp("world-photos")
@@ -131,6 +150,11 @@ def test_read_uploaded_images_decodes_instead_of_trusting_names(tmp_path, app_da
         read_uploaded_images(good + fake, upload_root=tmp_path)
     with pytest.raises(UploadError, match="at least 2"):
         read_uploaded_images(good[:1], upload_root=tmp_path)
+    # a text file named .png alone: named as not an image first (issue 40), then the count
+    notes = _files(tmp_path, {"notes.png": b"meeting notes, not a picture\n" * 10})
+    with pytest.raises(UploadError, match=r"^notes.png is not an image .*\. A set needs at least 2 images") as err:
+        read_uploaded_images(notes, upload_root=tmp_path)
+    assert "Upload at least" not in str(err.value)
     with pytest.raises(UploadError, match="at most 16"):
         read_uploaded_images(good * 9, upload_root=tmp_path)
     empty = _files(tmp_path, {"empty.png": b""})
@@ -218,12 +242,20 @@ def test_app_data_prompts_anchors_and_scoring_agree(app_data):
     assert set(anchors) == {"heldout_real", "random_same_country", "random_global"}
     # Scoring the held-out anchor panel through the app gives the anchor's own row, up to the float noise of
     # batching: uploads are embedded fresh, in their own batch, the anchors' photos came from the cache
+    # (exclude_copies=False: the benchmark's own photos are copies, which a visitor never gets scored)
     panel = anchor_panels(bench)[("heldout_real", "anchor", "lund_seg1")]
-    scored = app_data.score("lund_seg1", [r.image_bytes for r in panel])
+    scored = app_data.score("lund_seg1", [r.image_bytes for r in panel], exclude_copies=False)
     for key in ("cos_sim", "mmd", "dcsf", "retrieval_acc", "local_margin"):
         assert math.isclose(scored.row[key], anchors["heldout_real"][key], rel_tol=1e-5, abs_tol=1e-7), key
     assert scored.retrieval.best_candidate == ["target"] * 4
     assert [r[3] for r in scored.ranking_rows()] == ["1 of 5"] * 4
+    assert len(scored.near_copies) == 4 and not scored.copies_left_out
+    # as a visitor's upload they are copies: nothing is scored, and nothing reads as a result
+    withheld = app_data.score("lund_seg1", [r.image_bytes for r in panel])
+    assert not withheld.scored and "a panel needs at least 2 images that are not copies" in withheld.withheld
+    assert withheld.names == [] and len(withheld.copies_left_out) == 4 and withheld.ranking_rows() == []
+    assert all(math.isnan(withheld.row[k]) for k in ("cos_sim", "retrieval_acc", "mrr"))
+    assert withheld.row["n_copied"] == 4
 
 
 def test_map_figure_and_off_map_negatives(app_data):
@@ -310,16 +342,13 @@ def test_explore(client):
         client.predict("nope", api_name="/explore")
 
 
-def test_score_world_photos(client, world_photos, app_data):
+def test_score_fresh_images(client, fresh_photos, app_data):
     status, warning, pairs, scores_md, ranking, shown, plot, raw = client.predict(
-        "lund_seg1", _handles(world_photos), api_name="/score")
+        "lund_seg1", _handles(fresh_photos), api_name="/score")
     assert "Scored **4 images**" in status and "efficientnet-lite0" in status
-    # the world pool is the benchmark's own: the copy audit names each photo, shown side by side
-    assert "4 of 4 uploaded images are copies of this benchmark's own photos" in warning
-    assert all(r["flagged"] and r["reference_block_id"] == "world" for r in raw["copy_audit"])
-    assert all(f"`{r['reference_id']}`** of the world pool" in warning for r in raw["copy_audit"])
-    assert pairs["visible"] is True and len(pairs["value"]) == 8
-    assert raw["n_images"] == 4 and raw["block_id"] == "lund_seg1" and raw["encoder"] == "efficientnet-lite0"
+    assert warning == "" and pairs["visible"] is False
+    assert raw["n_images"] == raw["n_uploaded"] == 4 and raw["copies_left_out"] == [] and raw["withheld"] is None
+    assert raw["block_id"] == "lund_seg1" and raw["encoder"] == "efficientnet-lite0"
     for key in ("cos_sim", "mmd", "dcsf", "retrieval_acc", "mrr", "local_margin", "strongest_margin"):
         assert isinstance(raw["scores"][key], float), key
     assert raw["scores"]["gaas"] is None and "segmenter" in raw["nan_reasons"]["gaas"]
@@ -328,34 +357,76 @@ def test_score_world_photos(client, world_photos, app_data):
     n_cand, n_blocks = 1 + len(negatives), len({"lund_seg1", *negatives})
     assert n_cand == 5 and n_blocks == 4  # one lund block is two negatives: honest counting matters here
     assert f"{hits} of 4 images picked the target block out of 5 candidates (4 distinct blocks)" in scores_md
+    assert scores_md.startswith("**In short:**")
     assert ("closer to the same-city alternative than to the target" in scores_md) == (
         raw["scores"]["local_margin"] < 0)
     assert set(raw["anchors"]) == {"heldout_real", "random_same_country", "random_global"}
-    assert [r[1] for r in ranking["data"]] == ["world_0.jpg", "world_1.jpg", "world_2.jpg", "world_3.jpg"]
+    assert [r[1] for r in ranking["data"]] == [f"fresh_{i}.png" for i in range(4)]
     assert [item["best_candidate"] for item in raw["per_image"]] and all(
         item["best_candidate"] in raw["candidates"] for item in raw["per_image"])
     assert len(shown) == 4 and plot["type"] == "matplotlib"
 
 
-def test_score_heldout_photos_pick_the_target(client, app_data, tmp_path):
+def test_score_world_photos_are_copies_and_never_a_result(client, world_photos):
+    """The world pool is the benchmark's own: each upload is a copy, named beside its photo, and nothing is
+    scored (issue 40): no reading, no row, no thumbnail, no plot; the JSON says why."""
+    status, warning, pairs, scores_md, ranking, shown, plot, raw = client.predict(
+        "lund_seg1", _handles(world_photos), api_name="/score")
+    assert status.startswith("**Not scored:** 4 of the 4 uploaded images copy this benchmark's photos")
+    assert "4 of 4 uploaded images are copies of this benchmark's own photos" in warning
+    assert "**Nothing is scored:**" in warning
+    assert all(r["flagged"] and r["reference_block_id"] == "world" for r in raw["copy_audit"])
+    assert all(f"`{r['reference_id']}`** of the world pool" in warning for r in raw["copy_audit"])
+    assert pairs["visible"] is True and len(pairs["value"]) == 8
+    assert scores_md == "" and ranking["data"] == [] and shown == [] and plot is None
+    assert raw["n_images"] == 0 and raw["n_uploaded"] == 4 and raw["per_image"] == []
+    assert raw["copies_left_out"] == [f"world_{i}.jpg" for i in range(4)] and "not copies" in raw["withheld"]
+    assert all(v is None for v in raw["scores"].values())
+
+
+def test_heldout_photos_pick_the_target_but_are_never_a_visitors_result(client, app_data, tmp_path):
+    """The block's held-out photos pick the target (the scoring itself, exclude_copies=False); uploaded, they
+    are copies of the benchmark's photos and are not scored."""
     held = app_data.benchmark.heldout("lund_seg2")
+    scored = app_data.score("lund_seg2", [r.image_bytes for r in held], exclude_copies=False)
+    assert "4 of 4 images picked the target block" in scored.readings()["retrieval_acc"]
+    assert all(r[2] == "the target block ✓" for r in scored.ranking_rows())
+    assert scored.row["local_margin"] > 0
+    assert "closer to the target than to the same-city" in scored.readings()["local_margin"]
     photos = _files(tmp_path, {f"held_{i}.jpg": r.image_bytes for i, r in enumerate(held)})
-    _, _, _, scores_md, ranking, _, _, raw = client.predict("lund_seg2", _handles(photos), api_name="/score")
-    assert "4 of 4 images picked the target block" in scores_md
-    assert all(r[2] == "the target block ✓" for r in ranking["data"])
-    assert raw["scores"]["local_margin"] > 0 and "closer to the target than to the same-city" in scores_md
+    status, warning, _, scores_md, ranking, _, plot, raw = client.predict("lund_seg2", _handles(photos),
+                                                                          api_name="/score")
+    assert "Not scored" in status and "4 of 4 uploaded images are copies" in warning
+    assert scores_md == "" and ranking["data"] == [] and plot is None and raw["withheld"]
 
 
 def test_score_warns_when_uploads_copy_the_blocks_reference_photos(client, app_data, world_photos, tmp_path):
     gallery = app_data.benchmark.gallery("lund_seg1")[:2]
     photos = _files(tmp_path, {f"copy_{i}.jpg": r.image_bytes for i, r in enumerate(gallery)})
     fresh = _files(tmp_path, {"fresh.png": _png((96, 64), noise=True), "fresh2.png": _png((80, 60), noise=True)})
-    status, warning, pairs, *_ = client.predict("lund_seg1", _handles(photos + fresh[:1]), api_name="/score")
+    status, warning, pairs, scores_md, ranking, shown, plot, raw = client.predict(
+        "lund_seg1", _handles(photos + fresh[:1]), api_name="/score")
     assert "2 of 3 uploaded images are copies of this benchmark's own photos" in warning
     assert "copy\\_0.jpg" in warning and gallery[1].reference_id in warning and "fresh" not in warning  # names escaped
     assert [p["caption"] for p in pairs["value"]] == [
         "your image: copy_0.jpg", f"benchmark photo: {gallery[0].reference_id}",
         "your image: copy_1.jpg", f"benchmark photo: {gallery[1].reference_id}"]
+    # one image left once the copies are left out: nothing is scored (a set needs 2)
+    assert "Not scored" in status and scores_md == "" and plot is None and raw["copies_left_out"] == [
+        "copy_0.jpg", "copy_1.jpg"]
+    # with two images that are not copies: those two are scored, and only they
+    status, warning, pairs, scores_md, ranking, shown, plot, raw = client.predict(
+        "lund_seg1", _handles(photos + fresh), api_name="/score")
+    assert "Scored **2 of 4 images**" in status and "2 copies of the benchmark's photos left out" in status
+    assert "**Left out of every score below:**" in warning
+    assert scores_md.startswith("**In short (of the 2 images that are not copies; 2 copies left out):** ")
+    assert "of 2 images picked the target block" in scores_md
+    assert [r[1] for r in ranking["data"]] == ["fresh.png", "fresh2.png"] and len(shown) == 2
+    assert raw["n_images"] == 2 and raw["n_uploaded"] == 4 and [i["image"] for i in raw["per_image"]] == [
+        "fresh.png", "fresh2.png"]
+    alone = client.predict("lund_seg1", _handles(fresh), api_name="/score")[7]
+    assert raw["scores"] == alone["scores"]  # the numbers of the two new images, as if uploaded alone
+    assert plot["type"] == "matplotlib"
     status, warning, pairs, *_ = client.predict("lund_seg1", _handles(fresh), api_name="/score")
     assert warning == "" and pairs["visible"] is False
 
@@ -437,34 +508,60 @@ def _found_in_upload_folder(name: str) -> list:
     return list(default_upload_root().rglob(name))
 
 
-def test_uploads_are_deleted_once_read(client, server, app_data, tmp_path):
-    """The app says "Uploaded images are not stored": no uploaded file is left behind, scored or refused."""
+def test_uploads_stay_while_listed_and_go_when_no_page_lists_them(server, app_data, tmp_path):
+    """Issue 40: the uploads a page lists stay (scored again after a refusal, or against another block, without
+    uploading them again); the files a page lists no more are deleted, unless another page lists them too; a
+    results.csv is deleted once read."""
     import uuid
 
-    import httpx
+    from gradio_client import Client
 
     tag = uuid.uuid4().hex[:12]  # names no other run uses
-    # control: a file uploaded (and not used) lies in the folder searched below
-    control = tmp_path / f"control_{tag}.txt"
-    control.write_text("x", encoding="utf-8")
-    with open(control, "rb") as fh:
-        httpx.post(server + "gradio_api/upload", files={"files": (control.name, fh)}).raise_for_status()
-    assert _found_in_upload_folder(control.name)
-    for path in _found_in_upload_folder(control.name):
-        path.unlink()
-
-    held = app_data.benchmark.heldout("lund_seg2")
-    photos = _files(tmp_path, {f"kept_{tag}_{i}.jpg": r.image_bytes for i, r in enumerate(held[:2])})
-    status, *_ = client.predict("lund_seg2", _handles(photos), api_name="/score")
-    assert "Uploaded images are not stored" in status
-    assert _found_in_upload_folder(f"kept_{tag}_*") == []
+    me, other = (Client(server, verbose=False, download_files=False, analytics_enabled=False) for _ in range(2))
+    photos = _files(tmp_path, _fresh(2, seed=9, prefix=f"kept_{tag}"))
     refused = _files(tmp_path, {f"refused_{tag}.jpg": b"not a picture" * 20})
     with pytest.raises(Exception, match=f"refused_{tag}.jpg is not an image"):
-        client.predict("lund_seg2", _handles(photos[:1] + refused), api_name="/score")
-    assert _found_in_upload_folder(f"refused_{tag}*") == [] and _found_in_upload_folder(f"kept_{tag}_*") == []
+        me.predict("lund_seg2", _handles(photos + refused), api_name="/score")
+    assert len(_found_in_upload_folder(f"refused_{tag}*")) == 1  # kept: the page still lists it
+    assert len(_found_in_upload_folder(f"kept_{tag}_*")) == 2
+    status, *_ = me.predict("lund_seg2", _handles(photos), api_name="/score")  # the refused file removed
+    assert "Your uploads stay listed" in status and "Scored **2 images**" in status
+    assert _found_in_upload_folder(f"refused_{tag}*") == []  # listed no more: deleted
+    assert len(_found_in_upload_folder(f"kept_{tag}_*")) == 2
+    again, *_ = me.predict("berlin_am_lustgarten", _handles(photos), api_name="/score")
+    assert "Scored **2 images**" in again  # the same uploads against another block
+    # another page lists the same files (one path each): they stay while either lists them
+    other.predict("lund_seg2", _handles(photos), api_name="/score")
+    new = _files(tmp_path, _fresh(2, seed=10, prefix=f"new_{tag}"))
+    me.predict("lund_seg2", _handles(new), api_name="/score")
+    assert len(_found_in_upload_folder(f"kept_{tag}_*")) == 2  # the other page lists them still
+    other.predict("lund_seg2", _handles(new), api_name="/score")
+    assert _found_in_upload_folder(f"kept_{tag}_*") == []  # no page lists them: deleted
     app_data.results.to_csv(tmp_path / f"results_{tag}.csv", index=False)
-    client.predict(_handles([str(tmp_path / f"results_{tag}.csv")])[0], api_name="/upload_results")
+    me.predict(_handles([str(tmp_path / f"results_{tag}.csv")])[0], api_name="/upload_results")
     assert _found_in_upload_folder(f"results_{tag}*") == []
+
+
+def test_held_uploads_delete_what_no_session_lists(tmp_path):
+    from geofidelity_bench.demo_app.uploads import HeldUploads
+
+    root = tmp_path / "uploads"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    one, two = root / "a" / "one.png", root / "b" / "two.png"
+    one.write_bytes(b"1")
+    two.write_bytes(b"2")
+    outside = tmp_path / "outside.png"
+    outside.write_bytes(b"x")
+    held = HeldUploads(root)
+    assert held.hold("s1", [str(one), str(two), str(outside)]) == []
+    assert held.held("s1") == {one.resolve(), two.resolve()}  # nothing outside the upload folder is held
+    held.hold("s2", [str(two)])
+    assert held.hold("s1", [str(one)]) == []  # two is listed by s2 still
+    assert two.exists()
+    assert held.release("s2") == [two.resolve()] and not two.exists() and not (root / "b").exists()
+    assert held.hold("s1", None) == [one.resolve()] and not one.exists()
+    assert outside.exists() and held.release("s1") == [] and held.hold(None, [str(outside)]) == []
 
 
 @pytest.mark.parametrize("cell, message", [
@@ -602,8 +699,8 @@ def test_old_results_without_the_new_columns_still_show(app_data):
 
 def test_score_readings_say_the_chance_level(app_data):
     bench = app_data.benchmark
-    held = bench.heldout("lund_seg2")
-    scored = app_data.score("lund_seg2", [r.image_bytes for r in held][:2])
+    scored = app_data.score("lund_seg2", list(_fresh(2, seed=5).values()))
+    assert scored.scored
     acc, mrr = _block_chance(bench, "lund_seg2")
     assert scored.chance == pytest.approx((acc, mrr), abs=1e-12)
     readings = scored.readings()
@@ -729,8 +826,9 @@ def test_leaderboard_numbers_have_one_format_and_missing_reads_n_a(app_data):
                     assert abs(float(cell) - float(value)) <= 0.0005 + 1e-12
         assert set(shown["GAAS ↓"]) == {"n/a"}
         assert not shown.isna().any().any()
-        # the integers stay integers (rank, blocks)
-        assert shown["#"].tolist() == numbers["#"].tolist()
+        # the ranks stay integers; a row that is not ranked (copied) has none
+        assert shown["#"].tolist() == ["" if pd.isna(v) else int(v) for v in numbers["#"]]
+        assert "" in shown["#"].tolist() and all(isinstance(v, int) for v in shown["#"] if v != "")
 
 
 def test_per_block_view_ranks_within_each_block(app_data):
@@ -746,7 +844,9 @@ def test_per_block_view_ranks_within_each_block(app_data):
     for block, rows in res.assign(_copied=copied).groupby("block_id"):
         expected = rows.sort_values(["_copied", "cos_sim"], ascending=[True, False], kind="mergesort")
         got = table[table["block_id"] == block]
-        assert got["#"].tolist() == list(range(1, len(rows) + 1))
+        n_ranked = int((~expected["_copied"]).sum())  # the copied rows are not ranked: no rank in "#"
+        assert [None if pd.isna(v) else int(v) for v in got["#"]] == (
+            list(range(1, n_ranked + 1)) + [None] * (len(rows) - n_ranked))
         assert [round(v, 3) for v in got["CosSim ↑"]] == [round(v, 3) for v in expected["cos_sim"]]
     # the rows of one block are together
     blocks = table["block_id"].tolist()
@@ -775,3 +875,51 @@ def test_startup_plots_name_cities_by_their_names(app_data):
     assert any(k != v for k, v in names.items())  # the demo's keys are not its names
     ctx = Context(app_data.results, [app_data.own_info], seed=0, n_resamples=10, rank_resamples=1, confidence=0.95)
     assert ctx.city_names == names
+
+
+# -- issue 40: the leaderboard on a phone, the Score plot's chance lines -----------------------------------------
+
+
+def test_leaderboard_cards_show_every_number_and_mark_and_rank_only_ranked_rows(app_data):
+    from geofidelity_bench.caveats import COPIED_MARK, REPEATS_MARK
+    from geofidelity_bench.demo_app import results as lb
+
+    shown = lb.display_table(lb.leaderboard_table(app_data.results, sort_by="DCSF ↓"))
+    html = lb.leaderboard_cards(shown, "DCSF ↓")
+    cards = re.split(r'<div class="gfb-card(?: gfb-unranked)?">', html)[1:]
+    assert len(cards) == len(shown)
+    for card, (_, row) in zip(cards, shown.iterrows()):
+        ranked = row["#"] != ""
+        assert (f'<span class="gfb-card-rank">#{row["#"]}</span>' in card) == ranked
+        assert ("not ranked" in card) != ranked and (COPIED_MARK in card) != ranked
+        for header in [h for _, h in lb.LEADERBOARD_METRICS] + [h for _, h in lb.CHANCE_COLUMNS.values()]:
+            assert f"<dd>{row[header]}</dd>" in card or f'<dd class="gfb-key">{row[header]}</dd>' in card
+        # the score the table is sorted by first, in bold
+        assert card.index('<dt class="gfb-key">DCSF ↓</dt>') < card.index("<dt>CosSim ↑</dt>")
+    assert REPEATS_MARK in html
+    evil = shown.copy()
+    evil.loc[0, "method"] = "<script>x</script>"
+    assert "<script>" not in lb.leaderboard_cards(evil) and "&lt;script&gt;" in lb.leaderboard_cards(evil)
+
+
+def test_score_plot_draws_the_chance_level_on_retrieval_and_mrr(app_data):
+    from matplotlib.lines import Line2D
+
+    from geofidelity_bench.demo_app import figures
+    from geofidelity_bench.demo_app.ui import _anchor_plot
+
+    scored = app_data.score("lund_seg2", list(_fresh(2, seed=7).values()))
+    acc, mrr = scored.chance
+    for narrow in (False, True):
+        fig = _anchor_plot(scored.as_json(), narrow=narrow)
+        titles = {ax.get_title(): ax for ax in fig.axes}
+        for title, level in (("Retrieval accuracy ↑ (- - chance)", acc), ("MRR ↑ (- - chance)", mrr)):
+            dashed = [ln for ln in titles[title].get_lines() if ln.get_linestyle() == "--"]
+            assert len(dashed) == 1 and dashed[0].get_color() == figures.CHANCE_COLOR
+            assert dashed[0].get_xdata()[0] == pytest.approx(level)
+        assert "CosSim ↑" in titles  # no chance line where there is no chance level
+        assert not [ln for ln in titles["CosSim ↑"].get_lines() if ln.get_linestyle() == "--"]
+        assert fig._suptitle.get_text() == figures.ANCHOR_PLOT_TITLE
+        assert isinstance(fig.legends[0].legend_handles[-1], Line2D)
+    assert _anchor_plot(app_data.score("lund_seg2", [r.image_bytes for r in app_data.benchmark.heldout("lund_seg2")])
+                        .as_json(), narrow=False) is None  # copies only: no plot at all

@@ -60,11 +60,7 @@ def browser():
 
 def test_score_tab_end_to_end(app_url, browser, tmp_path):
     url, data = app_url
-    photos = []
-    for i, world in enumerate(data.benchmark.world[:4]):
-        path = tmp_path / f"generated_{i}.jpg"
-        path.write_bytes(world.image_bytes)
-        photos.append(str(path))
+    photos = _generated(tmp_path, 4, "generated")  # not copies of the benchmark's photos (those are not scored)
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(30_000)
@@ -94,7 +90,7 @@ def test_score_tab_end_to_end(app_url, browser, tmp_path):
         for label in ("CosSim", "DCSF", "Retrieval accuracy", "Local margin", "held-out real photos of this block"):
             sync_api.expect(table).to_contain_text(label)
         ranking = page.locator("#score-ranking")
-        sync_api.expect(ranking).to_contain_text("generated_3.jpg")
+        sync_api.expect(ranking).to_contain_text("generated_3.png")
         sync_api.expect(ranking).to_contain_text("of 5")
         sync_api.expect(page.locator("#score-plot img").first).to_be_visible()
         thumbs = page.locator("#score-shown img")
@@ -107,12 +103,12 @@ def test_score_tab_end_to_end(app_url, browser, tmp_path):
         print(f"screenshot: {shot}")
         assert shot.stat().st_size > 10_000
 
-        # The uploads were deleted once read, and the file list is empty again (it lists nothing that is gone).
-        sync_api.expect(page.locator("#score-files")).not_to_contain_text("generated_0")
-        # A bad upload is answered in the page, naming the file, and the UI keeps working.
+        # The uploads stay listed (issue 40): a bad file added to them is answered in the page, naming the file,
+        # and the UI keeps working.
+        sync_api.expect(page.locator("#score-files")).to_contain_text("generated_0")
         fake = tmp_path / "not_an_image.jpg"
         fake.write_bytes(b"this is text, not a picture\n" * 40)
-        page.locator("#score-files input[type=file]").set_input_files([photos[0], str(fake)])
+        page.locator("#score-files input[type=file]").set_input_files([str(fake)])
         sync_api.expect(page.locator("#score-files")).to_contain_text("not_an_image")
         page.locator("#score-button").click()
         sync_api.expect(page.get_by_text("not_an_image.jpg is not an image").first).to_be_visible()
@@ -129,8 +125,29 @@ def test_score_tab_end_to_end(app_url, browser, tmp_path):
         sync_api.expect(status).to_contain_text("not_an_image.jpg is not an image")
         sync_api.expect(page.locator("#score-ranking")).not_to_contain_text("Error")  # no bare red pills
         page.screenshot(path=str(tmp_path / "score_error_after_toast.png"), full_page=False)
+        # the bad file removed from the list, the others score again without being uploaded again
+        page.locator("#score-files [aria-label='Remove this file']").last.click()
+        sync_api.expect(page.locator("#score-files")).not_to_contain_text("not_an_image")
+        page.locator("#score-button").click()
+        sync_api.expect(page.locator("#score-status")).to_contain_text("Scored 4 images against lund_seg2")
     finally:
         page.close()
+
+
+def _generated(folder, n: int, prefix: str) -> list[str]:
+    """Smooth random colour fields standing in for generated images: no copy of the benchmark's photos, so the
+    app scores them."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(len(prefix) + n)
+    out = []
+    for i in range(n):
+        path = folder / f"{prefix}_{i}.png"
+        Image.fromarray(rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)).resize(
+            (256, 192), Image.Resampling.BICUBIC).save(path)
+        out.append(str(path))
+    return out
 
 
 def _open_tab(page, name: str) -> None:
@@ -221,8 +238,9 @@ def test_score_tab_warns_about_copied_photos_and_shows_them_side_by_side(app_url
                 "() => [...document.querySelectorAll('#score-copy-pairs img')].every(i => i.complete && i.naturalWidth > 0)")
             for ref_id in refs:  # each matched photo is captioned under its picture
                 sync_api.expect(page.locator("#score-copy-pairs")).to_contain_text(f"benchmark photo: {ref_id}")
-            # the scores are still shown, below the warning
-            sync_api.expect(page.locator("#score-table")).to_contain_text("CosSim")
+            # a copy is never a result: nothing is scored (issue 40)
+            sync_api.expect(warning).to_contain_text("Nothing is scored")
+            sync_api.expect(page.locator("#score-table")).not_to_contain_text("CosSim")
             warning.scroll_into_view_if_needed()
             shot = tmp_path / f"score_copy_{width}x{height}.png"
             page.screenshot(path=str(shot), full_page=False)
@@ -241,6 +259,7 @@ def test_score_tab_warns_about_copied_photos_and_shows_them_side_by_side(app_url
             path = tmp_path / f"new_{i}.png"
             Image.fromarray(small).resize((256, 192), Image.Resampling.BICUBIC).save(path)
             new.append(str(path))
+        page.locator("#score-files button[aria-label='Clear']").click()  # the copies stay listed until removed
         page.locator("#score-files input[type=file]").set_input_files(new)
         sync_api.expect(page.locator("#score-files")).to_contain_text("new_3")
         page.locator("#score-button").click()
@@ -357,7 +376,9 @@ def test_every_tab_fits_and_reads_at_both_widths(app_url, browser, tmp_path, vie
 
         # Leaderboard: the chance columns, the repeated-photos mark and the notes that explain them
         _open_tab(page, "Leaderboard")
-        table = page.locator("#lb-table")
+        # the table on a wide screen, its rows as cards on a phone (issue 40)
+        table = page.locator("#lb-table" if width > 700 else "#lb-cards")
+        sync_api.expect(table).to_be_visible()
         sync_api.expect(table).to_contain_text("chance acc")
         sync_api.expect(table).to_contain_text("chance MRR")
         sync_api.expect(table).to_contain_text(f"{REPEATS_MARK} ({len(thin)} of {n_blocks} blocks)")
@@ -407,8 +428,8 @@ def test_every_tab_fits_and_reads_at_both_widths(app_url, browser, tmp_path, vie
         _open_tab(page, "About")
         about = page.locator("#about")
         sync_api.expect(about).to_contain_text("What GeoFidelity-Bench measures")
-        for th in about.locator("th").all():
-            assert th.evaluate(LINES_JS) == 1, th.inner_text()
+        for th in about.locator("th").all():  # (a phone shows the rows as cards, without the header row)
+            assert not th.is_visible() or th.evaluate(LINES_JS) == 1, th.inner_text()
         for td in about.locator("tbody tr").first.locator("td").all():  # no word broken inside ("CosSi / m")
             word_lines = td.evaluate("e => e.innerText.split(/\\s+/).length")
             assert td.evaluate(LINES_JS) <= word_lines, td.inner_text()
@@ -426,11 +447,7 @@ def test_score_values_are_visible_after_scoring_four_images(app_url, browser, tm
 
     url, data = app_url
     shots = _shots_dir(tmp_path)
-    photos = []
-    for i, world in enumerate(data.benchmark.world[8:12]):
-        path = tmp_path / f"four_{i}.jpg"
-        path.write_bytes(world.image_bytes)
-        photos.append(str(path))
+    photos = _generated(tmp_path, 4, "four")
     page = browser.new_page(viewport={"width": 390, "height": 844})
     page.set_default_timeout(60_000)
     sync_api.expect.set_options(timeout=60_000)

@@ -1,6 +1,7 @@
 """The app under concurrent visitors (issue 29, section 3): identical uploads of several visitors share
-one path in Gradio's upload folder; every request still scores (each on its own copy), and no upload
-is left behind. A real Gradio server on 127.0.0.1, driven by gradio_client from threads."""
+one path in Gradio's upload folder; every request still scores (each on its own copy), and the shared
+upload stays while any visitor lists it (issue 40). A real Gradio server on 127.0.0.1, driven by gradio_client
+from threads."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 pytest.importorskip("gradio_client", reason="the API tests need gradio_client (pip install -e '.[app]')")
 
 try:
-    from test_app import _files, _found_in_upload_folder, _handles, app_data, server  # noqa: F401
+    from test_app import _files, _found_in_upload_folder, _fresh, _handles, app_data, server  # noqa: F401
 except ImportError:  # tests/ imported as a package
-    from tests.test_app import _files, _found_in_upload_folder, _handles, app_data, server  # noqa: F401
+    from tests.test_app import _files, _found_in_upload_folder, _fresh, _handles, app_data, server  # noqa: F401
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting' is deprecated"),
@@ -31,8 +32,7 @@ def test_concurrent_visitors_uploading_the_same_files_all_get_scored(server, app
 
     assert VISITORS >= 2 * CONCURRENCY
     tag = uuid.uuid4().hex[:12]
-    held = app_data.benchmark.heldout("lund_seg2")
-    photos = _files(tmp_path, {f"same_{tag}_{i}.jpg": r.image_bytes for i, r in enumerate(held[:2])})
+    photos = _files(tmp_path, _fresh(2, seed=21, prefix=f"same_{tag}"))  # not copies: scored
     clients = [Client(server, verbose=False, download_files=False, analytics_enabled=False) for _ in range(VISITORS)]
     # every visitor uploads the same files first (one shared path each in the upload folder), then all score
     uploaded = [c.predict("lund_seg2", _handles(photos), api_name="/score") for c in clients[:1]]
@@ -60,7 +60,8 @@ def test_concurrent_visitors_uploading_the_same_files_all_get_scored(server, app
     first = uploaded[0][7]["scores"]
     assert all(r[7]["scores"] == first for r in results)
     assert all("Scored **2 images**" in r[0] for r in results)
-    assert _found_in_upload_folder(f"same_{tag}_*") == []  # no upload is kept
+    # one shared path per file, kept while the visitors list them (none deleted it under another's feet)
+    assert len(_found_in_upload_folder(f"same_{tag}_*")) == 2
 
 
 def _answer_folders(kind: str) -> set:
@@ -76,8 +77,7 @@ def test_thumbnails_and_plots_are_deleted_at_the_next_answer(server, app_data, t
     from gradio_client import Client
 
     tag = uuid.uuid4().hex[:12]
-    held = app_data.benchmark.heldout("lund_seg2")
-    photos = _files(tmp_path, {f"thumb_{tag}_{i}.jpg": r.image_bytes for i, r in enumerate(held[:2])})
+    photos = _files(tmp_path, _fresh(2, seed=22, prefix=f"thumb_{tag}"))  # not copies: scored, with thumbnails
     me, other = (Client(server, verbose=False, download_files=False, analytics_enabled=False) for _ in range(2))
     before = _answer_folders("score")
     shown = me.predict("lund_seg2", _handles(photos), api_name="/score")[5]

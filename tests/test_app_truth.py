@@ -15,6 +15,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from PIL import Image
 
 pytest.importorskip("gradio", reason="the app needs gradio (pip install -e '.[app]')")
 
@@ -142,7 +143,11 @@ def test_app_leaderboard_is_a_plain_loop_and_the_printed_table(seed):
 
     table = lb.leaderboard_table(df)
     assert len(table) == len(expected)
-    assert table["#"].tolist() == list(range(1, len(expected) + 1))
+    # "#" is a rank: the ranked rows (neither copied nor unpromptable) 1, 2, ... in order, the others none
+    ranked = [e["tier"] == 0 for e in expected]
+    assert sum(ranked) and not all(ranked)
+    assert [None if pd.isna(v) else int(v) for v in table["#"]] == [
+        i if r else None for i, r in zip(np.cumsum(ranked), ranked)]
     for (_, got), want in zip(table.iterrows(), expected):
         assert (got["method"], got["condition"]) == (METHOD_LABELS.get(want["method"], want["method"]),
                                                       want["condition"])
@@ -261,8 +266,12 @@ def test_same_country_anchor_that_falls_back_is_never_called_same_country(app_da
     from geofidelity_bench.demo_app.texts import anchor_labels
 
     for block, falls_back in (("berlin_am_lustgarten", True), ("lund_seg2", False)):
-        photos = [*bench.heldout(block), *bench.gallery(block)][:2]
-        scored = app_data.score(block, [r.image_bytes for r in photos])
+        # images that copy no photo of the benchmark (a copy is never scored as a visitor's result)
+        rng = np.random.default_rng(12)
+        images = [Image.fromarray(rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)).resize((128, 96))
+                  for _ in range(2)]
+        scored = app_data.score(block, images)
+        assert scored.scored and not scored.copies_left_out
         assert (scored.same_country_note == note) if falls_back else scored.same_country_note is None
         md = _scores_markdown(scored)
         assert ("random photos from the same country" in md) != falls_back

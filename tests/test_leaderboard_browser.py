@@ -24,6 +24,15 @@ except ImportError:  # tests/ imported as a package
 sync_api = pytest.importorskip("playwright.sync_api")
 
 
+#: The Hub tab's text, a table's rows as lines of tab-separated cells whatever the layout (a phone: cards).
+BOARD_TEXT_JS = """e => { const out = [];
+  const walk = n => { for (const c of n.children) {
+    if (c.tagName === 'TABLE') { for (const r of c.rows) out.push([...r.cells].map(x => x.innerText.trim()).join('\\t')); }
+    else if (c.querySelector('table')) walk(c);
+    else out.push(c.innerText); } };
+  walk(e); return out.join('\\n'); }"""
+
+
 def _push_results(folder, hub) -> None:
     from geofidelity_bench.cli import main
 
@@ -121,7 +130,7 @@ def test_hub_tab_after_the_demo_and_a_one_block_run(hub, online, browser, demo_r
             tab.click()
             board_text = page.locator("#hub-board")
             sync_api.expect(board_text).to_contain_text("Listed apart")
-            text = board_text.inner_text()
+            text = board_text.evaluate(BOARD_TEXT_JS)  # a phone shows the tables as cards: read them row by row
             ranking, apart = text.split("Listed apart (not ranked)")
             assert "1 partial, 0 not comparable, 0 copied" in text
             assert "3 method(s) on 7 block(s)" in text and "5,000 bootstrap resamples, seed 42" in text

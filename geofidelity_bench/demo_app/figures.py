@@ -136,49 +136,77 @@ ANCHOR_PLOT_METRICS = ("cos_sim", "mmd", "dcsf", "retrieval_acc", "mrr", "local_
 SIM_COLUMNS = SIMILARITY_COLUMNS
 
 
+#: The colour and style of a chance line, as on the report's leaderboard.png.
+CHANCE_COLOR = "#C44E52"
+CHANCE_OF = {"retrieval_acc": 0, "mrr": 1}
+ANCHOR_PLOT_TITLE = "Your images against this block's real-image anchors"
+
+
 def anchor_figure(yours: Mapping[str, float], anchors: Mapping[str, Mapping[str, float]], *, block_id: str,
-                  labels: Mapping[str, str] | None = None):
+                  labels: Mapping[str, str] | None = None, chance: Sequence[float] | None = None,
+                  title: str = ANCHOR_PLOT_TITLE, yours_label: str = YOURS, narrow: bool = False):
     """Your panel's scores next to the same block's real-image anchors; ``labels``: each anchor's name on the
-    plot (default :data:`~geofidelity_bench.demo_app.texts.ANCHOR_SHORT`; ``texts.anchor_labels(..., short=True)``)."""
+    plot (default :data:`~geofidelity_bench.demo_app.texts.ANCHOR_SHORT`; ``texts.anchor_labels(..., short=True)``).
+
+    ``chance`` (retrieval accuracy, MRR of random images against the block's candidates) is drawn as a dashed
+    line on those two plots, as on the report's leaderboard.png. ``title`` is drawn on the figure (the page
+    shows no label over it); ``narrow``: two plots a row (a phone's width) instead of four."""
+    from matplotlib.ticker import MaxNLocator
+
     labels = ANCHOR_SHORT if labels is None else labels
-    rows = [(YOURS, yours)] + [(labels.get(m, m), v) for m, v in anchors.items()]
+    rows = [(yours_label, yours)] + [(labels.get(m, m), v) for m, v in anchors.items()]
     names = [n for n, _ in rows]
     colors = ["#4C72B0"] + ["#AAAAAA", "#888888", "#666666"][: len(rows) - 1]
-    fig = _figure(12.0, 5.6)
+    ncols = 1 if narrow else 4
+    nrows = 8 if narrow else 2
+    fig = _figure(*((4.4, 13.0) if narrow else (12.0, 5.6)))
+    small, mid = (8, 9) if narrow else (7, 9)
     y = list(range(len(rows)))[::-1]
     for i, key in enumerate(ANCHOR_PLOT_METRICS):
-        ax = fig.add_subplot(2, 4, i + 1)
+        ax = fig.add_subplot(nrows, ncols, i + 1)
         values = [r.get(key) for _, r in rows]
         shown = [0.0 if is_missing(v) else float(v) for v in values]
         ax.barh(y, shown, color=colors)
         for yy, v, s in zip(y, values, shown):
-            ax.text(s, yy, " n/a" if is_missing(v) else f" {v:.2f}", va="center", fontsize=7)
+            ax.text(s, yy, " n/a" if is_missing(v) else f" {v:.2f}", va="center", fontsize=small)
         info = SCORE_BY_KEY[key]
         arrow = "↑" if info.higher_is_better else "↓"
-        ax.set_title(f"{info.label} {arrow}", fontsize=9)
+        level = None
+        if chance is not None and key in CHANCE_OF and not is_missing(chance[CHANCE_OF[key]]):
+            level = float(chance[CHANCE_OF[key]])
+            ax.axvline(level, color=CHANCE_COLOR, linestyle="--", linewidth=1.4, zorder=3)
+        ax.set_title(f"{info.label} {arrow}" + (" (- - chance)" if level is not None else ""), fontsize=mid)
         ax.set_yticks(y)
-        ax.set_yticklabels(names if i % 4 == 0 else [""] * len(names), fontsize=8)
+        ax.set_yticklabels(names if i % ncols == 0 else [""] * len(names), fontsize=small)
         ax.axvline(0, color="black", linewidth=0.6)
-        ax.tick_params(axis="x", labelsize=7)
+        ax.tick_params(axis="x", labelsize=small)
+        ax.xaxis.set_major_locator(MaxNLocator(4))  # a few ticks: never run into each other
         ax.grid(axis="x", alpha=0.3)
         lo = min(shown + [0.0])
-        hi = max(shown + [0.0])
+        hi = max(shown + [0.0] + ([level] if level is not None else []))
         span = (hi - lo) or 1.0
         ax.set_xlim(lo - 0.05 * span if lo < 0 else lo, hi + 0.3 * span)
-    ax = fig.add_subplot(2, 4, 8)
+    ax = fig.add_subplot(nrows, ncols, 8)
     width = 0.8 / len(rows)
     for j, ((name, r), color) in enumerate(zip(rows, colors)):
         vals = [0.0 if is_missing(r.get(c)) else float(r.get(c)) for c in SIM_COLUMNS]
         xs = [k + (j - (len(rows) - 1) / 2) * width for k in range(len(SIM_COLUMNS))]
         ax.bar(xs, vals, width, color=color, label=name)
     ax.set_xticks(range(len(SIM_COLUMNS)))
-    ax.set_xticklabels([METRICS[c].short for c in SIM_COLUMNS], rotation=30, fontsize=7)
-    ax.set_title("similarity to each candidate", fontsize=9)
-    ax.tick_params(axis="y", labelsize=7)
-    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False)
+    ax.set_xticklabels([METRICS[c].short for c in SIM_COLUMNS], rotation=30, fontsize=small)
+    ax.set_title("similarity to each candidate", fontsize=mid)
+    ax.tick_params(axis="y", labelsize=small)
     ax.grid(axis="y", alpha=0.3)
-    fig.text(0.99, 0.005, f"block {block_id}", ha="right", va="bottom", fontsize=7, color="#666666")
-    fig.tight_layout(rect=(0, 0, 1, 0.95))  # room for the Gradio label drawn over the top left
+    handles, texts = ax.get_legend_handles_labels()
+    if chance is not None:
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], color=CHANCE_COLOR, linestyle="--", label="chance level (random order)"))
+        texts.append("chance level (random order)")
+    fig.legend(handles, texts, fontsize=small, loc="lower center", ncol=2 if narrow else 5, frameon=False)
+    fig.suptitle(title, fontsize=mid + 1 if narrow else mid + 2, wrap=True)
+    fig.text(0.99, 0.002, f"block {block_id}", ha="right", va="bottom", fontsize=small - 1, color="#666666")
+    fig.tight_layout(rect=(0, 0.055, 1, 0.975) if narrow else (0, 0.06, 1, 0.95))
     return fig
 
 

@@ -7,17 +7,6 @@ import gradio as gr
 from .hub_board import HubBoard, submit_markdown
 
 
-#: The Hub tab's tables: scroll sideways on a narrow screen instead of breaking every word into letters.
-HUB_CSS = """
-#hub-board table { display: block; overflow-x: auto; max-width: 100%; }
-#hub-board th, #hub-board td { word-break: normal !important; overflow-wrap: normal !important; }
-@media (max-width: 700px) {
-  #hub-board th, #hub-board td { white-space: nowrap; }
-  #hub-board td:first-child { white-space: normal; min-width: 8em; }
-}
-"""
-
-
 def _plots_note(board: HubBoard) -> str:
     return f"*No plots: {board.plots_note}*" if board.plots_note else ""
 
@@ -26,10 +15,10 @@ def hub_tabs(board: HubBoard | None) -> None:
     """Adds the "Hub leaderboard" tab (when a results repo is set) and the "Submit" tab; call inside ``gr.Tabs``."""
     if board is not None:
         with gr.Tab("Hub leaderboard", id="hub-leaderboard"):
-            gr.HTML(f"<style>{HUB_CSS}</style>", elem_id="hub-css", padding=False)
             status = gr.Markdown(board.status, elem_id="hub-status")
             refresh = gr.Button("Refresh", elem_id="hub-refresh")
-            body = gr.Markdown(board.markdown, elem_id="hub-board")
+            # its tables are cards on a phone (class gfb-cards: the app's CSS and script, ui.CSS and ui.APP_HEAD)
+            body = gr.Markdown(board.markdown, elem_id="hub-board", elem_classes=["gfb-cards"])
             # the group's plots (leaderboard.png: bars and bootstrap whiskers, as the text above says)
             plots = gr.Gallery(value=board.plots, label="The group's plots", columns=1, height="auto",
                                object_fit="contain", format="png", allow_preview=True, elem_id="hub-plots")

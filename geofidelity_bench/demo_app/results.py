@@ -289,17 +289,21 @@ def leaderboard_table(
     # a panel that copies the benchmark's photos never heads the table: ranked by a score, copied rows come
     # after the ranked ones; rows scored although unpromptable come after every promptable row, in any order
     tier = np.where(unpromptable, 2, np.where(copied & (sort_col != "method"), 1, 0))
-    table = (table.assign(_tier=tier)
+    table = (table.assign(_tier=tier, _ranked=~(copied | unpromptable))
              .sort_values(["_tier", sort_col, "method", "condition"], ascending=[True, ascending, True, True],
                           na_position="last", kind="mergesort")
              .drop(columns="_tier")
              .reset_index(drop=True))
-    # the numbers stay unrounded: display_table formats them exactly as the printed table does
-    if view == VIEWS[0]:
-        table.insert(0, "#", np.arange(1, len(table) + 1))
-    else:  # one row per block: the rows of a block together, ranked within their block (#1 is the block's best)
+    # the numbers stay unrounded: display_table formats them exactly as the printed table does. "#" is a rank:
+    # a row that is not ranked (copied, unpromptable) has none (<NA>)
+    if view != VIEWS[0]:  # one row per block: the rows of a block together, ranked within their block
         table = table.sort_values("block_id", kind="mergesort").reset_index(drop=True)
-        table.insert(0, "#", table.groupby("block_id", sort=False).cumcount().to_numpy() + 1)
+    ranked = table.pop("_ranked").to_numpy(dtype=bool)
+    within = (pd.Series(ranked, index=table.index).groupby(table["block_id"], sort=False) if view != VIEWS[0]
+              else pd.Series(ranked, index=table.index))
+    ranks = within.cumsum().to_numpy()  # the ranked rows before and at each row (of its block)
+    table.insert(0, "#", pd.array(np.where(ranked, ranks, 0), dtype="Int64"))
+    table.loc[~ranked, "#"] = pd.NA
     table["method"] = [METHOD_LABELS.get(m, m) if m in METHOD_LABELS else m for m in table["method"]]
     table = table.rename(columns={**dict(LEADERBOARD_METRICS), **dict(CHANCE_COLUMNS.values())})
     return table.head(MAX_ROWS_SHOWN)
@@ -320,7 +324,49 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
         out[col] = [NUMBER_FORMAT.format(v) if math.isfinite(v) else MISSING for v in values]
     if NOTES_HEADER in out:
         out[NOTES_HEADER] = out[NOTES_HEADER].fillna("")
+    if "#" in out:  # a rank, or nothing for a row that is not ranked (copied, unpromptable)
+        out["#"] = ["" if pd.isna(v) else int(v) for v in out["#"]]
     return out
+
+
+#: The score a card of the leaderboard shows first (bold) when the table is sorted by method.
+KEY_DEFAULT = "CosSim ↑"
+
+
+def leaderboard_cards(shown: pd.DataFrame, sort_by: str | None = None) -> str:
+    """The leaderboard on a phone (HTML): one card per row of :func:`display_table`'s table, its rank and method,
+    condition, blocks (or "not ranked") and marks on top, then every score and chance level under its name,
+    the score the table is sorted by first and bold. Every value is escaped."""
+    import html
+
+    key = sort_by if sort_by in shown.columns and sort_by != "method" else KEY_DEFAULT
+    numbers = [h for _, h in LEADERBOARD_METRICS] + [h for _, h in CHANCE_COLUMNS.values()]
+    # each chance level right after its score (as in the table), the key score first
+    order = [h for h in shown.columns if h in numbers]
+    if key in order:
+        order.remove(key)
+        order.insert(0, key)
+    ident = [c for c in ("condition", "block_id", "city", "blocks") if c in shown.columns]
+    cards = []
+    for _, row in shown.iterrows():
+        rank = row.get("#", "")
+        ranked = rank not in ("", None)
+        head = f'<span class="gfb-card-rank">#{html.escape(str(rank))}</span> ' if ranked else ""
+        sub = " · ".join([f"{html.escape(str(row[c]))} blocks" if c == "blocks" else html.escape(str(row[c]))
+                          for c in ident] + ([] if ranked else ['<span class="gfb-not-ranked">not ranked</span>']))
+        notes = str(row.get(NOTES_HEADER, "") or "")
+        parts = [f'<div class="gfb-card{"" if ranked else " gfb-unranked"}">',
+                 f'<div class="gfb-card-head">{head}<span class="gfb-card-method">{html.escape(str(row["method"]))}'
+                 f'</span></div>', f'<div class="gfb-card-sub">{sub}</div>']
+        if notes:
+            parts.append(f'<div class="gfb-card-notes">{html.escape(notes)}</div>')
+        parts.append("<dl>")
+        for h in order:
+            cls = ' class="gfb-key"' if h == key else ""
+            parts.append(f"<dt{cls}>{html.escape(h)}</dt><dd{cls}>{html.escape(str(row[h]))}</dd>")
+        parts.append("</dl></div>")
+        cards.append("".join(parts))
+    return '<div class="gfb-cards-list">' + "".join(cards) + "</div>"
 
 
 def report_images(results: pd.DataFrame, run_info: dict | list[dict] | None = None,

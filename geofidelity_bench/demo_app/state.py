@@ -32,19 +32,26 @@ from .texts import SCORES, best_candidate_phrase, reading
 
 UPLOAD_METHOD = "your_upload"
 UPLOAD_CONDITION = "upload"
+#: The fewest images scored as a panel: with fewer left once the copies are left out, nothing is scored.
+MIN_SCORED = 2
 
 
-def block_label(bench: Benchmark, block_id: str) -> str:
-    """``lund_seg1 — Lund, residential`` (street and neighborhood when known)."""
+def block_label(bench: Benchmark, block_id: str, short: bool = False) -> str:
+    """``lund_seg1 — Lund, residential`` (street and neighborhood when known); ``short``: the id and the street
+    only (``berlin_am_lustgarten — Am Lustgarten``), for a list of one city's blocks whose table says the rest."""
     block = bench.block(block_id)
+    if short:
+        return f"{block_id} — {block.street_name}" if block.street_name else block_id
     city = bench.cities[block.city].name if block.city in bench.cities else block.city_name
     where = ", ".join(x for x in (block.street_name, block.neighborhood, city, block.stratum) if x)
     return f"{block_id} — {where}"
 
 
 def block_choices(bench: Benchmark, city: str | None = None) -> list[tuple[str, str]]:
-    """(label, block_id) pairs for a dropdown, optionally only one city's blocks."""
-    return [(block_label(bench, b.block_id), b.block_id) for b in bench.blocks if city in (None, b.city)]
+    """(label, block_id) pairs for a dropdown, optionally only one city's blocks (labelled short: the city's own
+    dropdown and the block's table say the rest, and a phone shows the chosen label whole)."""
+    return [(block_label(bench, b.block_id, short=city is not None), b.block_id)
+            for b in bench.blocks if city in (None, b.city)]
 
 
 def city_choices(bench: Benchmark) -> list[tuple[str, str]]:
@@ -88,9 +95,9 @@ class PanelScore:
     """The scores of one uploaded panel, ready to show."""
 
     block_id: str
-    names: list[str]
-    row: dict[str, Any]  # one result row (RESULT_COLUMNS)
-    retrieval: metrics.RetrievalResult
+    names: list[str]  # the images scored (without the copies left out)
+    row: dict[str, Any]  # one result row (RESULT_COLUMNS); every score NaN when withheld
+    retrieval: metrics.RetrievalResult | None  # None when withheld
     candidates: dict[str, str]  # role -> block id ("target" -> the block itself)
     anchors: dict[str, dict[str, float]]  # anchor method -> its result row for this block
     nan_reasons: dict[str, str]
@@ -101,6 +108,20 @@ class PanelScore:
     #: when the block is the only one of its country: what its random-same-country anchor is
     #: (:func:`geofidelity_bench.caveats.same_country_fallback_note`); None otherwise
     same_country_note: str | None = None
+    #: the uploaded images the copy audit flags: left out of every score (``names`` are the images scored)
+    copies_left_out: list[str] = field(default_factory=list)
+    #: why nothing was scored (fewer than :data:`MIN_SCORED` images are left once the copies are left out);
+    #: None when ``row`` holds the scores of ``names``
+    withheld: str | None = None
+
+    @property
+    def n_uploaded(self) -> int:
+        """The images uploaded: those scored and the copies left out."""
+        return len(self.names) + len(self.copies_left_out)
+
+    @property
+    def scored(self) -> bool:
+        return self.withheld is None
 
     @property
     def n_candidates(self) -> int:
@@ -125,8 +146,11 @@ class PanelScore:
         }
 
     def per_image(self) -> list[dict[str, Any]]:
-        """One dict per image: best candidate, target rank (1 = first) and similarities."""
+        """One dict per scored image: best candidate, target rank (1 = first) and similarities (none when
+        nothing was scored)."""
         out = []
+        if self.retrieval is None:
+            return out
         sims = self.retrieval.per_image_sims
         for i, name in enumerate(self.names):
             best = self.retrieval.best_candidate[i]
@@ -157,7 +181,10 @@ class PanelScore:
         return {
             "block_id": self.block_id,
             "encoder": self.row["encoder"],
-            "n_images": len(self.names),
+            "n_images": len(self.names),  # the images scored (copies left out)
+            "n_uploaded": self.n_uploaded,
+            "copies_left_out": list(self.copies_left_out),
+            "withheld": self.withheld,
             "candidates": self.candidates,
             "scores": {s.key: finite_or_none(self.row.get(s.key)) for s in SCORES},
             "readings": self.readings(),
@@ -328,8 +355,18 @@ class AppData:
         return out
 
     # -- scoring --------------------------------------------------------------------------
-    def score(self, block_id: str, images: Sequence[Any], names: Sequence[str] | None = None) -> PanelScore:
-        """Scores a panel of generated images against ``block_id``.
+    def score(self, block_id: str, images: Sequence[Any], names: Sequence[str] | None = None, *,
+              exclude_copies: bool = True) -> PanelScore:
+        """Scores a panel of generated images against ``block_id``, without the images that copy a photo of
+        the benchmark.
+
+        Every image goes through the copy audit first (:func:`geofidelity_bench.near_copies.audit_panels`):
+        a copy scores like the benchmark's own photos, so its numbers would measure the benchmark, not a
+        model. The copies are left out of every score (as ``evaluate --exclude-copies`` does) and named in
+        ``copies_left_out``; the others are scored when at least :data:`MIN_SCORED` remain, else nothing is
+        (``withheld`` says why, every score is NaN). ``exclude_copies=False`` scores every image (the copies
+        still flagged in ``near_copies``): for checking the scoring itself on the benchmark's own photos, never
+        what the app shows a visitor.
 
         Uploaded images are embedded without the embedding cache: nothing a visitor sends is
         stored.
@@ -343,9 +380,29 @@ class AppData:
         gen = embed_images(self.encoder, list(images), names=names, cache=None, batch_size=self.batch_size,
                            progress=False, num_workers=self.num_workers)
         key = (UPLOAD_METHOD, UPLOAD_CONDITION, block_id)
+        # the copy audit: every upload against every photo of the benchmark (uploads are hashed, never cached)
+        audit = (near_copies.audit_panels(self.pool, {key: list(images)}, {key: gen}, names={key: names},
+                                          num_workers=self.num_workers) if self.pool is not None else [])
+        flagged = [bool(r["flagged"]) for r in audit] if audit else [False] * len(names)
+        keep = [i for i, f in enumerate(flagged) if not (f and exclude_copies)]
+        left_out = [n for n, f in zip(names, flagged) if f and exclude_copies]
+        candidates = block_candidates(self.benchmark, block_id)
+        common = dict(block_id=block_id, candidates=candidates, anchors=self.anchors_of(block_id),
+                      near_copies=[r for r in audit if r["flagged"]], copy_audit=audit,
+                      same_country_note=self.same_country_note(block_id), copies_left_out=left_out)
+        n_copied = float(sum(flagged)) if self.pool is not None else float("nan")
+        if len(keep) < MIN_SCORED:
+            why = (f"{len(left_out)} of the {len(names)} uploaded images copy photos of this benchmark, which "
+                   f"leaves {len(keep)} to score; a panel needs at least {MIN_SCORED} images that are not copies")
+            row = {"method": UPLOAD_METHOD, "condition": UPLOAD_CONDITION, "block_id": block_id,
+                   "encoder": self.encoder.name, **{c: float("nan") for c in METRIC_COLUMNS},
+                   "n_generated": float(len(keep)), "n_copied": n_copied}
+            return PanelScore(names=[names[i] for i in keep], row=row, retrieval=None,
+                              nan_reasons={c: why for c in METRIC_COLUMNS}, withheld=why, **common)
+        gen = np.asarray(gen)[keep]
+        names = [names[i] for i in keep]
         df = score_embeddings(self.benchmark.blocks, self.galleries, {key: gen}, encoder_name=self.encoder.name)
         row = df.iloc[0].to_dict()
-        candidates = block_candidates(self.benchmark, block_id)
         ret = metrics.retrieval(gen, {role: self.galleries[bid] for role, bid in candidates.items()})
         reasons = {}
         for r in df.attrs.get("nan_reasons", []):
@@ -353,14 +410,8 @@ class AppData:
         if "gaas" in reasons:
             reasons["gaas"] = ("GAAS needs a semantic segmenter (Mask2Former trained on Mapillary Vistas); "
                                "this app scores without one")
-        # the copy audit: every upload against every photo of the benchmark (uploads are hashed, never cached)
-        audit = (near_copies.audit_panels(self.pool, {key: list(images)}, {key: gen}, names={key: names},
-                                          num_workers=self.num_workers) if self.pool is not None else [])
-        row["n_copied"] = float(sum(r["flagged"] for r in audit)) if self.pool is not None else float("nan")
-        return PanelScore(block_id=block_id, names=names, row=row, retrieval=ret, candidates=candidates,
-                          anchors=self.anchors_of(block_id), nan_reasons=reasons,
-                          near_copies=[r for r in audit if r["flagged"]], copy_audit=audit,
-                          same_country_note=self.same_country_note(block_id))
+        row["n_copied"] = n_copied
+        return PanelScore(names=names, row=row, retrieval=ret, nan_reasons=reasons, **common)
 
     def photo(self, photo_id: str):
         """The benchmark photo (a reference or a world-pool photo) with this id, for showing a matched copy."""

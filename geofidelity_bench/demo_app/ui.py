@@ -48,6 +48,7 @@ from .uploads import (  # noqa: E402
     MAX_PIXELS,
     MAX_RESULTS_BYTES,
     MIN_IMAGES,
+    HeldUploads,
     RecentUploads,
     UploadError,
     discard_uploads,
@@ -68,9 +69,6 @@ CSS = """
 #score-table td:nth-child(1), #score-table td:nth-child(2), #about td:nth-child(2) { white-space: nowrap; }
 /* table headers break between words, never inside one ("condition", not "conditio n") */
 #lb-table th, #lb-table th *, #score-ranking th, #score-ranking th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: none; }
-/* the block's anchors: numbers never break; a narrow screen scrolls the table sideways */
-#explore-meta table { display: block; width: fit-content; max-width: 100%; overflow-x: auto; }
-#explore-meta th, #explore-meta td { white-space: nowrap; }
 /* a phone: each score is a card (score and value on top, then what it means and how it compares with the
    anchors), instead of a four-column table squeezed into 330 px */
 @media (max-width: 700px) {
@@ -84,6 +82,42 @@ CSS = """
   #score-table td:nth-child(3)::before { content: "what it means here: "; font-style: italic; color: var(--body-text-color-subdued); }
   #score-table td:nth-child(4)::before { content: "vs the anchors: "; font-style: italic; color: var(--body-text-color-subdued); }
 }
+/* the tables of Explore, About and the Hub tab (class gfb-cards): on a wide screen a table whose numbers never
+   break; on a phone, a table of three or more columns becomes one card per row (its first cell on top, then each
+   cell under its column's name, which APP_HEAD's script copies into data-label), a two-column table wraps */
+@media (min-width: 701px) {
+  #explore-meta table { display: block; width: fit-content; max-width: 100%; overflow-x: auto; }
+  #explore-meta th, #explore-meta td { white-space: nowrap; }
+  #hub-board table { display: block; overflow-x: auto; max-width: 100%; }
+  #hub-board th, #hub-board td { word-break: normal !important; overflow-wrap: normal !important; }
+}
+@media (max-width: 700px) {
+  .gfb-cards table:has(th:nth-child(3)), .gfb-cards table:has(th:nth-child(3)) tbody,
+  .gfb-cards table:has(th:nth-child(3)) tr, .gfb-cards table:has(th:nth-child(3)) td { display: block; width: auto; min-width: 0 !important; }
+  .gfb-cards table:has(th:nth-child(3)) { border: none; overflow: visible; }
+  .gfb-cards table:has(th:nth-child(3)) thead { display: none; }
+  .gfb-cards table:has(th:nth-child(3)) tr { border: 1px solid var(--border-color-primary); border-radius: 8px; margin: 0 0 10px 0; padding: 6px 10px; }
+  .gfb-cards table:has(th:nth-child(3)) td { border: none !important; padding: 1px 0 !important; white-space: normal !important; text-align: left !important; overflow-wrap: anywhere; }
+  .gfb-cards table:has(th:nth-child(3)) td:first-child { font-weight: 600; }
+  .gfb-cards table:has(th:nth-child(3)) td:not(:first-child)[data-label]::before { content: attr(data-label) ": "; font-style: italic; color: var(--body-text-color-subdued); }
+  .gfb-cards table:has(th:nth-child(3)) td:empty { display: none; }
+  .gfb-cards table:not(:has(th:nth-child(3))) { display: table; width: 100%; table-layout: fixed; }
+  .gfb-cards table:not(:has(th:nth-child(3))) td, .gfb-cards table:not(:has(th:nth-child(3))) th { white-space: normal !important; overflow-wrap: break-word; word-break: normal; }
+  .gfb-cards table:not(:has(th:nth-child(3))) th:first-child { width: 40%; }
+  .gfb-cards pre, .gfb-cards pre code { white-space: pre-wrap !important; overflow-wrap: anywhere !important; }
+  #submit-text pre, #submit-text pre code, #submit-text pre code * { white-space: pre-wrap !important; overflow-wrap: anywhere !important; }
+  /* the pickers stacked, each as wide as the screen, their values whole */
+  .gfb-pickers { flex-direction: column !important; }
+  .gfb-pickers > * { width: 100% !important; max-width: 100% !important; min-width: 0 !important; }
+  .gfb-pickers input, #score-block input { font-size: 13px !important; text-overflow: clip; }
+}
+/* the per-image ranking on a phone: image, best match and the target's rank (the similarities are in the JSON
+   and on a wider screen), within the screen's width */
+@media (max-width: 700px) {
+  #score-ranking th:nth-child(n+5), #score-ranking td:nth-child(n+5), #score-ranking [role=gridcell]:nth-child(n+5) { display: none !important; }
+  #score-ranking table { width: 100% !important; }
+  #score-ranking td, #score-ranking td .cell-wrap, #score-ranking [role=gridcell] .cell-wrap { white-space: normal !important; overflow-wrap: anywhere !important; }
+}
 /* the tab bar wraps onto a second row on a narrow screen (gr.Tabs overflow_behavior="wrap") */
 .tabs [role=tablist] { flex-wrap: wrap; row-gap: 2px; }
 /* plots and photos at their own aspect ratio, captions under the picture, never cut */
@@ -94,23 +128,90 @@ CSS = """
 #lb-plots .caption-label, #hub-plots .caption-label, #explore-gallery .caption-label { position: static !important; max-width: 100% !important; white-space: normal !important; overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; transform: none !important; margin: 4px 0 0 0; }
 /* About: headers break between words only ("range", never "rang e") */
 #about th, #about th * { word-break: normal !important; overflow-wrap: normal !important; hyphens: none; white-space: nowrap; }
-/* About on a phone: words are never broken into pieces; the table scrolls sideways instead */
-#about td, #about td * { word-break: normal !important; overflow-wrap: normal !important; hyphens: none; }
-@media (max-width: 700px) {
-  #about table { display: block; overflow-x: auto; max-width: 100%; }
-  #about td:nth-child(3) { min-width: 7em; }
-  #about td:nth-child(4) { min-width: 14em; }
-  #submit-text pre, #submit-text pre code, #submit-text pre code * { white-space: pre-wrap !important; overflow-wrap: anywhere !important; }
-}
+#about td, #about td * { word-break: normal !important; hyphens: none; }
 /* Submit: commands keep their lines and scroll sideways inside their box */
 #submit-text pre { overflow-x: auto; max-width: 100%; }
 #submit-text pre code { white-space: pre; }
 /* tables of numbers: digits line up */
-#lb-table td, #hub-board td { font-variant-numeric: tabular-nums; }
-/* the copy warning: impossible to miss, above the scores */
-#score-copy-warning:not(:empty) { border: 2px solid #c2410c; background: #fff7ed; color: #7c2d12; border-radius: 8px; padding: 10px 14px; }
-#score-copy-warning:not(:empty) * { color: #7c2d12 !important; }
+#lb-table td, #hub-board td, #lb-cards dd { font-variant-numeric: tabular-nums; }
+/* the leaderboard: the whole table on a wide screen (no sideways scroll at 1280 px), one card per row on a phone */
+#lb-table table.header-table { width: 100% !important; }
+#lb-table .sizing-body td, #lb-table .sizing-body .cell-wrap { white-space: normal !important; }
+#lb-table .cell-wrap { padding-left: 3px !important; padding-right: 3px !important; }
+#lb-table th, #lb-table td, #lb-table [role=gridcell] { font-size: 13px !important; }
+/* the text columns (rank, method, condition, blocks or block and city, notes) wrap anywhere; numbers never */
+#lb-table:has(th[title="block_id"]) .sizing-body td:nth-child(-n+6), #lb-table:has(th[title="block_id"]) .sizing-body td:nth-child(-n+6) .cell-wrap,
+#lb-table:has(th[title="block_id"]) [role=gridcell]:nth-child(-n+6) .cell-wrap,
+#lb-table:not(:has(th[title="block_id"])) .sizing-body td:nth-child(-n+5), #lb-table:not(:has(th[title="block_id"])) .sizing-body td:nth-child(-n+5) .cell-wrap,
+#lb-table:not(:has(th[title="block_id"])) [role=gridcell]:nth-child(-n+5) .cell-wrap { overflow-wrap: anywhere !important; }
+#lb-cards { display: none; }
+@media (max-width: 700px) {
+  #lb-table { display: none !important; }
+  #lb-cards { display: block; }
+}
+.gfb-card { border: 1px solid var(--border-color-primary); border-radius: 8px; margin: 0 0 10px 0; padding: 8px 10px; }
+.gfb-card.gfb-unranked { border-style: dashed; }
+.gfb-card-head { font-weight: 600; }
+.gfb-card-rank { display: inline-block; min-width: 2.2em; }
+.gfb-card-sub { color: var(--body-text-color-subdued); font-size: 0.9em; }
+.gfb-not-ranked { font-weight: 600; }
+.gfb-card-notes { color: #7c2d12; font-size: 0.92em; margin: 2px 0; }
+.gfb-card dl { display: grid; grid-template-columns: auto auto; column-gap: 10px; row-gap: 1px; margin: 4px 0 0 0; }
+.gfb-card dt { color: var(--body-text-color-subdued); font-size: 0.92em; margin: 0; }
+.gfb-card dd { margin: 0; text-align: right; }
+.gfb-card dt.gfb-key, .gfb-card dd.gfb-key { font-weight: 700; color: var(--body-text-color); }
+/* the copy warning: impossible to miss, at the top of the answer; no box at all when there is none */
+#score-copy-warning:has(h3) { border: 2px solid #c2410c; background: #fff7ed; color: #7c2d12; border-radius: 8px; padding: 10px 14px; }
+#score-copy-warning:has(h3) * { color: #7c2d12 !important; }
+/* collapsed, not display:none: an answer's outputs keep their place, so the page scrolls to the first of them */
+#score-copy-warning:not(:has(h3)) { height: 0 !important; min-height: 0 !important; padding: 0 !important; border: 0 !important; overflow: hidden; visibility: hidden; margin-bottom: calc(-1 * var(--layout-gap)); }
+#score-copy-pairs .grid-wrap { height: auto !important; max-height: none !important; overflow: visible !important; }
+#score-copy-pairs .thumbnail-item { aspect-ratio: auto !important; height: auto !important; }
+#score-copy-pairs .thumbnail-item img { max-height: 240px; width: 100% !important; object-fit: contain; }
+#score-copy-pairs .caption-label { position: static !important; max-width: 100% !important; white-space: normal !important; overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; transform: none !important; margin: 4px 0 0 0; }
+#score-copy-pairs .thumbnail-item { display: flex; flex-direction: column; align-items: center; }
+/* the Score plot: a wide grid on a wide screen, one plot a row on a phone (each a figure of its own) */
+#score-plot-narrow { height: 0 !important; min-height: 0 !important; padding: 0 !important; border: 0 !important; overflow: hidden; visibility: hidden; }
+@media (max-width: 700px) {
+  #score-plot { height: 0 !important; min-height: 0 !important; padding: 0 !important; border: 0 !important; overflow: hidden; visibility: hidden; }
+  #score-plot-narrow { height: auto !important; overflow: visible; visibility: visible; }
+}
+/* error messages at the bottom of the screen: they never cover the title */
+.toast-wrap { top: auto !important; bottom: var(--size-3) !important; }
 """
+
+#: The page's one script: copies each column's name into the cells of the tables of class ``gfb-cards``
+#: (``data-label``), which a phone shows as cards with every value under its column's name (see CSS). Gradio's
+#: Markdown drops such attributes, so they are set in the page, again whenever a table is rendered anew.
+APP_HEAD = """<script>
+(() => {
+  const label = () => {
+    for (const table of document.querySelectorAll('.gfb-cards table')) {
+      const heads = [...table.querySelectorAll('thead th')].map(th => th.textContent.trim());
+      for (const tr of table.querySelectorAll('tbody tr')) {
+        [...tr.children].forEach((td, i) => {
+          if (heads[i] !== undefined && td.getAttribute('data-label') !== heads[i]) td.setAttribute('data-label', heads[i]);
+        });
+      }
+    }
+  };
+  const start = () => {
+    label();
+    new MutationObserver(label).observe(document.body, {childList: true, subtree: true, characterData: true});
+  };
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start); else start();
+})();
+</script>"""
+
+#: Brings the Score tab's answer on screen once it is there (Gradio's scroll_to_output leaves it below the fold).
+SCROLL_TO_ANSWER_JS = """async () => {
+  await new Promise(done => setTimeout(done, 250));  // the answer rendered first
+  const warning = document.getElementById('score-copy-warning');
+  const first = warning && warning.innerText.trim() ? warning : document.getElementById('score-status');
+  if (!first) return;
+  const top = first.getBoundingClientRect().top;
+  if (top < 0 || top > window.innerHeight / 2) window.scrollTo({top: top + window.scrollY - 12, behavior: 'instant'});
+}"""
 
 
 def theme():
@@ -124,6 +225,7 @@ def launch_kwargs(**overrides: Any) -> dict[str, Any]:
         share=False,
         theme=theme(),
         css=CSS,
+        head=APP_HEAD,
         max_file_size=max(MAX_IMAGE_BYTES, MAX_RESULTS_BYTES),
         show_error=False,
         ssr_mode=False,
@@ -303,7 +405,10 @@ COPY_PAIRS_SHOWN = 8
 
 
 def _copy_warning(data: AppData, result, uploads) -> tuple[str, list[tuple[Any, str]]]:
-    """The copy warning (Markdown, empty when nothing is flagged) and the (upload, matched photo) pairs."""
+    """The copy warning (Markdown, empty when nothing is flagged) and the (upload, matched photo) pairs.
+
+    A copy is never presented as a result: the warning says that the copies are left out of every score, and
+    whether the other images were scored (at least two left) or nothing was."""
     from ..caveats import COPIED_MARK
     from ..near_copies import COPY_COSINE, HASH_DISTANCE_MAX, WORLD
 
@@ -311,11 +416,20 @@ def _copy_warning(data: AppData, result, uploads) -> tuple[str, list[tuple[Any, 
     if not flagged:
         return "", []
     by_name = {u.name: u for u in uploads}
-    lines = [f"### {COPIED_MARK[0]} {len(flagged)} of {len(result.names)} uploaded images are copies of this "
-             "benchmark's own photos", "",
-             "Their scores measure the benchmark's photos, not a model: a copy scores like the real photos of the "
-             f"block. Flagged at hash distance <= {HASH_DISTANCE_MAX} of 256 bits, cosine >= {COPY_COSINE} or "
-             "identical bytes (the copy audit, docs/benchmark.md section 5).", ""]
+    n, k = result.n_uploaded, len(flagged)
+    if result.scored:
+        what = (f"**Left out of every score below:** the scores, the table and the plot are those of the other "
+                f"{len(result.names)} image{'s' if len(result.names) != 1 else ''} only.")
+    else:
+        what = (f"**Nothing is scored:** {len(result.names)} image{'s are' if len(result.names) != 1 else ' is'} "
+                f"left once the copies are left out, and a set needs at least {MIN_IMAGES}. Upload at least "
+                f"{MIN_IMAGES} images that are not copies of the benchmark's photos.")
+    lines = [f"### {COPIED_MARK[0]} {k} of {n} uploaded images are copies of this benchmark's own photos", "",
+             what, "",
+             "A copy scores like the real photos of the block: its numbers would measure the benchmark's photos, "
+             f"not a model. Flagged at hash distance <= {HASH_DISTANCE_MAX} of 256 bits, cosine >= {COPY_COSINE} or "
+             "identical bytes (the copy audit, docs/benchmark.md section 5). Below the list: each copy (left) "
+             "beside the benchmark photo it copies (right).", ""]
     pairs = []
     for r in flagged:
         where = "the world pool" if r["reference_block_id"] == WORLD else f"block `{r['reference_block_id']}`"
@@ -329,11 +443,23 @@ def _copy_warning(data: AppData, result, uploads) -> tuple[str, list[tuple[Any, 
     return "\n".join(lines), pairs
 
 
+def _scored_what(score) -> str:
+    """Which images the numbers are of: all uploaded, or those that are not copies."""
+    n = len(score.names)
+    if not score.copies_left_out:
+        return ""
+    k = len(score.copies_left_out)
+    return (f" (of the {n} image{'s' if n != 1 else ''} that {'are' if n != 1 else 'is'} not "
+            f"{'copies' if n != 1 else 'a copy'}; {k} cop{'ies' if k != 1 else 'y'} left out)")
+
+
 def _scores_markdown(score) -> str:
+    if not score.scored:  # the copies are not a result: no score of them is shown
+        return ""
     row = score.row
     readings = score.readings()
     lines = [
-        "**In short:** " + readings["retrieval_acc"] + "; " + readings["local_margin"] + ".",
+        f"**In short{_scored_what(score)}:** " + readings["retrieval_acc"] + "; " + readings["local_margin"] + ".",
         "",
         "| score | value | what it means here | vs this block's real-image anchors |",
         "| --- | --- | --- | --- |",
@@ -349,6 +475,48 @@ def _scores_markdown(score) -> str:
     if score.same_country_note and "random_same_country" in score.anchors:
         lines += ["", f"*{md_escape(score.same_country_note)}.*"]
     return "\n".join(lines)
+
+
+def _score_status(score, where: str, encoder: str, seconds: float, animated: list[str]) -> str:
+    """The first line of an answer: what was scored against which block (or why nothing was), and what happens
+    to the uploads."""
+    # Gradio's cache cleanup (delete_cache=(1800, 3600) below) removes any upload older than an hour, checked
+    # every half hour
+    kept = ("Your uploads stay listed (to score another block) until you remove them or close this page; the "
+            "server deletes them then (any upload within 1.5 hours at the latest).")
+    n, k = score.n_uploaded, len(score.copies_left_out)
+    if not score.scored:
+        text = (f"**Not scored:** {k} of the {n} uploaded images copy this benchmark's photos (above), which leaves "
+                f"fewer than {MIN_IMAGES} to score against **{where}**. {kept}")
+    elif k:
+        text = (f"Scored **{len(score.names)} of {n} images** against **{where}** with encoder `{encoder}` in "
+                f"{seconds:.1f} s; {k} cop{'ies' if k != 1 else 'y'} of the benchmark's photos left out (above). "
+                f"{kept}")
+    else:
+        text = (f"Scored **{n} images** against **{where}** with encoder `{encoder}` in {seconds:.1f} s. {kept}")
+    if animated:
+        text += " Animated images, of which the first frame was scored: " + ", ".join(animated) + "."
+    return text
+
+
+def _anchor_plot(score_json: dict | None, *, narrow: bool):
+    """The Score tab's plot of a scored answer (``PanelScore.as_json``), with the block's chance lines; None when
+    nothing was scored (copies only)."""
+    from .state import candidate_chance
+
+    if not score_json or score_json.get("withheld") or not score_json.get("scores"):
+        return None
+    n, k = score_json["n_images"], len(score_json.get("copies_left_out") or [])
+    title = figures.ANCHOR_PLOT_TITLE
+    if k:
+        title = (f"Your {n} image{'s' if n != 1 else ''} that {'are' if n != 1 else 'is'} not copies "
+                 f"({k} left out), against this block's real-image anchors")
+    yours = {key: (float("nan") if v is None else v) for key, v in score_json["scores"].items()}
+    anchors = {m: {key: (float("nan") if v is None else v) for key, v in r.items()}
+               for m, r in score_json["anchors"].items()}
+    return figures.anchor_figure(yours, anchors, block_id=score_json["block_id"],
+                                 labels=anchor_labels(bool(score_json.get("same_country_note")), short=True),
+                                 chance=candidate_chance(score_json["candidates"]), title=title, narrow=narrow)
 
 
 def build_app(data: AppData, hub_board=None) -> gr.Blocks:
@@ -394,48 +562,52 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
     refusals = LastErrors()
     answers = SessionFiles(None)  # its folder is Gradio's, known once the File component exists (below)
     recent = RecentUploads()  # identical uploads share a path: concurrent requests read its bytes here
+    held = HeldUploads(None)  # the uploads each page lists (its folder is Gradio's, set below)
 
     @_friendly("score the images", refusals)
     def score(block_id: str, files: list | None, request: gr.Request):
         started = time.time()
         session = getattr(request, "session_hash", None)
         answers.drop(session, "score")  # the page's previous thumbnails are replaced (or cleared on a refusal)
-        try:
-            if not block_id:
-                raise gr.Error("Choose the target block first.")
-            bench.block(block_id)
-            uploads = read_uploaded_images(files, upload_root=upload_root, recent=recent)
-        finally:  # decoded in memory (or refused): the uploaded files are not kept
-            discard_uploads(files, upload_root=upload_root)
+        # the uploads stay while the page lists them (scored again after a refusal, or against another block)
+        held.hold(session, files)
+        if not block_id:
+            raise gr.Error("Choose the target block first.")
+        bench.block(block_id)
+        uploads = read_uploaded_images(files, upload_root=upload_root, recent=recent)
         result = data.score(block_id, [u.image for u in uploads], [u.name for u in uploads])
-        status = (f"Scored **{len(uploads)} images** against **{block_label(bench, block_id)}** with encoder "
-                  f"`{data.encoder.name}` in {time.time() - started:.1f} s. Uploaded images are not stored "
-                  "(they were deleted once read; upload them again to score another block).")
         animated = [f"{u.name} ({u.frames} frames)" for u in uploads if u.frames > 1]
-        if animated:
-            status += " Animated images, of which the first frame was scored: " + ", ".join(animated) + "."
+        status = _score_status(result, block_label(bench, block_id), data.encoder.name, time.time() - started,
+                               animated)
         warning, pairs = _copy_warning(data, result, uploads)
-        ranking = pd.DataFrame(result.ranking_rows(), columns=RANKING_HEADERS)
-        shown = [(_thumbnail(u.image, 320), f"{i}. {u.name} → {row[2]}")
-                 for i, (u, row) in enumerate(zip(uploads, result.ranking_rows()), start=1)]
+        rows = result.ranking_rows()  # the images scored: never a copy
+        ranking = pd.DataFrame(rows, columns=RANKING_HEADERS)
+        by_name = {u.name: u for u in uploads}
+        shown = [(_thumbnail(by_name[name].image, 320), f"{i}. {name} → {row[2]}")
+                 for i, (name, row) in enumerate(zip(result.names, rows), start=1)]
         written = answers.write(session, "score", pairs + shown)  # one folder per answer, deleted at the next
         pairs, shown = written[:len(pairs)], written[len(pairs):]
-        fig = figures.anchor_figure(result.row, result.anchors, block_id=block_id,
-                                    labels=anchor_labels(bool(result.same_country_note), short=True))
+        raw_json = result.as_json()
         return (status, warning, gr.Gallery(value=pairs, visible=bool(pairs)), _scores_markdown(result), ranking,
-                shown, fig, result.as_json())
+                shown, _anchor_plot(raw_json, narrow=False), raw_json)
 
     def not_scored(request: gr.Request):
-        # every result component gets a value again (no red "Error" pill left), the file list is emptied
+        # every result component gets a value again (no red "Error" pill left); the file list stays as it is
         return (_failed_markdown(NOT_SCORED, refusals.pop(request)), "", gr.Gallery(value=[], visible=False), "",
                 pd.DataFrame(columns=RANKING_HEADERS), [], None, None, None)
+
+    def narrow_plot(score_json):
+        return _anchor_plot(score_json, narrow=True)
+
+    def uploads_listed(files, request: gr.Request):
+        held.hold(getattr(request, "session_hash", None), files)  # files no longer listed are deleted
 
     def not_loaded(request: gr.Request):
         return _failed_markdown(NOT_LOADED, refusals.pop(request))
 
     def clear_scores():
         return ("Scoring ...", "", gr.Gallery(value=[], visible=False), "", pd.DataFrame(columns=RANKING_HEADERS), [],
-                None, None)
+                None, None, None)
 
     def _leaderboard_outputs(results: pd.DataFrame, source: str, status: str, request: gr.Request | None = None):
         run_info = data.run_info if results is data.results else None  # an uploaded table has no run.json
@@ -469,7 +641,9 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                                     request)
 
     def end_session(request: gr.Request):
-        answers.release(getattr(request, "session_hash", None))  # the page was closed: its images go
+        session = getattr(request, "session_hash", None)
+        answers.release(session)  # the page was closed: its images go, and its uploads
+        held.release(session)
 
     header = (
         "# GeoFidelity-Bench\n"
@@ -486,7 +660,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         gr.Markdown(header)
         with gr.Tabs(overflow_behavior="wrap"):  # every tab in one tap, also on a phone
             with gr.Tab("Explore", id="explore"):
-                with gr.Row():
+                with gr.Row(elem_classes=["gfb-pickers"]):
                     city = gr.Dropdown(choices=cities, value=first_city, label="City")
                     city_first = block_choices(bench, first_city)
                     # allow_custom_value: any block id may come from an API client; explore() checks it.
@@ -498,7 +672,7 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                                              height="auto", object_fit="cover", format="jpeg", elem_id="explore-gallery")
                     with gr.Column(scale=2):
                         block_map = gr.Plot(label="The block (blue) and its negatives")
-                metadata = gr.Markdown(elem_id="explore-meta")
+                metadata = gr.Markdown(elem_id="explore-meta", elem_classes=["gfb-cards"])
                 gr.Markdown("### Prompts of every condition\nNames are never invented: a condition that needs a "
                             "street or neighborhood the benchmark does not know is not available.")
                 prompt_boxes = [gr.Textbox(label=c, interactive=False, lines=2, buttons=["copy"]) for c in CONDITIONS]
@@ -516,18 +690,27 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                                 elem_id="score-files")
                 upload_root = getattr(files, "GRADIO_CACHE", None)
                 answers.root = Path(upload_root) if upload_root else None
+                held.upload_root = upload_root
                 score_btn = gr.Button("Score", variant="primary", elem_id="score-button")
-                status = gr.Markdown(elem_id="score-status")
+                # a copy warning is the first thing of an answer (the page scrolls to it); none: no box at all
                 copy_warning = gr.Markdown(elem_id="score-copy-warning")
+                status = gr.Markdown(elem_id="score-status")
+                # its label is the warning's last line (a label over the pictures would cover them on a phone)
                 copy_pairs = gr.Gallery(label="Copies: your image (left) and the benchmark photo it copies (right)",
-                                        columns=2, height="auto", object_fit="contain", format="jpeg",
-                                        visible=False, elem_id="score-copy-pairs")
+                                        show_label=False, columns=2, height="auto", object_fit="contain",
+                                        format="jpeg", visible=False, elem_id="score-copy-pairs")
                 scores_md = gr.Markdown(elem_id="score-table")
                 ranking = gr.Dataframe(headers=RANKING_HEADERS, interactive=False, wrap=True,
                                        label="Which candidate block each image matched best", elem_id="score-ranking")
                 shown = gr.Gallery(label="Your images (→ best match)", columns=8, height=220, format="jpeg",
                                    elem_id="score-shown")
-                anchor_plot = gr.Plot(label="Your images against this block's real-image anchors", elem_id="score-plot")
+                # the plot's title is drawn in the figure (a label over it would cover it on a phone); a phone gets
+                # the same plot one score a row (drawn after the answer, from its numbers)
+                # (PNG: thin lines and small text stay sharp, as lossy WebP does not keep them)
+                anchor_plot = gr.Plot(label=figures.ANCHOR_PLOT_TITLE, show_label=False, format="png",
+                                      elem_id="score-plot")
+                anchor_plot_narrow = gr.Plot(label=figures.ANCHOR_PLOT_TITLE, show_label=False, format="png",
+                                             elem_id="score-plot-narrow")
                 with gr.Accordion("All numbers (JSON)", open=False):
                     raw = gr.JSON(label="scores")
             with gr.Tab("Leaderboard", id="leaderboard"):
@@ -541,6 +724,8 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                     best_first = gr.Checkbox(value=True, label="best first")
                     view = gr.Radio(choices=list(lb.VIEWS), value=lb.VIEWS[0], label="Rows")
                 table = gr.Dataframe(value=default_table, interactive=False, wrap=True, label="Results", elem_id="lb-table")
+                # a phone shows the same rows as cards (every score under its name; the table is hidden there)
+                lb_cards = gr.HTML(lb.leaderboard_cards(default_table), elem_id="lb-cards", padding=False)
                 lb_notes = gr.Markdown(lb.leaderboard_notes(data.results), elem_id="lb-notes")
                 with gr.Row():
                     results_file = gr.File(file_count="single", type="filepath",
@@ -554,23 +739,32 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                     report_md = gr.Markdown(default_report)
             hub_tabs(hub_board)
             with gr.Tab("About", id="about"):
-                gr.Markdown(about_markdown(), elem_id="about")
+                gr.Markdown(about_markdown(), elem_id="about", elem_classes=["gfb-cards"])
 
         city.change(city_blocks, inputs=city, outputs=ex_block, api_name="city_blocks")
         gr.on([demo.load, ex_block.change], explore, inputs=ex_block,
               outputs=[gallery, block_map, metadata, *prompt_boxes], api_name="explore")
         score_outputs = [status, copy_warning, copy_pairs, scores_md, ranking, shown, anchor_plot, raw]
         # Clear the previous scores first, so that a refused upload never leaves stale numbers on the page.
-        scoring = score_btn.click(clear_scores, outputs=score_outputs, queue=False, api_visibility="private").then(
+        scoring = score_btn.click(clear_scores, outputs=[*score_outputs, anchor_plot_narrow], queue=False,
+                                  api_visibility="private").then(
             score, inputs=[sc_block, files], outputs=score_outputs, api_name="score", scroll_to_output=True)
-        # The reason stays next to the results until the next action (the toast vanishes).
-        scoring.failure(not_scored, outputs=[*score_outputs, files], queue=False, api_visibility="private")
-        # The uploaded files are deleted once read: empty the file list too, so it never lists files that are gone.
-        scoring.success(lambda: None, outputs=files, queue=False, api_visibility="private")
+        # The reason stays next to the results until the next action (the toast vanishes); the uploads stay listed.
+        scoring.failure(not_scored, outputs=[*score_outputs, anchor_plot_narrow], queue=False,
+                        api_visibility="private")
+        scoring.success(narrow_plot, inputs=raw, outputs=anchor_plot_narrow, api_visibility="private")
+        # the answer's first line (the copy warning, else the status) at the top of the screen, when it is not in
+        # the upper half already: on a phone the file list pushes it below the fold
+        scoring.then(None, js=SCROLL_TO_ANSWER_JS, queue=False, api_visibility="private")
+        # files removed from the list (or replaced) are deleted at once, unless another page lists them
+        files.change(uploads_listed, inputs=files, queue=False, api_visibility="private")
         gr.on([condition.change, sort_by.change, best_first.change, view.change], leaderboard,
               inputs=[results_state, condition, sort_by, best_first, view], outputs=table, api_name="leaderboard")
         lb_outputs = [results_state, source, condition, sort_by, best_first, view, table, lb_notes, plots, report_md,
                       lb_status]
+        # the cards follow the table, whichever event changed it
+        table.change(lambda shown, key: lb.leaderboard_cards(shown, key), inputs=[table, sort_by], outputs=lb_cards,
+                     queue=False, api_visibility="private")
         uploading = results_file.upload(upload_results, inputs=results_file, outputs=lb_outputs,
                                         api_name="upload_results", concurrency_limit=1)
         uploading.failure(not_loaded, outputs=lb_status, queue=False, api_visibility="private")

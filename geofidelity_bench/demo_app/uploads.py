@@ -176,14 +176,10 @@ def read_uploaded_images(
     Raises:
         UploadError: too few or too many files, a file over ``max_bytes``, a file that does
             not decode as an image, an image over ``max_pixels``, or a path outside the
-            upload folder. The message names every such file, not only the first.
+            upload folder. The message names every such file, not only the first, before
+            saying that too few are left.
     """
     files = [f for f in (files or []) if f]
-    if len(files) < min_images:
-        raise UploadError(
-            f"Upload at least {min_images} generated images of the block (you gave {len(files)}): "
-            "the scores compare a set of images with the block's real photos."
-        )
     if len(files) > max_images:
         raise UploadError(f"Upload at most {max_images} images at a time (you gave {len(files)}).")
     root = Path(upload_root).resolve() if upload_root else default_upload_root()
@@ -193,10 +189,21 @@ def read_uploaded_images(
             out.append(_read_one_upload(item, root, i, max_bytes=max_bytes, max_pixels=max_pixels, recent=recent))
         except UploadError as err:  # every bad file is listed, not only the first
             problems.append(str(err))
+    # what is wrong with a file is said first (a text file named .png alone is "not an image", not "too few")
+    too_few = len(out) < min_images
+    few = (f" A set needs at least {min_images} images (this upload has {len(out)} that can be read)."
+           if too_few else "")
+    problems = [p if p.rstrip().endswith(".") else p.rstrip() + "." for p in problems]
     if len(problems) == 1:
-        raise UploadError(problems[0])
+        raise UploadError(problems[0] + few)
     if problems:
-        raise UploadError(f"{len(problems)} of the {len(files)} files cannot be used:\n" + "\n".join(f"- {p}" for p in problems))
+        raise UploadError(f"{len(problems)} of the {len(files)} files cannot be used:\n"
+                          + "\n".join(f"- {p}" for p in problems) + ("\n" + few.strip() if few else ""))
+    if too_few:
+        raise UploadError(
+            f"Upload at least {min_images} generated images of the block (you gave {len(files)}): "
+            "the scores compare a set of images with the block's real photos."
+        )
     return out
 
 
@@ -253,9 +260,73 @@ def read_uploaded_results(
         raise UploadError(str(err)) from None
 
 
+class HeldUploads:
+    """The uploads each visitor's page still lists, kept so that they can be scored again (after a refusal,
+    or against another block) without uploading them again, and deleted once no page lists them.
+
+    :meth:`hold` records the files a session lists now (its file list changed, or it pressed Score) and
+    deletes those it listed before and lists no more; :meth:`release` (the page closed) deletes every file
+    it held. A file is deleted only when no other session holds it: Gradio stores identical uploads of two
+    visitors at one path. Files never listed by a session are left to Gradio's cache cleanup
+    (``delete_cache``), which also removes anything held past its age.
+    """
+
+    def __init__(self, upload_root: str | os.PathLike | None = None):
+        import threading
+
+        self.upload_root = upload_root
+        self._held: dict[str, set[Path]] = {}
+        self._lock = threading.Lock()
+
+    def _root(self) -> Path:
+        return Path(self.upload_root).resolve() if self.upload_root else default_upload_root()
+
+    def _paths(self, items) -> set[Path]:
+        root = self._root()
+        items = items if isinstance(items, (list, tuple)) else [items]
+        out = set()
+        for item in items:
+            raw = _raw_path(item) if item else None
+            if raw:
+                path = Path(raw).resolve()
+                if path != root and path.is_relative_to(root):
+                    out.add(path)
+        return out
+
+    def _drop(self, paths: set[Path]) -> list[Path]:
+        """Deletes ``paths`` that no session holds (call with the lock held)."""
+        held = set().union(*self._held.values()) if self._held else set()
+        gone = [p for p in paths if p not in held]
+        return discard_uploads([str(p) for p in gone], upload_root=self._root())
+
+    def hold(self, session: str | None, items) -> list[Path]:
+        """Records that ``session`` lists ``items`` now; returns the files deleted (listed before, not now)."""
+        if session is None:
+            return []
+        now = self._paths(items)
+        with self._lock:
+            before = self._held.get(session, set())
+            if now:
+                self._held[session] = now
+            else:
+                self._held.pop(session, None)
+            return self._drop(before - now)
+
+    def release(self, session: str | None) -> list[Path]:
+        """The page of ``session`` closed: deletes the files it held (unless another session holds them)."""
+        if session is None:
+            return []
+        with self._lock:
+            return self._drop(self._held.pop(session, set()))
+
+    def held(self, session: str | None) -> set[Path]:
+        with self._lock:
+            return set(self._held.get(session, set()))
+
+
 def discard_uploads(items, *, upload_root: str | os.PathLike | None = None) -> list[Path]:
-    """Deletes uploaded files once they are read (uploads are never kept), with the folders
-    Gradio made for them when those are left empty.
+    """Deletes uploaded files (a results table once read; images once no page lists them, see
+    :class:`HeldUploads`), with the folders Gradio made for them when those are left empty.
 
     ``items`` is what Gradio handed over (one upload or a list). Only files inside the upload
     folder are touched; anything else is left alone. Returns the files deleted.
