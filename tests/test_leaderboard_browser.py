@@ -11,12 +11,14 @@ import pytest
 try:  # the fake Hub (`hub`, `online`), results folders, and the browser of the app's browser test
     from leaderboard_helpers import init_demo, pin_from_results
     from test_app_browser import OVERFLOW_JS, browser, pytestmark  # noqa: F401
+    from test_app_phone import UNREADABLE_JS
     from test_generation_hub import hub, online  # noqa: F401
     from test_leaderboard_hub import REPO, demo_runs, make_results  # noqa: F401
     from test_app import shared_app_data
 except ImportError:  # tests/ imported as a package
     from tests.leaderboard_helpers import init_demo, pin_from_results
     from tests.test_app_browser import OVERFLOW_JS, browser, pytestmark  # noqa: F401
+    from tests.test_app_phone import UNREADABLE_JS
     from tests.test_generation_hub import hub, online  # noqa: F401
     from tests.test_leaderboard_hub import REPO, demo_runs, make_results  # noqa: F401
     from tests.test_app import shared_app_data
@@ -139,6 +141,11 @@ def test_hub_tab_after_the_demo_and_a_one_block_run(hub, online, browser, demo_r
             assert tiny_ranked and all(cos["L1"] in line and cos["L0"] not in line for line in tiny_ranked)
             assert "tiny" in apart and "covers 1 of the group's 7 block(s)" in apart and cos["L0"] in apart
             assert len([line for line in ranking.splitlines() if line.startswith("Held-out Real")]) == 1
+            if width < 700:  # a phone: every cell of every table (Table 10's numbers and marks) within the screen
+                checked, bad = page.evaluate(UNREADABLE_JS, "#hub-board td")
+                assert checked >= 20 and bad == [], (checked, bad[:8])
+                marks = page.locator("#hub-board td", has_text="partial")
+                assert marks.count() and all(m.is_visible() for m in marks.all())
             # the group's plots, which the text refers to (whiskers, leaderboard.png), at their own aspect ratio
             plots = page.locator("#hub-plots img")
             sync_api.expect(page.locator("#hub-plots")).to_contain_text("Leaderboard with real-image anchors")
