@@ -42,6 +42,29 @@ class ModelUnavailableError(GeoFidelityError, RuntimeError):
     """
 
 
+#: What a loader's error says when it could not reach the Hub (transformers, huggingface_hub).
+_CONNECTION_WORDS = ("couldn't connect", "could not connect", "offline mode", "hf_hub_offline", "connection",
+                     "localentrynotfound", "cannot find the requested files in the local cache")
+
+
+def load_failure_reason(err: BaseException, what: str = "the weights") -> str:
+    """Why a model's files could not be loaded, in one consistent sentence (no trailing period).
+
+    With ``HF_HUB_OFFLINE`` set, a loader's "couldn't connect to https://huggingface.co" is not what
+    happened (the Hub was never contacted): the reason then says that ``HF_HUB_OFFLINE`` is set and
+    the local cache holds no copy of ``what``. Any other error keeps its own text (a damaged
+    local folder, a missing package), with no word about the Hub."""
+    from huggingface_hub import constants  # what the loaders obeyed (read when huggingface_hub was imported)
+
+    reason = " ".join(str(err).split()).rstrip(". ")
+    offline = bool(constants.HF_HUB_OFFLINE)
+    text = f"{type(err).__name__} {reason}".lower()
+    if offline and any(w in text for w in _CONNECTION_WORDS):
+        return (f"HF_HUB_OFFLINE is set and the local Hugging Face cache holds no copy of {what} "
+                "(the Hub was not contacted)")
+    return reason
+
+
 def offline_hint(
     *,
     flag: str,

@@ -56,12 +56,10 @@ def _unavailable(
     error: type[Exception] = EncoderUnavailableError,
     hint: str = OFFLINE_HINT,
 ) -> Exception:
-    from huggingface_hub import constants
+    from ..errors import load_failure_reason
 
     rev = f" (revision {revision!r})" if revision else ""
-    offline = " HF_HUB_OFFLINE is set, so the Hub was not contacted." if constants.HF_HUB_OFFLINE else ""
-    reason = " ".join(str(err).split()).rstrip(".")
-    return error(f"cannot load weights {source!r}{rev} for encoder {encoder!r}: {reason}.{offline} {hint}")
+    return error(f"cannot load weights {source!r}{rev} for encoder {encoder!r}: {load_failure_reason(err)}. {hint}")
 
 
 def load_pretrained(

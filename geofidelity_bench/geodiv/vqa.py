@@ -124,10 +124,9 @@ def _local_files_sha256(folder: Path) -> str:
 
 
 def _unavailable(source: str, revision: str | None, err: BaseException, part: str) -> VQAUnavailableError:
-    from huggingface_hub import constants
+    from ..errors import load_failure_reason
 
     rev = f" (revision {revision!r})" if revision else ""
-    offline = " HF_HUB_OFFLINE is set, so the Hub was not contacted." if constants.HF_HUB_OFFLINE else ""
     reason = " ".join(str(err).split()).rstrip(".")
     if isinstance(err, ImportError):  # weights are there, a package is not: the offline hint would mislead
         return VQAUnavailableError(
@@ -135,7 +134,7 @@ def _unavailable(source: str, revision: str | None, err: BaseException, part: st
             "(for example pip install torchvision), or choose another image-text-to-text model with --vqa-model."
         )
     return VQAUnavailableError(
-        f"cannot load the {part} of VQA model {source!r}{rev}: {reason}.{offline} {OFFLINE_HINT}"
+        f"cannot load the {part} of VQA model {source!r}{rev}: {load_failure_reason(err, f'its {part}')}. {OFFLINE_HINT}"
     )
 
 

@@ -154,13 +154,13 @@ class _TransformersSegmenter(Segmenter):
         return model, labels, record
 
     def _unavailable(self, err: BaseException, what: str = "weights") -> SegmenterUnavailableError:
-        from huggingface_hub import constants
+        from ..errors import load_failure_reason
 
         source, revision, local = self._source, self._revision, self._local
         rev = f" (revision {revision!r})" if revision else ""
-        offline = " HF_HUB_OFFLINE is set, so the Hub was not contacted." if constants.HF_HUB_OFFLINE else ""
+        reason = load_failure_reason(err, f"its {what}" if what != "weights" else "the weights")
         return SegmenterUnavailableError(
-            f"cannot load {what} {source!r}{rev} for segmenter {self.name!r}: {str(err).rstrip('. ')}.{offline} "
+            f"cannot load {what} {source!r}{rev} for segmenter {self.name!r}: {reason}. "
             + _offline_hint(source if not local else self.default_id)
         )
 
