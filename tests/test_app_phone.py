@@ -29,10 +29,10 @@ from PIL import Image
 
 try:  # the browser, the app's server and its helpers: tests/test_app_browser.py's
     from test_app import app_data, server  # noqa: F401
-    from test_app_browser import _open_tab, _shots_dir, _uploads, app_url, browser, pytestmark  # noqa: F401
+    from test_app_browser import _generated, _open_tab, _shots_dir, _uploads, app_url, browser, pytestmark  # noqa: F401
 except ImportError:  # tests/ imported as a package
     from tests.test_app import app_data, server  # noqa: F401
-    from tests.test_app_browser import _open_tab, _shots_dir, _uploads, app_url, browser, pytestmark  # noqa: F401
+    from tests.test_app_browser import _generated, _open_tab, _shots_dir, _uploads, app_url, browser, pytestmark  # noqa: F401
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
@@ -101,18 +101,6 @@ class Soft:
 
 def _overlap(a, b) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-
-
-def _fresh_images(folder: Path, n: int, seed: int) -> list[str]:
-    """Smooth random colour fields: no photo of the benchmark, never flagged by the copy audit."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        path = folder / f"fresh_{seed}_{i}.png"
-        Image.fromarray(rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)).resize(
-            (256, 192), Image.Resampling.BICUBIC).save(path)
-        out.append(str(path))
-    return out
 
 
 def _pick_block(page, block_id: str) -> None:
@@ -225,7 +213,7 @@ def test_score_tab_never_presents_a_copy_and_keeps_the_uploads(app_url, browser,
     width, height = viewport
     shots = _shots_dir(tmp_path)
     copies = _uploads(data, tmp_path)  # the Berlin block's own photos (the full-resolution originals when present)
-    fresh = _fresh_images(tmp_path, 2, seed=40)
+    fresh = _generated(tmp_path, 2, prefix="fresh")  # never flagged by the copy audit
     notes = tmp_path / "notes.png"
     notes.write_text("meeting notes, not a picture\n" * 12, encoding="utf-8")
     soft = Soft()
