@@ -172,15 +172,34 @@ class Comparison:
         on one side only fail only with ``one_sided_rows`` (``--fail-on-one-sided``): a re-run of a
         subset of the methods is a normal comparison. A metric that is not comparable (GAAS of two
         segmenters, :attr:`MetricComparison.not_comparable`) never fails.
+
+        A check that checked nothing fails: no row joins, no compared metric has a value on both
+        sides of any joined row, or a metric was not compared because one side lacks its column
+        (renamed or dropped) or because ``--metrics`` asked for it and a side lacks it. A metric
+        neither side has, among the default ones, is not a failure.
         """
         out = []
+        given = bool(self.parameters.get("metrics_given"))
         for m in self.metrics:
-            if m.skipped or m.not_comparable:
+            if m.skipped:
+                # a column one side has and the other lacks (renamed, dropped), or one asked for by name, is a
+                # check that could not be made; a metric that neither side scores is not a difference
+                sides = m.skipped.rsplit(" in ", 1)[-1]
+                if given or " and " not in sides:
+                    out.append(f"{m.metric} could not be checked ({m.skipped})")
+                continue
+            if m.not_comparable:
                 continue
             if m.max_abs_diff is not None and m.max_abs_diff > threshold:
                 out.append(f"{m.metric}: max |diff| {m.max_abs_diff:.3g} > {threshold:g}")
             if m.n_nan_a_only or m.n_nan_b_only:
                 out.append(f"{m.metric}: {m.n_nan_a_only + m.n_nan_b_only} row(s) with a value on one side only")
+        if not self.n_common_rows:
+            out.append(f"nothing could be checked: no row joins on (method, condition, block_id) "
+                       f"(0 of {self.n_rows_a} rows of A and {self.n_rows_b} of B matched)")
+        elif not any(m.n_matched for m in self.metrics if not (m.skipped or m.not_comparable)):
+            out.append(f"nothing could be checked: no metric has a value on both sides in any of the "
+                       f"{self.n_common_rows} joined rows (compared: {', '.join(m.metric for m in self.metrics)})")
         if one_sided_rows:
             for side in ("a", "b"):
                 n = self.one_sided_rows[side]["n_rows"]
@@ -396,6 +415,7 @@ def compare_results(
     for name, folder in (("A", a), ("B", b)):
         df, infos = load_results(folder, allow_mixed_encoders=True)  # said below, never refused: see _encoder_notes
         info = infos[0]
+        _check_keys(df, Path(folder))
         _check_unique(df, Path(folder))
         key = comparability_of_run(info)
         segmenter = _get(info, "gaas", "segmenter")
@@ -434,6 +454,7 @@ def compare_results(
     parameters = {
         "a": sides[0], "b": sides[1], "tolerance": float(tolerance), "metrics": chosen,
         "ranked_metrics": [m for m in chosen if m in HIGHER_IS_BETTER],
+        "metrics_given": metrics is not None,
         "allow_different_benchmarks": bool(allow_different_benchmarks), "max_listed": int(max_listed),
         "gaas_not_comparable": gaas_note, "release_norm_eps": RELEASE_NORM_EPS if published else None,
         "created_at": utc_timestamp(), "versions": library_versions(),
@@ -562,6 +583,19 @@ def _ranking(a, b, common, condition: str, metric: str, in_a: bool, in_b: bool) 
 
 
 # -- checks and helpers -------------------------------------------------------------------------
+
+
+def _check_keys(df, folder: Path) -> None:
+    """Refuses a row whose method, condition or block_id is empty: it joins with nothing and sorts with nothing."""
+    for col in KEYS:
+        blank = df[col].isna() | (df[col].astype(str).str.strip() == "")
+        if blank.any():
+            i = int(blank.to_numpy().nonzero()[0][0])
+            raise CompareError(
+                f"{folder / 'results.csv'}: row {i + 1} (line {i + 2}) has an empty {col} (column {col!r}"
+                + (f"; {int(blank.sum())} rows in all" if int(blank.sum()) > 1 else "")
+                + "): every row needs a method, condition and block_id to be joined; fix or remove the row"
+            )
 
 
 def _check_unique(df, folder: Path) -> None:

@@ -546,3 +546,81 @@ def test_unpromptable_panels_are_never_ranked(demo, tmp_path):
     assert r.mean_a == pytest.approx(expected, abs=1e-12)
     assert r.n_blocks == [6, 6, 4]
     assert "2 unpromptable panel(s) of gen_c left out of the ranking" in r.reason
+
+
+# -- issue 43: the output never replaces an input; empty keys; a check that checked nothing ----------------
+
+
+def _copy_with(a, dest, edit):
+    """A copy of results folder ``a`` whose results.csv is ``edit(df)`` (written as CSV, as a user's edit would)."""
+    shutil.copytree(a, dest)
+    df = read_results_csv(dest / "results.csv")
+    edit(df).to_csv(dest / "results.csv", index=False)
+    return dest
+
+
+@pytest.mark.parametrize("target", ["B/results.csv", "A/results.csv", "B/run.json", "A/run.json", "B", "A",
+                                    "B/../B/results.csv", "link-to-B-results", "hardlink-to-A-run"])
+@pytest.mark.parametrize("fmt", ["md", "csv"])
+def test_out_never_replaces_a_file_compare_reads(demo, tmp_path, capsys, target, fmt):
+    a = _write(tmp_path / "A", demo)
+    b = tmp_path / "B"
+    shutil.copytree(a, b)
+    (tmp_path / "link-to-B-results").symlink_to(b / "results.csv")
+    (tmp_path / "hardlink-to-A-run").hardlink_to(a / "run.json")
+    before = {p: p.read_bytes() for p in (a / "results.csv", a / "run.json", b / "results.csv", b / "run.json")}
+    out = tmp_path / target
+    assert main(["compare", str(a), str(b), "--format", fmt, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "refusing to overwrite an input" in err and f"--out {out}" in err, err
+    assert {p: p.read_bytes() for p in before} == before
+    assert (a.is_dir() and b.is_dir() and (tmp_path / "link-to-B-results").is_symlink())
+
+
+@pytest.mark.parametrize("column", ["condition", "method", "block_id"])
+@pytest.mark.parametrize("side", ["A", "B"])
+def test_an_empty_key_is_one_line_naming_folder_file_line_and_column(folders, tmp_path, capsys, column, side):
+    bad = _copy_with(folders["a"], tmp_path / "bad", lambda df: _blank(df, 5, column))
+    args = [str(folders["a"]), str(bad)] if side == "B" else [str(bad), str(folders["a"])]
+    assert main(["compare", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert str(bad / "results.csv") in err and "line 7" in err and f"empty {column}" in err, err
+
+
+def _blank(df, row, column):
+    df.loc[df.index[row], column] = ""
+    return df
+
+
+def _rename(df, old, new):
+    return df.rename(columns={old: new})
+
+
+@pytest.mark.parametrize("case, edit_b, edit_a, extra, expected", [
+    ("renamed column, asked for", lambda df: _rename(df, "mrr", "mrr_v2"), None, ["--metrics", "mrr"],
+     "mrr could not be checked (no mrr column in B)"),
+    ("renamed column, default metrics", lambda df: _rename(df, "mrr", "mrr_v2"), None, [],
+     "mrr could not be checked (no mrr column in B)"),
+    ("no metric column at all", lambda df: df.drop(columns=list(COMPARED_METRICS)), None, [],
+     "could not be checked (no cos_sim column in B)"),
+    ("no row joins", lambda df: df.assign(block_id="x_" + df["block_id"]), None, [],
+     "no row joins on (method, condition, block_id) (0 of 36 rows of A and 36 of B matched)"),
+    ("every value NaN on both sides", lambda df: df.assign(mrr=np.nan), lambda df: df.assign(mrr=np.nan),
+     ["--metrics", "mrr"], "no metric has a value on both sides in any of the 36 joined rows"),
+])
+def test_fail_above_fails_when_nothing_could_be_checked(folders, tmp_path, capsys, case, edit_b, edit_a, extra,
+                                                        expected):
+    a = _copy_with(folders["a"], tmp_path / "a", edit_a) if edit_a else folders["a"]
+    b = _copy_with(folders["a"], tmp_path / "b", edit_b)
+    assert main(["compare", str(a), str(b), *extra, "--fail-above", "1"]) == 1, case
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err, (case, err)
+
+
+def test_a_metric_neither_side_scores_is_not_a_failure(folders, tmp_path):
+    drop = lambda df: df.drop(columns=["gaas"])  # noqa: E731
+    a = _copy_with(folders["a"], tmp_path / "a", drop)
+    b = _copy_with(folders["a"], tmp_path / "b", drop)
+    assert main(["compare", str(a), str(b), "--fail-above", "0"]) == 0
+    assert main(["compare", str(a), str(b), "--metrics", "gaas", "mrr", "--fail-above", "0"]) == 1

@@ -16,6 +16,7 @@ from geofidelity_bench import load_benchmark
 from geofidelity_bench.cli import main
 from geofidelity_bench.evaluation import read_generated_folder
 from geofidelity_bench.prompts import NEGATIVE_PROMPT
+from geofidelity_bench.results import read_results_csv
 from geofidelity_bench.release_import import (
     ReleaseImportError,
     canonical_block_id,
@@ -421,3 +422,58 @@ def test_the_readmes_offline_reproduce_walk_runs_as_written(tmp_path):
     assert (work / "fixture_rerun" / "results.csv").is_file()
     compared = outputs["compare"]
     assert "DIFFERENT ENCODERS" in compared and "Rows on one side only" in compared, compared[-2000:]
+
+
+# --- published counts: a count is a whole number from 0 to MAX_COUNT (issue 43) -------------------------
+
+
+@pytest.fixture(scope="module")
+def published_release(tmp_path_factory):
+    root = tmp_path_factory.mktemp("release_published_counts")
+    fx.write_release_fixture(root, published=True)
+    return root
+
+
+@pytest.mark.parametrize("column, value", [
+    ("n_gen", "1e300"), ("n_gen", "1000001"), ("n_gen", "2.5"), ("n_gen", "-1"), ("n_gen", "inf"),
+    ("n_ref", "1e300"), ("n_ref", "10000000"),
+])
+def test_a_published_count_that_is_not_a_sane_whole_number_is_an_issue(published_release, tmp_path, capsys,
+                                                                      column, value):
+    copy = tmp_path / "release"
+    shutil.copytree(published_release, copy)
+    raw = "outputs/eval_v3/raw_results.csv"
+    picked = {}
+
+    def edit(rows):
+        i, row = next((i, r) for i, r in enumerate(rows) if r["method"] == "sdxl_base" and "paris" in r["block_id"])
+        row[column] = value
+        picked.update(line=i + 2, block=row["block_id"])
+
+    _edit_csv(copy / raw, edit)
+    out = tmp_path / "out"
+    assert main(["import-release", str(copy), "--out", str(out), "--no-generations"]) == 0
+    capsys.readouterr()
+    saved = json.loads((out / "import_report.json").read_text(encoding="utf-8"))
+    bad = [i for i in saved["issues"] if i["kind"] == "bad_value" and i["file"] == raw]
+    assert len(bad) == 1, bad
+    assert bad[0]["line"] == picked["line"] and bad[0]["values"]["column"] == column
+    assert bad[0]["values"]["value"] == value and bad[0]["action"] == "set to NaN"
+    assert f"{column}={value!r}" in bad[0]["reason"]
+    df = read_results_csv(out / "published" / "results.csv")
+    ours = "n_generated" if column == "n_gen" else "n_reference"
+    assert df[ours].dropna().le(10**6).all() and df[ours].isna().sum() == 1
+
+
+def test_a_published_count_at_the_bound_is_kept(published_release, tmp_path):
+    from geofidelity_bench.release_import.published import MAX_COUNT
+
+    copy = tmp_path / "release"
+    shutil.copytree(published_release, copy)
+
+    def edit(rows):
+        next(r for r in rows if r["method"] == "sdxl_base" and "paris" in r["block_id"])["n_gen"] = f"{MAX_COUNT}.0"
+
+    _edit_csv(copy / "outputs/eval_v3/raw_results.csv", edit)
+    report = import_release(copy, tmp_path / "out", generations=False, log=lambda m: None)
+    assert not [i for i in _issues(report, "bad_value") if i.values.get("column") == "n_gen"]

@@ -2,8 +2,11 @@
 
 Exit status: 0 compared (and within ``--fail-above`` when given); 1 ``--fail-above`` was exceeded
 (a matched difference above it, a value on one side only, or with ``--fail-on-one-sided`` a row
-on one side only; never GAAS when the folders used different segmenters); 2 bad input (one line
-on stderr, nothing written).
+on one side only; never GAAS when the folders used different segmenters), or nothing could be
+checked (no row joins, no metric with a value on both sides, or a metric column one side lacks or
+that ``--metrics`` names and a side lacks); 2 bad input (one line on stderr, nothing written: an
+empty method, condition or block_id in a results.csv, or an ``--out`` that is a file compare reads,
+a folder's results.csv or run.json, or one of the folders).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             raise CLIError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
     if args.fail_on_one_sided and args.fail_above is None:
         raise CLIError("--fail-on-one-sided needs --fail-above TOL")
+    if args.out:
+        _refuse_input_as_output(args.out, args.results_a, args.results_b)
     result = compare_results(args.results_a, args.results_b, tolerance=args.tolerance, metrics=args.metrics,
                              allow_different_benchmarks=args.allow_different_benchmarks,
                              max_listed=args.max_listed)
@@ -42,6 +47,32 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                   + "; ".join(failures), file=sys.stderr)
             return 1
     return 0
+
+
+def _refuse_input_as_output(out: str, *folders: str) -> None:
+    """Refuses an ``--out`` that is a file compare reads (a folder's results.csv or run.json) or a folder itself.
+
+    The check follows symbolic links and hard links (the same file under another name), as ``evaluate``
+    refuses to write into its benchmark folder: the output never replaces an input.
+    """
+    import os
+    from pathlib import Path
+
+    from ..results import CLIP_FILE, RESULTS_FILE, RUN_FILE
+
+    target = Path(out)
+    for name, folder in zip("AB", folders):
+        for path in (Path(folder), *(Path(folder) / f for f in (RESULTS_FILE, RUN_FILE, CLIP_FILE))):
+            same = os.path.realpath(target) == os.path.realpath(path)
+            if not same and target.exists() and path.exists():
+                try:
+                    same = os.path.samefile(target, path)
+                except OSError:
+                    same = False
+            if same:
+                what = f"the results folder {name}" if path == Path(folder) else f"{name}'s {path.name}"
+                raise CLIError(f"--out {out} is {what} ({path}), which compare reads: refusing to overwrite an "
+                               "input; write the output to another file")
 
 
 def register(sub) -> None:

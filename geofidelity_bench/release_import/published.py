@@ -121,6 +121,10 @@ SCORE_COLUMNS: dict[str, tuple[str, ...]] = {
     "mrr": ("mrr",),
     "sim_target": ("sim_same_block", "sim_same_block_diff_images", "sim_target"),
 }
+#: The largest image count a published row may hold (``n_gen``, ``n_ref``: images of one panel or one block's
+#: references; the paper's are 4 to 40). A count that is not a whole number from 0 to this is an import issue
+#: (``bad_value``, the file, line and column named) and the value is NaN: 1e300 is not a count of images.
+MAX_COUNT = 10**6
 COUNT_COLUMNS: dict[str, tuple[str, ...]] = {"n_generated": ("n_gen", "n_generated"),
                                               "n_reference": ("n_ref", "n_reference")}
 _RAW_COLUMNS = {
@@ -245,9 +249,11 @@ class PublishedScores:
             value = float(text)
         except ValueError:
             value = math.nan
-        if not (math.isfinite(value) and value >= 0 and value == int(value)):
+        if not (math.isfinite(value) and 0 <= value <= MAX_COUNT and value == int(value)):
+            why = (f"is over {MAX_COUNT:,}, not an image count" if math.isfinite(value) and value > MAX_COUNT
+                   else "is not a count (a whole number >= 0)")
             self.imp.issue("bad_value", table.file, line, "set to NaN",
-                           f"{'/'.join(key)}: {col}={text!r} is not a count", column=col, value=text)
+                           f"{'/'.join(key)}: {col}={text!r} {why}", column=col, value=text)
             return math.nan
         return value
 
@@ -614,5 +620,5 @@ def write_published(importer, tables: Mapping[str, _Table], bench: Benchmark, be
     return counts
 
 
-__all__ = ["DOCUMENTED_DIFFERENCES", "POSITIONAL_SIM_COLUMNS", "RELEASE_ANCHORS", "PublishedScores",
+__all__ = ["DOCUMENTED_DIFFERENCES", "MAX_COUNT", "POSITIONAL_SIM_COLUMNS", "RELEASE_ANCHORS", "PublishedScores",
            "read_published_tables", "write_published"]
