@@ -19,12 +19,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
 from .atomic import atomic_write_bytes
+from .errors import REDACTED_USERINFO, redact_url
 
 CORRUPT_SUFFIX = ".corrupt"
 UNVERIFIED_SUFFIX = ".unverified"
@@ -44,6 +46,23 @@ def payload_sha256(*parts: bytes) -> str:
     return h.hexdigest()
 
 
+#: ``scheme:/`` then user-info: a URL given as a folder (``--cache-dir http://user:pw@host/c``) after
+#: :class:`~pathlib.Path` collapsed its ``//`` (a one-letter scheme would be a Windows drive: left alone).
+_COLLAPSED_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]+:/)(?!/)[^/?#\s'\"<>`@]*(?:@[^/?#\s'\"<>`@]*)*@")
+
+
+def redact_path(path: Any) -> str:
+    """``str(path)`` with the user-info of any URL in it redacted, also where ``Path`` turned ``scheme://``
+    into ``scheme:/`` (a cache folder given as a URL): the one form of a cache folder in messages,
+    warnings and written files.
+
+    >>> redact_path(Path("http://alice:s3cret@host/cache") / "ab12")
+    'http:/***@host/cache/ab12'
+    """
+    text = redact_url(str(path))
+    return _COLLAPSED_URL_USERINFO.sub(lambda m: m.group(1) + REDACTED_USERINFO, text)
+
+
 def read_shard_bytes(path: Path, what: str) -> bytes | None:
     """The bytes of the shard file ``path``; None, with a warning naming it, when it is not a regular file.
 
@@ -57,7 +76,7 @@ def read_shard_bytes(path: Path, what: str) -> bytes | None:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             kind = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
-            warnings.warn(f"skipping {what} shard {path}: it is {kind}, not a file this cache wrote; "
+            warnings.warn(f"skipping {what} shard {redact_path(path)}: it is {kind}, not a file this cache wrote; "
                           f"remove it from the cache folder", stacklevel=4)
             return None
         with os.fdopen(fd, "rb", closefd=False) as fh:
@@ -80,7 +99,8 @@ def set_aside(path: Path, suffix: str, kind: str, why: str, what: str) -> None:
         return
     except OSError as err:
         where = f"ignored (it could not be renamed: {err})"
-    warnings.warn(f"ignoring {kind} {what} shard {path} ({why}); {where}; its rows will be recomputed", stacklevel=4)
+    warnings.warn(redact_path(f"ignoring {kind} {what} shard {path} ({why}); {where}; its rows will be recomputed"),
+                  stacklevel=4)
 
 
 class WriteGuard:
@@ -98,8 +118,8 @@ class WriteGuard:
             self.failed = True
             reason = err.strerror or str(err)
             warnings.warn(
-                f"cannot write the {self.what} folder {folder} ({type(err).__name__}: {reason}); this run continues "
-                f"without caching. {self.hint}",
+                redact_path(f"cannot write the {self.what} folder {folder} ({type(err).__name__}: {reason}); this run "
+                            f"continues without caching. {self.hint}"),
                 stacklevel=4,
             )
 

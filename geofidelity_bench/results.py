@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .atomic import atomic_write_files, write_error_text
+from .cache_files import redact_path
 from .errors import GeoFidelityError
 from .provenance import library_versions, utc_timestamp
 from .metrics.catalog import METRICS, RESULT_METRIC_COLUMNS, SIMILARITY_COLUMNS, ascii_heading
@@ -167,7 +168,7 @@ def run_record(benchmark, encoder, results, *, cache=None, segmenter=None, gaas_
                                                       if hasattr(benchmark, "same_neighborhood_negatives") else None)},
         "encoder": {"name": encoder.name, "dim": encoder.dim, "config": encoder.config,
                     "config_hash": getattr(encoder, "config_hash", None)},
-        "embedding_cache": str(cache.root) if cache is not None else None,
+        "embedding_cache": redact_path(cache.root) if cache is not None else None,
         "embedding_stats": results.attrs.get("embedding_stats"),
         "skipped_images": results.attrs.get("skipped_images", []),
         "animated_images": results.attrs.get("animated_images", []),

@@ -508,3 +508,62 @@ def test_a_hash_shard_without_a_checksum_is_set_aside_as_unverified(tmp_path):
     with pytest.warns(UserWarning, match="ignoring unverified perceptual-hash cache shard"):
         assert HashCache(tmp_path).get(["a" * 64]) == {}  # never trusted: the image is hashed again
     assert old.with_name(old.name + ".unverified").exists() and not old.exists()
+
+
+# -- audit on bad inputs (issue 43) ------------------------------------------------------------------
+
+
+def _benchmark_with_undecodable(folder: Path, bad: dict[int, bytes]) -> Path:
+    """A small saved benchmark whose references at the positions of ``bad`` hold those bytes (and their hash)."""
+    import hashlib
+
+    from conftest import make_block, make_refs
+    from geofidelity_bench.benchmark import save_benchmark
+
+    blocks = [make_block("a1", neg_random_city="b1"), make_block("b1", city="berlin", country="DE", neg_random_city="a1")]
+    save_benchmark(Benchmark(blocks, make_refs("a1", 3, 1) + make_refs("b1", 3, 2), name="t"), folder)
+    (table,) = (folder / "references").glob("*.parquet")
+    df = pd.read_parquet(table)
+    for i, data in bad.items():
+        df.at[i, "image"] = {**df["image"].iloc[i], "bytes": data}
+        df.at[i, "image_sha256"] = hashlib.sha256(data).hexdigest()
+    df.to_parquet(table)
+    return folder
+
+
+_BAD_PHOTOS = {
+    "two undecodable": {1: b"not an image", 4: b"not one either"},
+    "undecodable and truncated": {0: b"garbage bytes", 5: jpeg_bytes(7)[:60]},
+    "three undecodable": {0: b"x", 2: b"yy", 4: b"zzz"},
+}
+
+
+@pytest.mark.parametrize("bad", list(_BAD_PHOTOS.values()), ids=list(_BAD_PHOTOS))
+def test_audit_names_every_undecodable_photo_in_one_run(tmp_path, capsys, bad):
+    folder = _benchmark_with_undecodable(tmp_path / "bench", bad)
+    ids = list(pd.read_parquet(next((folder / "references").glob("*.parquet")))["reference_id"].iloc[list(bad)])
+    out = tmp_path / "audit"
+    assert main(["audit", "--benchmark", str(folder), "--hash-only", "--no-cache", "--no-progress",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{len(bad)} photo(s)" in err and "cannot be decoded" in err and "Traceback" not in err
+    for ref_id in ids:
+        assert f"reference {ref_id}" in err
+    assert not out.exists()  # nothing was audited, nothing written
+
+
+_OUT_PATHS = {
+    "an existing file": ("report.txt", "it exists and is not a folder"),
+    "a folder under a file": ("report.txt/sub", "cannot create this folder"),
+}
+
+
+@pytest.mark.parametrize("out,says", list(_OUT_PATHS.values()), ids=list(_OUT_PATHS))
+def test_audit_out_on_a_file_is_a_one_line_usage_error(tmp_path, capsys, out, says):
+    (tmp_path / "report.txt").write_text("keep me")
+    assert main(["audit", "--benchmark", "demo", "--hash-only", "--no-cache", "--no-progress",
+                 "--out", str(tmp_path / out)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and says in err and str(tmp_path / out) in err
+    assert len(err.strip().splitlines()) == 1
+    assert (tmp_path / "report.txt").read_text() == "keep me"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from pathlib import Path
 
@@ -119,3 +120,61 @@ def test_mapillary_client_names_its_base_without_credentials():
 
     client = MapillaryClient("MLY|token-for-repr", base_url=_with_credentials("http://127.0.0.1:9"))
     assert PASSWORD not in repr(client) and "http://***@127.0.0.1:9" in repr(client)
+
+
+# -- a URL given as --cache-dir (issue 43): never printed, warned or written with its password --------------
+
+#: The secret in every shape it may take inside a URL's user-info: plain, percent-encoded once and twice.
+_CACHE_DIR_SECRETS = {
+    "plain": ("S3cretTok", "S3cretTok"),
+    "percent-encoded once": ("S3cret%40Tok", "S3cret"),
+    "percent-encoded twice": ("S3cret%2540Tok", "S3cret"),
+}
+
+
+def _cache_dir_url(password: str) -> str:
+    return f"http://alice:{password}@cache.example/emb"
+
+
+def _assert_secret_nowhere(secret: str, *texts: str) -> None:
+    for text in texts:
+        assert secret not in text and secret.lower() not in text.lower()
+
+
+@pytest.mark.parametrize("password,secret", list(_CACHE_DIR_SECRETS.values()), ids=list(_CACHE_DIR_SECRETS))
+def test_a_url_cache_dir_that_cannot_be_written_is_warned_about_without_its_password(
+        tmp_path, monkeypatch, capfd, recwarn, password, secret):
+    (tmp_path / "http:").write_bytes(b"a file where the cache folder would go")  # every write of the cache fails
+    monkeypatch.chdir(tmp_path)
+    assert main(["audit", "--benchmark", "demo", "--hash-only", "--no-progress", "--out", str(tmp_path / "audit"),
+                 "--cache-dir", _cache_dir_url(password)]) == 0
+    out, err = capfd.readouterr()
+    warned = [str(w.message) for w in recwarn]
+    assert any("cannot write the" in w and "***@cache.example" in w for w in warned), warned
+    written = b"".join(p.read_bytes() for p in (tmp_path / "audit").iterdir()).decode()
+    _assert_secret_nowhere(secret, out, err, *warned, written)
+
+
+@pytest.mark.parametrize("password,secret", list(_CACHE_DIR_SECRETS.values()), ids=list(_CACHE_DIR_SECRETS))
+def test_a_url_cache_dir_is_stored_in_run_json_without_its_password(
+        tmp_path, monkeypatch, capfd, recwarn, warm_demo_cache, password, secret):
+    import shutil
+
+    from conftest import jpeg_bytes
+    from geofidelity_bench.benchmark import load_benchmark
+
+    monkeypatch.chdir(tmp_path)
+    url = _cache_dir_url(password)
+    shutil.copytree(warm_demo_cache, Path(url))  # the folder that URL names, warm (Path collapses its "//")
+    panel = tmp_path / "gen" / "tiny" / "L0" / load_benchmark("demo").block_ids[0]
+    panel.mkdir(parents=True)
+    for k in range(2):
+        (panel / f"{k:02d}.jpg").write_bytes(jpeg_bytes(300 + k, size=(96, 64)))
+    assert main(["evaluate", "--benchmark", "demo", "--generated", str(tmp_path / "gen"), "--encoder",
+                 "efficientnet-lite0", "--out", str(tmp_path / "out"), "--cache-dir", url, "--no-progress",
+                 "--no-gaas"]) == 0
+    out, err = capfd.readouterr()
+    run = (tmp_path / "out" / "run.json").read_text()
+    assert "***@cache.example" in json.loads(run)["embedding_cache"]
+    written = _everything_written(tmp_path / "out").decode("utf-8", "replace")
+    _assert_secret_nowhere(secret, out, err, *(str(w.message) for w in recwarn), written)

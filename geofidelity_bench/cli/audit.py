@@ -15,6 +15,50 @@ from pathlib import Path
 from ._common import BENCHMARK_HELP, add_encoder_args, encoder_and_cache
 
 
+def _check_pool_images(bench, items) -> None:
+    """Decodes every photo the audit compares (cheaply, as ``evaluate`` does) before any work, and raises one
+    error naming every undecodable one (the first :data:`MAX_PROBLEMS_LISTED`, then how many more)."""
+    from ..benchmark import MAX_PROBLEMS_LISTED, ReferenceImage
+    from ..images import ImageDecodeError, check_image
+
+    problems = []
+    for x in items:
+        name = f"reference {x.reference_id}" if isinstance(x, ReferenceImage) else f"world image {x.image_id}"
+        try:
+            problem = check_image(x.image_bytes, name=name).problem
+        except ImageDecodeError as err:  # bytes that cannot even be read
+            problem = str(err)
+        if problem is not None:
+            problems.append(problem)
+    if problems:
+        shown = "\n  ".join(problems[:MAX_PROBLEMS_LISTED])
+        more = (f"\n  ... and {len(problems) - MAX_PROBLEMS_LISTED} more" if len(problems) > MAX_PROBLEMS_LISTED
+                else "")
+        raise ImageDecodeError(f"{len(problems)} photo(s) of {bench!r} cannot be decoded (nothing was audited):\n  "
+                               f"{shown}{more}\nFix or replace them in the benchmark folder.")
+
+
+def _check_output_folder(path: str) -> Path:
+    """``--out`` checked before any work: a folder or nothing yet; an existing file is a usage error."""
+    from ._common import CLIError
+
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out {path}: it exists and is not a folder; give a folder (new or existing) for the "
+                       "copy audit's report files")
+    return out
+
+
+def _make_output_folder(out: Path) -> None:
+    from ._common import CLIError
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as err:  # a file on the way to it
+        raise CLIError(f"--out {out}: cannot create this folder ({err.strerror}: a file stands on its path); "
+                       "give another folder") from None
+
+
 def _cmd_audit(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -25,6 +69,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     from ..provenance import command_line, utc_timestamp
 
     bench = load_benchmark(args.benchmark, revision=args.revision)
+    out = _check_output_folder(args.out)
+    _check_pool_images(bench, pool_items(bench))
     embeddings, encoder_name, cache = None, None, None
     if not args.hash_only:
         encoder, cache = encoder_and_cache(args)
@@ -38,8 +84,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         cache = EmbeddingCache(args.cache_dir)
     hash_cache = HashCache.beside(cache)
     audit = audit_benchmark(bench, embeddings, hash_cache=hash_cache, progress=not args.no_progress)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    _make_output_folder(out)
     record = {"command": command_line(args), "created_at": utc_timestamp(),
               "benchmark": {"name": bench.name, "source": bench.source, "fingerprint": bench.fingerprint},
               "encoder": encoder_name, **audit}

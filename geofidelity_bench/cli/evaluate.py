@@ -17,6 +17,7 @@ from ._common import (
     segmenter_or_reason,
     warn_rekeyed,
 )
+from ..errors import redact_url
 from ..provenance import command_line, utc_timestamp
 from ..results import hierarchy_text, leaderboard_text, run_record, write_results
 
@@ -27,7 +28,9 @@ def _run_info(args, bench, encoder, cache, results, started: float, segmenter, g
         "command": command_line(args),
         "created_at": utc_timestamp(),
         "elapsed_s": round(time.time() - started, 2),
-        "parameters": {k: v for k, v in vars(args).items() if k not in ("func", "argv")},
+        # a URL given as an option (--cache-dir http://user:pw@host/...) is recorded without its credentials
+        "parameters": {k: redact_url(v) if isinstance(v, str) else v for k, v in vars(args).items()
+                       if k not in ("func", "argv")},
         **run_record(bench, encoder, results, cache=cache, segmenter=segmenter, gaas_reason=gaas_reason),
     }
     if extra:

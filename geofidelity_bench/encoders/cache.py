@@ -43,6 +43,7 @@ from geofidelity_bench.cache_files import (
     WriteGuard,
     payload_sha256,
     read_shard_bytes,
+    redact_path,
     set_aside,
 )
 from geofidelity_bench.encoders.base import EncoderOptionError
@@ -137,13 +138,13 @@ class EmbeddingCache:
         root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
         resolved = root.resolve()
         if resolved == _PACKAGE_DIR or _PACKAGE_DIR in resolved.parents:
-            raise EncoderOptionError(f"the embedding cache must not live inside the package ({resolved})")
+            raise EncoderOptionError(f"the embedding cache must not live inside the package ({redact_path(resolved)})")
         self.root = root
         self._indexes: dict[str, _Index] = {}
         self._writes = WriteGuard(_WHAT, "Pass --cache-dir with a writable folder (cache_dir= in Python), or --no-cache.")
 
     def __repr__(self) -> str:
-        return f"EmbeddingCache({str(self.root)!r})"
+        return f"EmbeddingCache({redact_path(self.root)!r})"
 
     @property
     def write_guard(self) -> WriteGuard:
@@ -174,7 +175,7 @@ class EmbeddingCache:
         except FileNotFoundError:  # merged away by a concurrent compact(); its rows live on elsewhere
             return None
         except OSError as err:
-            warnings.warn(f"ignoring unreadable {_WHAT} shard {path}: {err}", stacklevel=3)
+            warnings.warn(redact_path(f"ignoring unreadable {_WHAT} shard {path}: {err}"), stacklevel=3)
             return None
         try:
             meta = _header_metadata(data)
@@ -220,7 +221,8 @@ class EmbeddingCache:
                 index.dim = int(emb.shape[1])
             elif emb.shape[1] != index.dim:
                 warnings.warn(
-                    f"ignoring embedding cache shard {folder / name}: dim {emb.shape[1]} != {index.dim}", stacklevel=3
+                    f"ignoring embedding cache shard {redact_path(folder / name)}: dim {emb.shape[1]} != {index.dim}",
+                    stacklevel=3,
                 )
                 continue
             for key, row in zip(keys, emb):
