@@ -3,12 +3,13 @@ its labels, its error, and :class:`Context`, the result rows prepared once for a
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .. import caveats, stats
+from ..comparability import segmenter_of_run
 from ..metrics.catalog import RESULT_METRICS, SIMILARITY_COLUMNS
 from ..prompts import CONDITIONS
 from ..results import ResultsFolderError, nan_reasons_from_run_info
@@ -130,7 +131,9 @@ class Context:
                 f"{df['run'].nunique()} runs are combined: each generated unit is scored in one run only, so paired "
                 "comparisons pair (method, block) units across runs"
             )
-        self.notes += _repeated_anchor_notes(df)
+        segmenter_of = {str(i["_run"]): segmenter_of_run(i) for i in run_infos
+                        if isinstance(i, Mapping) and i.get("_run") is not None}
+        self.notes += _repeated_anchor_notes(df, segmenter_of)
         known = set(CONDITIONS) | {stats.ANCHOR_CONDITION, stats.SANITY_CONDITION}
         unknown = sorted(set(map(str, df["condition"].dropna().unique())) - known)
         if unknown:
@@ -240,16 +243,30 @@ def unpromptable_note(frame: pd.DataFrame) -> str | None:
             "ranked) in Table 10 and left out of every other table")
 
 
-def _repeated_anchor_notes(df: pd.DataFrame) -> list[str]:
+def _repeated_anchor_notes(df: pd.DataFrame, segmenter_of: Mapping[str, str] | None = None) -> list[str]:
     """Anchor and sanity rows scored in several runs must agree (they are deterministic for one
-    benchmark, encoder config and protocol); a note names any that do not."""
+    benchmark, encoder config and protocol); a note names any that do not.
+
+    GAAS is compared only between runs of the same segmenter (``segmenter_of``: run label -> the
+    segmenter key of its run.json, :func:`~geofidelity_bench.comparability.segmenter_of_run`): another
+    segmenter's GAAS, or none, is another number by design, not a sign of another encoder or pipeline."""
     fixed = df[df["condition"].isin([stats.ANCHOR_CONDITION, stats.SANITY_CONDITION])]
     if fixed.empty or fixed["run"].nunique() < 2:
         return []
-    cols = [c for c in stats.METRIC_COLUMNS if c in fixed.columns]
+    cols = [c for c in stats.METRIC_COLUMNS if c in fixed.columns and c != "gaas"]
     keys = ["method", "condition", "block_id"]
-    spread = fixed.groupby(keys)[cols].agg(lambda s: float(s.max() - s.min()) if s.notna().any() else 0.0)
-    nan_mismatch = fixed.groupby(keys)[cols].agg(lambda s: s.isna().any() and s.notna().any())
+
+    def spread_of(frame: pd.DataFrame, by: list[str], columns: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        grouped = frame.groupby(by)[columns]
+        return (grouped.agg(lambda s: float(s.max() - s.min()) if s.notna().any() else 0.0),
+                grouped.agg(lambda s: s.isna().any() and s.notna().any()))
+
+    spread, nan_mismatch = spread_of(fixed, keys, cols)
+    if "gaas" in fixed.columns:
+        seg = fixed["run"].astype(str).map(dict(segmenter_of or {})).fillna("")
+        g_spread, g_nan = spread_of(fixed.assign(_segmenter=seg.to_numpy()), [*keys, "_segmenter"], ["gaas"])
+        spread["gaas"] = g_spread["gaas"].groupby(level=keys).max().reindex(spread.index).fillna(0.0)
+        nan_mismatch["gaas"] = g_nan["gaas"].groupby(level=keys).any().reindex(spread.index).fillna(False)
     bad = (spread > ANCHOR_TOLERANCE).any(axis=1) | nan_mismatch.any(axis=1)
     if not bad.any():
         return []

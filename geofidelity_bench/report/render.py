@@ -40,7 +40,6 @@ from .context import (
     PROMPT_COMPARISONS,
     Context,
     ReportError,
-    _repeated_anchor_notes,
     confidence_label,
 )
 from .plots import plot_captions, plot_city_heatmap, plot_cos_sim_by_condition, plot_hierarchy, plot_leaderboard
@@ -190,8 +189,6 @@ def build_report(
                    confidence=confidence)
     params["pair_keys"] = list(ctx.pair_keys)
     group_notes = list(group.get("notes") or []) + list(gaas.get("notes") or [])
-    if gaas.get("drop") is not None and gaas["drop"].any():
-        _anchor_notes_within_segmenter(ctx, results_df, gaas["drop"])
     ctx.notes[:0] = group_notes
     tables: list[Table] = [
         table_hierarchy(ctx),
@@ -460,24 +457,6 @@ def gaas_of_group(results_df: pd.DataFrame, mask: np.ndarray, by_run: Mapping[st
                      f"cannot be compared with segmenter {names.get(chosen) or chosen[:12]}'s")
     drop = finite & (row_seg != chosen)
     return {"segmenter": chosen, "drop": drop, "notes": notes}
-
-
-def _anchor_notes_within_segmenter(ctx: Context, results_df: pd.DataFrame, dropped: np.ndarray) -> None:
-    """The note that anchors scored in several runs differ, with GAAS compared within the shown segmenter only:
-    the anchors' GAAS of another segmenter is another number by design (set to n/a here), not a sign of another
-    encoder or pipeline. Replaces the note the Context wrote from every run's GAAS."""
-    frame = results_df.copy(deep=False)
-    frame.attrs = {}
-    if "run" not in frame.columns:
-        return
-    stale = _repeated_anchor_notes(frame)
-    if not stale:
-        return
-    fresh = _repeated_anchor_notes(frame.drop(columns=["gaas"]))
-    if not fresh:  # the other scores agree: GAAS among the runs whose GAAS is shown
-        kept = frame.loc[~dropped, ["run", "method", "condition", "block_id", "gaas"]]
-        fresh = _repeated_anchor_notes(kept)
-    ctx.notes = [n for n in ctx.notes if n not in stale] + fresh
 
 
 #: How a message calls each field of the comparability key when it gives its full value.
