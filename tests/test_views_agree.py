@@ -294,3 +294,32 @@ def test_report_app_and_printed_table_agree_on_mixed_folders(folders):
     if chosen is not None and len({seg for _, seg, df in folders if seg and np.isfinite(df["gaas"]).any()}) > 1:
         text = json.dumps(rep, default=str)
         assert f"GAAS is shown for segmenter {chosen}" in text
+
+
+@pytest.mark.parametrize("segmenters, change, noted", [
+    (("mask2former-vistas", "segformer-cityscapes"), "gaas", False),  # another segmenter's GAAS: by design
+    (("mask2former-vistas", None), "gaas", False),  # a run without a segmenter has no GAAS to compare
+    (("mask2former-vistas", "mask2former-vistas"), "gaas", True),  # one segmenter, two GAAS: not the same build
+    (("mask2former-vistas", "segformer-cityscapes"), "cos_sim", True),  # another encoder build
+])
+def test_anchors_differ_note_compares_gaas_within_one_segmenter(tmp_path, segmenters, change, noted):
+    import json
+
+    from geofidelity_bench.report import report_from_dirs
+
+    dirs = []
+    for k, seg in enumerate(segmenters):
+        rows = [_row(a, "anchor", b, cos=0.3) for a in ("heldout_real", "random_global") for b in BLOCKS]
+        for r in rows:
+            r["gaas"] = (0.1 if k == 0 or change != "gaas" else 0.4) if seg else float("nan")
+            if change == "cos_sim" and k == 1:
+                r["cos_sim"] = 0.35
+        rows.append(_row(f"gen{k}", "L1", "b1", cos=0.5))
+        d = tmp_path / f"run{k}"
+        d.mkdir()
+        pd.DataFrame(rows, columns=RESULT_COLUMNS).to_csv(d / "results.csv", index=False)
+        (d / "run.json").write_text(json.dumps(_run_json("enc", seg)))
+        dirs.append(d)
+    report_from_dirs(dirs, tmp_path / "report", plots=False, n_resamples=20, rank_resamples=10)
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert ("the real-image anchors differ between the runs" in md) == noted
