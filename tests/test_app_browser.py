@@ -5,6 +5,7 @@ sentence and the marks of the Explore and Leaderboard tabs; the Score tab's copy
 from __future__ import annotations
 
 import io
+import re
 import os
 from pathlib import Path
 
@@ -487,4 +488,43 @@ def test_score_values_are_visible_after_scoring_four_images(app_url, browser, tm
             page.locator("#score-table").scroll_into_view_if_needed()
             page.screenshot(path=str(shots / f"tab_score_scored_{width}x{height}.png"), full_page=True)
     finally:
+        page.close()
+
+
+def test_a_block_picked_while_the_first_one_loads_is_the_one_shown(app_url, browser, monkeypatch):
+    """The page's first block is still loading (its map slow) when the user picks another city: the block the
+    pickers show is the one whose facts, map and photos end up on the page (a pick during a pending load was
+    dropped before, leaving the first block's facts under the second block's name)."""
+    import threading
+    import time
+
+    from geofidelity_bench.demo_app import figures
+
+    url, data = app_url
+    first = data.benchmark.block_ids[0]
+    berlin = next(b for b in data.benchmark.block_ids if b.startswith("berlin"))
+    assert first != berlin
+    released = threading.Event()
+    real_map = figures.block_map_figure
+
+    def slow_for_the_first_block(bench, block_id, *args, **kwargs):
+        if block_id == first:
+            released.wait(timeout=20)  # until the other city has been picked
+        return real_map(bench, block_id, *args, **kwargs)
+
+    monkeypatch.setattr(figures, "block_map_figure", slow_for_the_first_block)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(url, wait_until="domcontentloaded")
+        page.get_by_role("tab", name="Explore").wait_for()
+        page.locator("input[aria-label='City']").click()
+        page.get_by_role("option", name="Berlin").first.click()
+        sync_api.expect(page.locator("input[aria-label='Block']")).to_have_value(re.compile("^" + berlin))
+        time.sleep(1.0)  # the pick's events reach the server while the first block is still loading
+        released.set()
+        sync_api.expect(page.locator("#explore-meta")).to_contain_text(berlin, timeout=30_000)
+        sync_api.expect(page.locator("#explore-meta")).not_to_contain_text(first)
+    finally:
+        released.set()
         page.close()

@@ -742,8 +742,10 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
                 gr.Markdown(about_markdown(), elem_id="about", elem_classes=["gfb-cards"])
 
         city.change(city_blocks, inputs=city, outputs=ex_block, api_name="city_blocks")
+        # "always_last": a block picked while another is still loading is shown once that one is done (the
+        # default "once" drops the pick, leaving the first block's facts under the second block's name)
         gr.on([demo.load, ex_block.change], explore, inputs=ex_block,
-              outputs=[gallery, block_map, metadata, *prompt_boxes], api_name="explore")
+              outputs=[gallery, block_map, metadata, *prompt_boxes], api_name="explore", trigger_mode="always_last")
         score_outputs = [status, copy_warning, copy_pairs, scores_md, ranking, shown, anchor_plot, raw]
         # Clear the previous scores first, so that a refused upload never leaves stale numbers on the page.
         scoring = score_btn.click(clear_scores, outputs=[*score_outputs, anchor_plot_narrow], queue=False,
@@ -759,7 +761,8 @@ def build_app(data: AppData, hub_board=None) -> gr.Blocks:
         # files removed from the list (or replaced) are deleted at once, unless another page lists them
         files.change(uploads_listed, inputs=files, queue=False, api_visibility="private")
         gr.on([condition.change, sort_by.change, best_first.change, view.change], leaderboard,
-              inputs=[results_state, condition, sort_by, best_first, view], outputs=table, api_name="leaderboard")
+              inputs=[results_state, condition, sort_by, best_first, view], outputs=table, api_name="leaderboard",
+              trigger_mode="always_last")
         lb_outputs = [results_state, source, condition, sort_by, best_first, view, table, lb_notes, plots, report_md,
                       lb_status]
         # the cards follow the table, whichever event changed it
