@@ -20,7 +20,11 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from PIL import Image
 
-from geofidelity_bench.encoders.devices import FLOAT32_PRECISION_KEY, model_forward
+from geofidelity_bench.encoders.devices import (  # noqa: F401  (EncoderOptionError: defined with the device rules)
+    FLOAT32_PRECISION_KEY,
+    EncoderOptionError,
+    model_forward,
+)
 from geofidelity_bench.errors import GeoFidelityError, ModelUnavailableError, offline_hint
 from geofidelity_bench.images import ImageSource, load_image
 from geofidelity_bench.prefetch import submits_with
@@ -178,11 +182,6 @@ def file_sha256(path: str | os.PathLike) -> str:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-class EncoderOptionError(GeoFidelityError, ValueError):
-    """An encoder option a user gave is not usable: an unknown encoder name, device or dtype, half
-    precision on CPU, or an embedding cache folder inside the package; the message lists the choices."""
 
 
 class NonFiniteEmbeddingError(GeoFidelityError, ValueError):

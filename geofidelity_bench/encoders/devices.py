@@ -7,7 +7,7 @@ process group of multi-process runs.
   or with a bare ``cuda``, goes to this process's own GPU, ``cuda:LOCAL_RANK`` (the device
   ``accelerate.PartialState`` gives the process), never to ``cuda:0`` in every process; an explicit
   ``cpu`` or ``cuda:N`` is honoured. Asking for CUDA where no GPU is visible, or for ``cuda:N``
-  past the number of GPUs, is an :class:`~geofidelity_bench.encoders.base.EncoderOptionError`
+  past the number of GPUs, is an :class:`~geofidelity_bench.encoders.devices.EncoderOptionError`
   (one line from the CLI), not a torch assertion later. More processes on a machine than GPUs put
   several on one GPU: a one-line :class:`SharedGPUWarning` names them and the device, and
   :func:`distributed_state` refuses such a CUDA launch (:func:`refuse_shared_gpus`: NCCL cannot
@@ -46,6 +46,12 @@ import warnings
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import GeoFidelityError
+
+
+class EncoderOptionError(GeoFidelityError, ValueError):
+    """An encoder option a user gave is not usable: an unknown encoder name, device or dtype, half
+    precision on CPU, or an embedding cache folder inside the package; the message lists the choices."""
+
 
 #: The config field recording how float32 forwards computed: the settings read from torch inside
 #: the last float32 forward (left out of the config hash: float32 is IEEE float32 on every device,
@@ -108,7 +114,6 @@ def pick_device(requested: Any | None, *, cuda_count: int, local_rank: int = 0, 
     """
     import torch
 
-    from geofidelity_bench.encoders.base import EncoderOptionError
 
     launched = world_size > 1
     if requested is None:
