@@ -118,14 +118,16 @@ def _check_shares(shares: np.ndarray, n: int) -> None:
 # -- surface ---------------------------------------------------------------------------------------
 
 
-def test_the_tier4_gate_moved_to_curation_and_keeps_its_old_names():
+def test_the_tier4_gate_and_the_shares_table_are_curations():
+    # segmentation never imports curation (docs/ARCHITECTURE.md): the gate and the segment command's
+    # table that applies it live in curation/filters.py only
     import geofidelity_bench.segmentation as segmentation
     from geofidelity_bench.curation import filters
 
-    assert segmentation.tier4_gate is filters.tier4_gate is tier4_gate
-    assert segmentation.TIER4_BOUNDS is filters.TIER4_BOUNDS and segmentation.urbanness is filters.urbanness
-    with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        segmentation.nope
+    assert filters.tier4_gate is tier4_gate and callable(filters.shares_table) and callable(filters.write_shares_table)
+    for name in ("tier4_gate", "TIER4_BOUNDS", "urbanness", "shares_table", "write_shares_table", "nope"):
+        with pytest.raises(AttributeError, match=f"no attribute '{name}'"):
+            getattr(segmentation, name)
 
 
 def test_import_is_light():

@@ -29,9 +29,8 @@ def _cmd_segment(args: argparse.Namespace) -> int:
         get_segmenter,
         list_segmenters,
         segment_named_images,
-        shares_table,
-        write_shares_table,
     )
+    from ..curation.filters import shares_table, write_shares_table
 
     if args.list:
         for name in list_segmenters():

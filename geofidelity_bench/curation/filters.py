@@ -10,6 +10,8 @@ can be re-tuned on the tables without downloading or re-running models:
 * :func:`tier3_filter` - SigLIP zero-shot over :data:`TIER3_TEXTS` (softmax over the 9 texts);
   pass when the target text is the top one and its probability >= 0.35;
 * :func:`tier4_filter` - :func:`tier4_gate` (the composition gate) on group shares;
+  :func:`shares_table` and :func:`write_shares_table` - the ``segment`` command's table of a
+  benchmark's reference shares with the gate (segmentation never imports curation);
 * :func:`tier5_filter` - image statistics (:func:`image_statistics`): Laplacian variance >= 80,
   mean gray in [55, 215], Hasler-Suesstrunk colorfulness >= 14, aspect (width / height) in
   [0.5, 2.2], all on the image as downloaded (before any resize), bounds inclusive.
@@ -28,7 +30,7 @@ from ..benchmark import Block
 from ..extras import require
 from ..images import ImageSource, load_image
 from ..segmentation.labels import GROUP_NAMES
-from ..segmentation.shares import SHARE_TOLERANCE
+from ..segmentation.shares import SHARE_TOLERANCE, unlabeled_share
 from .solar import sun_elevation_deg
 
 # -- thresholds -----------------------------------------------------------------------------------
@@ -307,6 +309,93 @@ def tier4_filter(segmenter, image_ids: Sequence[str], images: Sequence[ImageSour
     shares = segment_images(segmenter, list(images), names=[f"image {i}" for i in image_ids], cache=cache,
                             batch_size=batch_size, progress=progress, num_workers=num_workers)
     return tier4_from_shares(image_ids, shares)
+
+
+# -- the segment command's table: a benchmark's reference shares with the tier-4 gate ----------------
+
+
+def shares_table(bench, segmenter, shares, keys):
+    """One row per reference: ids, role, content hash, the 12 shares, unlabeled, the tier-4 gate.
+
+    Args:
+        bench: the :class:`~geofidelity_bench.benchmark.Benchmark` whose references were segmented.
+        segmenter: the :class:`~geofidelity_bench.segmentation.Segmenter` that did it.
+        shares: (n, 12) shares of ``bench.references``, in order.
+        keys: the content sha256 of each reference image.
+
+    Returns:
+        ``pandas.DataFrame`` with the columns of ``geofidelity-bench segment --out``.
+    """
+    import pandas as pd
+
+
+    heldout = {r.reference_id for b in bench.block_ids for r in bench.heldout(b)}
+    unlabeled = unlabeled_share(shares)
+    rows = []
+    for ref, row, key, unl in zip(bench.references, shares, keys, unlabeled):
+        passed, measured = tier4_gate(row)
+        rows.append(
+            {
+                "reference_id": ref.reference_id,
+                "image_id": ref.image_id,
+                "block_id": ref.block_id,
+                "role": "heldout" if ref.reference_id in heldout else "gallery",
+                "image_sha256": key,
+                **{f"share_{g}": float(v) for g, v in zip(GROUP_NAMES, row)},
+                "share_unlabeled": float(unl),
+                "urbanness": measured["urbanness"],
+                "tier4_pass": bool(passed),
+                "tier4_failed": ",".join(measured["failed"]),
+                "segmenter": segmenter.name,
+                "segmenter_config_hash": segmenter.config_hash,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+#: The tier-4 bounds as recorded next to a shares table.
+TIER4_RECORD = ("docs/benchmark.md section 8, Curation, bounds inclusive: sky 0.01-0.55, building 0.03-0.70, "
+                "road 0.01-0.55, vehicle <= 0.40, vegetation <= 0.80, urbanness >= 0.05")
+
+
+def write_shares_table(table, path, *, bench, segmenter, stats, cache_root=None, command=None):
+    """Writes :func:`shares_table`'s ``table`` (``.parquet``, else CSV) and its record beside it
+    (``.json``: command, time, benchmark, segmenter config, segment stats, cache, tier-4 bounds).
+
+    Args:
+        table: the shares table; path: where it goes (``.parquet`` or ``.csv``).
+        bench, segmenter: the benchmark and the segmenter it came from.
+        stats: the :class:`~geofidelity_bench.segmentation.SegmentStats` of the run.
+        cache_root: the cache folder used (None: no cache); command: the command line to record.
+
+    Returns:
+        The record's path (``path`` with the suffix ``.json``).
+    """
+    import json
+    from pathlib import Path
+
+    from geofidelity_bench.atomic import atomic_write
+    from geofidelity_bench.provenance import utc_timestamp
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix.lower() == ".parquet":
+        atomic_write(out, lambda p: table.to_parquet(p, index=False))
+    else:
+        atomic_write(out, lambda p: table.to_csv(p, index=False))
+    meta = {
+        "command": command,
+        "created_at": utc_timestamp(),
+        "benchmark": {"name": bench.name, "source": bench.source, "fingerprint": bench.fingerprint},
+        "segmenter": {"name": segmenter.name, "config": segmenter.config, "config_hash": segmenter.config_hash},
+        "segment_stats": stats.as_dict(),
+        "cache": None if cache_root is None else str(cache_root),
+        "table": out.name,
+        "tier4": TIER4_RECORD,
+    }
+    meta_path = out.with_suffix(".json")
+    atomic_write(meta_path, lambda p: p.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8"))
+    return meta_path
 
 
 # -- tier 5 ---------------------------------------------------------------------------------------

@@ -31,22 +31,21 @@ segmenter config hash, one 12-float row per image content sha256), like embeddin
 Modules, laid out like :mod:`geofidelity_bench.encoders`:
 
 * :mod:`.labels` - label sets, their group mappings, the label check of a checkpoint;
-* :mod:`.shares` - shares from label maps, GAAS columns, the ``segment`` command's shares table;
+* :mod:`.shares` - shares from label maps, GAAS columns;
 * :mod:`.base` - the :class:`Segmenter` interface and :class:`SegmenterUnavailableError`;
 * :mod:`.mask2former`, :mod:`.segformer` - the backends (sharing :mod:`._transformers`);
 * :mod:`.registry` - :func:`get_segmenter`, :func:`default_weights_id`;
 * :mod:`.runner` - running a segmenter through the cache.
 
 The tier-4 composition gate of docs/benchmark.md section 8, Curation that reads these shares is curation's:
-:func:`geofidelity_bench.curation.filters.tier4_gate` (``tier4_gate``, ``TIER4_BOUNDS`` and
-``urbanness`` are still reachable here by name).
+:func:`geofidelity_bench.curation.filters.tier4_gate`, and so is the ``segment`` command's table of a
+benchmark's shares with the gate (:func:`geofidelity_bench.curation.filters.shares_table`,
+:func:`~geofidelity_bench.curation.filters.write_shares_table`). Segmentation never imports curation.
 
 Importing this package loads neither torch nor transformers; a backend imports them when built.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from geofidelity_bench.segmentation.base import (
     MAX_LABEL_MAP_PIXELS,
@@ -72,23 +71,8 @@ from geofidelity_bench.segmentation.shares import (
     gaas_shares,
     shares_from_counts,
     shares_from_label_map,
-    shares_table,
     unlabeled_share,
-    write_shares_table,
 )
-
-#: Names of the tier-4 gate, which moved to :mod:`geofidelity_bench.curation.filters`; still
-#: importable from here (curation imports this package, so they are looked up on first use).
-_MOVED_TO_CURATION = ("TIER4_BOUNDS", "tier4_gate", "urbanness")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED_TO_CURATION:
-        from geofidelity_bench.curation import filters
-
-        return getattr(filters, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 __all__ = [
     *labels.__all__,
@@ -101,7 +85,6 @@ __all__ = [
     "SegmentStats",
     "Segmenter",
     "SegmenterUnavailableError",
-    "TIER4_BOUNDS",
     "default_weights_id",
     "gaas_shares",
     "get_segmenter",
@@ -111,9 +94,5 @@ __all__ = [
     "segment_named_images",
     "shares_from_counts",
     "shares_from_label_map",
-    "shares_table",
-    "tier4_gate",
     "unlabeled_share",
-    "urbanness",
-    "write_shares_table",
 ]

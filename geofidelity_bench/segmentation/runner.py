@@ -5,15 +5,17 @@ segmenter config hash, one 12-float row per image content sha256), with counts o
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
 from geofidelity_bench.cached_batches import run_cached
 from geofidelity_bench.encoders.base import as_image_list, default_names
 from geofidelity_bench.images import ImageSource
-from geofidelity_bench.segmentation.base import Segmenter
 from geofidelity_bench.segmentation.labels import GROUP_NAMES
+
+if TYPE_CHECKING:  # annotations only: base.Segmenter.segment runs this module
+    from geofidelity_bench.segmentation.base import Segmenter
 
 @dataclass(frozen=True)
 class SegmentStats:
