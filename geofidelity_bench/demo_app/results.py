@@ -11,9 +11,11 @@ import numpy as np
 import pandas as pd
 
 from .. import caveats
+from ..benchmark import Benchmark
 from ..errors import GeoFidelityError
 from ..evaluation import ANCHOR_PANEL_SIZE, METRIC_COLUMNS, RESULT_COLUMNS, leaderboard_summary
 from ..metrics.catalog import METRICS, heading
+from ..metrics.retrieval import retrieval_chance
 from ..report import METHOD_LABELS
 from ..results import REQUIRED_COLUMNS, ResultsFolderError, check_encoders, encoders_of
 from ..stats import HIGHER_IS_BETTER
@@ -110,6 +112,21 @@ def _check_values(results: pd.DataFrame, name: str) -> None:
         )
 
 
+def candidate_chance(candidates: dict[str, str]) -> tuple[float, float]:
+    """Chance (accuracy, MRR) of a candidate line-up ``role -> block id`` (``"target"`` included), under
+    the metric's rule: one candidate per role, ties count against the target
+    (:func:`geofidelity_bench.metrics.retrieval_chance`, the function behind results.csv's chance columns)."""
+    chance = retrieval_chance(candidates)
+    return chance.accuracy, chance.mrr
+
+
+def block_candidates(bench: Benchmark, block_id: str) -> dict[str, str]:
+    """The retrieval line-up of a block: ``"target"`` and every negative role present -> block id."""
+    out = {"target": block_id}
+    out.update({role: neg for role, neg in bench.negatives(block_id).items() if neg is not None})
+    return out
+
+
 def annotate_results(results: pd.DataFrame, benchmark=None) -> pd.DataFrame:
     """``results`` with the columns the leaderboard's caveats read, tolerating results written before them.
 
@@ -120,8 +137,6 @@ def annotate_results(results: pd.DataFrame, benchmark=None) -> pd.DataFrame:
     ``n_distinct`` of a held-out anchor row from the block's held-out photos (cycled to the panel
     size); nothing is filled for other benchmarks, whose chance is then "unknown".
     """
-    from .state import block_candidates, candidate_chance
-
     out = results.copy()
     out.attrs = dict(results.attrs)
     for col in ("n_candidates", "chance_retrieval_acc", "chance_mrr", "n_distinct", "n_copied"):

@@ -28,6 +28,7 @@ from ..evaluation import (
 )
 from ..metrics.catalog import METRICS, SIMILARITY_COLUMNS
 from ..prompts import CONDITIONS, NEGATIVE_PROMPT, Prompt, PromptError, build_prompt
+from .results import annotate_results, block_candidates, candidate_chance, finite_or_none  # noqa: F401  (candidate_chance: the app's ui reads it here)
 from .texts import SCORES, best_candidate_phrase, reading
 
 UPLOAD_METHOD = "your_upload"
@@ -73,21 +74,6 @@ class PromptView:
     @property
     def shown(self) -> str:
         return self.text if self.text is not None else f"not available: {self.reason}"
-
-
-def candidate_chance(candidates: dict[str, str]) -> tuple[float, float]:
-    """Chance (accuracy, MRR) of a candidate line-up ``role -> block id`` (``"target"`` included), under
-    the metric's rule: one candidate per role, ties count against the target
-    (:func:`geofidelity_bench.metrics.retrieval_chance`, the function behind results.csv's chance columns)."""
-    chance = metrics.retrieval_chance(candidates)
-    return chance.accuracy, chance.mrr
-
-
-def block_candidates(bench: Benchmark, block_id: str) -> dict[str, str]:
-    """The retrieval line-up of a block: ``"target"`` and every negative role present -> block id."""
-    out = {"target": block_id}
-    out.update({role: neg for role, neg in bench.negatives(block_id).items() if neg is not None})
-    return out
 
 
 @dataclass
@@ -176,8 +162,6 @@ class PanelScore:
         return rows
 
     def as_json(self) -> dict[str, Any]:
-        from .results import finite_or_none
-
         return {
             "block_id": self.block_id,
             "encoder": self.row["encoder"],
@@ -278,7 +262,6 @@ class AppData:
             f"{stats['computed']} computed)")
         from ..comparability import comparability_of_run
         from ..results import protocol_record
-        from .results import annotate_results
 
         own_info = {
             "benchmark": {"name": benchmark.name, "source": benchmark.source, "fingerprint": benchmark.fingerprint,
