@@ -146,8 +146,15 @@ class _StoredImageAccess:
         return self.__dict__.get("image_bytes", b"")
 
     @property
+    def stored_sha256(self) -> str:
+        """The sha256 the benchmark states for the image (its ``image_sha256``), without reading the bytes."""
+        source = self.image_source
+        return source.stored_sha256 if isinstance(source, StoredImage) else self.sha256
+
+    @property
     def sha256(self) -> str:
-        """sha256 hex of the image bytes (the stored ``image_sha256`` when the file has it)."""
+        """sha256 hex of the image bytes: for an image kept in a Parquet file, its stored ``image_sha256``
+        checked against its bytes (read and hashed once per process, :attr:`StoredImage.sha256`)."""
         source = self.image_source
         if isinstance(source, StoredImage):
             return source.sha256
@@ -397,13 +404,14 @@ class Benchmark:
     @cached_property
     def fingerprint(self) -> str:
         """sha256 over block records and reference ids with their image hashes (docs/benchmark.md section 1,
-        Benchmark fingerprint): a reference's stored ``image_sha256``, which every read of its bytes checks."""
+        Benchmark fingerprint): a reference's stored ``image_sha256`` (not read here; every read of its bytes,
+        and every use of a result cached under it, checks it)."""
         h = hashlib.sha256()
         for block in self.blocks:
             h.update(json.dumps(_fingerprint_record(block), sort_keys=True, default=str).encode())
         for ref in self.references:
             h.update(f"{ref.reference_id}|{ref.block_id}|".encode())
-            h.update(bytes.fromhex(ref.sha256))
+            h.update(bytes.fromhex(ref.stored_sha256))
         return h.hexdigest()
 
     def check_images(self, *, num_workers: int | None = None, progress: bool = True) -> list[str]:
@@ -922,7 +930,8 @@ def _attach_stored_images(file: str, rows: list[dict[str, Any]], config: str) ->
     id_field = "reference_id" if config == "references" else "image_id"
     kind = "reference" if config == "references" else "world image"
     for i, (row, sha) in enumerate(zip(rows, hashes)):
-        row[IMAGE_COLUMN] = StoredImage(reader, i, f"{kind} {row.get(id_field)}", sha)
+        row[IMAGE_COLUMN] = StoredImage(reader, i, f"{kind} {row.get(id_field)}", sha,
+                                        block=row.get("block_id") if config == "references" else None)
 
 
 def demo_path() -> Path:

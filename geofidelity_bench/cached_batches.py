@@ -4,7 +4,11 @@ Both the encoders (embeddings) and the segmenters (group shares) work the same w
 every image's content, serve hits from the :class:`~geofidelity_bench.encoders.cache.EmbeddingCache`,
 run the model on each distinct miss once, in batches, and write new rows to the cache as they
 come, so that a failing or interrupted run keeps what it computed. Bad images raise the
-ImageDecodeError that names them, after the rows computed before them are flushed. Images are
+ImageDecodeError that names them, after the rows computed before them are flushed. An image kept in
+a benchmark's Parquet file is keyed by its stored ``image_sha256``, and no row cached under that key is
+used for it before its bytes were hashed and found to match (:func:`~geofidelity_bench.image_store.verify_images`,
+once per process): a photo replaced behind a stale hash raises ImageHashMismatchError naming it, never
+gets another photo's row. Images are
 prepared (decoded, resized) by a pool of worker threads ahead of the model
 (:func:`~geofidelity_bench.prefetch.ordered_map`), in input order, so the rows, the cache writes
 and the errors are those of the serial loop. A ``compute`` with an asynchronous twin
@@ -22,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .image_store import StoredImage
+from .image_store import StoredImage, verify_images
 from .images import ImageDecodeError, ImageSource, content_sha256
 from .prefetch import Pending, ordered_map, prefetch_items, resolve_num_workers, submitter_of
 
@@ -48,12 +52,14 @@ class CachedRun:
 
 
 def content_keys(items: Sequence[ImageSource], labels: Sequence[str]) -> list[str]:
-    """sha256 content keys; unreadable inputs raise ImageDecodeError naming the image."""
+    """sha256 content keys; unreadable inputs raise ImageDecodeError naming the image.
+
+    An image kept in a benchmark's Parquet file is keyed by its stored sha256 without reading it:
+    whoever uses a row found under that key checks the bytes first (:func:`run_cached` does)."""
     keys = []
     for src, label in zip(items, labels):
         try:
-            # an image kept in a benchmark's Parquet file carries its sha256: no bytes are read
-            keys.append(src.sha256 if isinstance(src, StoredImage) else content_sha256(src))
+            keys.append(src.stored_sha256 if isinstance(src, StoredImage) else content_sha256(src))
         except FileNotFoundError as err:
             raise ImageDecodeError(f"image file not found: {label}") from err
         except (OSError, ValueError, TypeError, SyntaxError) as err:
@@ -157,6 +163,11 @@ def run_cached(
         if k not in seen:
             seen.add(k)
             todo.append(i)
+    # every stored image not read below (served by the cache, or the same stored hash as one computed) is
+    # hashed now: a stale image_sha256 fails here, naming every such image, before any row is used
+    computed = set(todo)
+    verify_images([src for i, src in enumerate(items) if i not in computed and isinstance(src, StoredImage)],
+                  progress=bool(progress))
     if progress is None:
         progress = len(todo) > 4 * batch_size
     workers = resolve_num_workers(num_workers)

@@ -43,6 +43,11 @@ ROW_GROUP_CACHE_BYTES = 512 << 20
 HASH_CACHE_FORMAT = "geofidelity-image-hashes/1"
 #: rows of the image column decoded at a time when a whole file is hashed (:meth:`ParquetImages.iter_values`)
 HASH_BATCH_ROWS = 16
+#: bytes of a Parquet file read at a time when its image column is streamed: pyarrow then reads a column
+#: chunk page by page instead of whole (its default), which bounds memory by the largest page, not the chunk
+STREAM_BUFFER_BYTES = 1 << 20
+#: how many mismatched or missing images an error of :func:`verify_images` lists before it counts the rest
+MAX_LISTED = 50
 #: how the option that keys mismatched rows by their real hash is spelled (command line, Python)
 REKEY_OPTION = "--rekey-mismatched-images"
 REKEY_ARG = "rekey_mismatched_images=True"
@@ -58,12 +63,13 @@ def _config_of(path: str) -> str:
 
 
 def mismatch_message(path: str, row: int, name: str, stored: str, actual: str) -> str:
-    """One mismatched row in words: config, file, row, reference/image id, both hashes, what to do."""
-    return (f"{_config_of(path)} {name} ({path}, row {row}): its image bytes hash to sha256 {actual}, but the "
+    """One mismatched row in words: config, reference/image id (and block), file, row, both hashes, what to do."""
+    return (f"{_config_of(path)} {name}, row {row} of {path}: its image bytes hash to sha256 {actual}, but its "
             f"stored {SHA256_COLUMN} is {stored} (the photo was replaced or damaged after the hash was written, or "
-            f"the hashes were edited); its embeddings would be cached under another image's key. Restore the "
-            f"original photo or hash (or rewrite the folder with the hashes of its bytes: "
-            f"save_benchmark(load_benchmark(FOLDER, {REKEY_ARG}), NEW_FOLDER)), or pass {REKEY_OPTION} "
+            f"the hashes were edited); a result cached under the stored hash (an embedding, segmentation shares, "
+            f"copy-audit hashes) would stand for another photo. Restore the original photo or hash, or re-save the "
+            f"benchmark so that its {SHA256_COLUMN} column is recomputed from the bytes "
+            f"(save_benchmark(load_benchmark(FOLDER, {REKEY_ARG}), NEW_FOLDER)), or pass {REKEY_OPTION} "
             f"({REKEY_ARG} in load_benchmark) to key each such row by the hash of its bytes (run.json records "
             f"them)")
 
@@ -123,7 +129,8 @@ class ParquetImages:
         import pyarrow.parquet as pq
 
         self.row_group_reads += 1
-        return pq.ParquetFile(self.path).read_row_group(group, columns=[self.column]).column(0)
+        with pq.ParquetFile(self.path, pre_buffer=False, buffer_size=STREAM_BUFFER_BYTES) as file:
+            return file.read_row_group(group, columns=[self.column], use_threads=False).column(0)
 
     def value(self, row: int) -> Any:
         """The cell of ``row`` (a ``{"bytes", "path"}`` dict or raw bytes), read now."""
@@ -146,23 +153,40 @@ class ParquetImages:
             self._kept = None
 
     def iter_values(self, batch_rows: int | None = None):
-        """Every cell in row order, streamed ``batch_rows`` rows at a time (not counted as uses).
+        """Every cell in row order, streamed ``batch_rows`` rows at a time (not counted as uses)."""
+        for _, value in self.iter_rows(None, batch_rows):
+            yield value
 
-        Even a file of one huge row group is not read whole: pyarrow decodes the column page by page
-        into batches of ``batch_rows`` cells, so memory stays within about one row group's image column
-        (the largest page pyarrow must decode, which a writer may make as large as a row group) and
-        ``batch_rows`` Python copies, whatever the number of rows or files (default :data:`HASH_BATCH_ROWS`).
+    def iter_rows(self, rows: set[int] | None = None, batch_rows: int | None = None):
+        """``(row, cell)`` of every row in ``rows`` (None: all), in row order, streamed (not counted as uses).
+
+        Only the row groups holding a wanted row are read, and none whole: the file is read through a
+        buffer of :data:`STREAM_BUFFER_BYTES` and pyarrow decodes the column page by page into batches of
+        ``batch_rows`` cells (default :data:`HASH_BATCH_ROWS`). Memory stays within the largest page
+        pyarrow must decode (held compressed and decompressed at once), whatever the number of rows, row
+        groups or files; a writer may make that page as large as a row group's image column (a dictionary
+        page: pyarrow's default writer puts a row group written in one batch in one), else it is about 1 MB.
         """
         import pyarrow.parquet as pq
 
         batch_rows = max(1, batch_rows or HASH_BATCH_ROWS)
-        self.row_group_reads += len(self._starts)
-        with pq.ParquetFile(self.path, pre_buffer=False) as file:
-            for batch in file.iter_batches(batch_size=batch_rows, columns=[self.column], use_threads=False):
-                column = batch.column(0)
-                for i in range(len(column)):
-                    yield column[i].as_py()
-                del column, batch
+        groups = list(range(len(self._starts)))
+        if rows is not None:
+            groups = sorted({self._group_of(r)[0] for r in rows})
+        if not groups:
+            return
+        self.row_group_reads += len(groups)
+        with pq.ParquetFile(self.path, pre_buffer=False, buffer_size=STREAM_BUFFER_BYTES) as file:
+            for group in groups:
+                row = self._starts[group]
+                for batch in file.iter_batches(batch_size=batch_rows, row_groups=[group], columns=[self.column],
+                                               use_threads=False):
+                    column = batch.column(0)
+                    for i in range(len(column)):
+                        if rows is None or row + i in rows:
+                            yield row + i, column[i].as_py()
+                    row += len(column)
+                    del column, batch
 
 
 _KEPT_LOCK = threading.Lock()
@@ -236,18 +260,33 @@ def cell_bytes(value: Any, name: str, root: str | os.PathLike | None = None) -> 
 
 
 class StoredImage:
-    """One image in a Parquet file: read on demand by :meth:`read`, hashed without reading when known."""
+    """One image in a Parquet file: read on demand by :meth:`read`.
 
-    __slots__ = ("reader", "row", "name", "_sha256")
+    :attr:`stored_sha256` is the hash the file states (no read); :attr:`sha256` is that hash checked
+    against the bytes, which are read and hashed the first time it is asked in a process (and on
+    every :meth:`read`): a result cached under it can never stand for other bytes.
+    """
 
-    def __init__(self, reader: ParquetImages, row: int, name: str, sha256: str | None = None):
+    __slots__ = ("reader", "row", "name", "_sha256", "block", "_verified")
+
+    def __init__(self, reader: ParquetImages, row: int, name: str, sha256: str | None = None, *,
+                 block: str | None = None):
         self.reader, self.row, self.name, self._sha256 = reader, row, name, sha256
+        self.block = block  # the reference's block, named in messages (None: a world image, or unknown)
+        self._verified = False  # its bytes were hashed in this process and matched
 
-    def __getstate__(self):
-        return (self.reader, self.row, self.name, self._sha256)
+    def __getstate__(self):  # whether it was checked is not carried: another process checks again
+        return (self.reader, self.row, self.name, self._sha256, self.block)
 
     def __setstate__(self, state) -> None:
-        self.reader, self.row, self.name, self._sha256 = state
+        self.reader, self.row, self.name, self._sha256 = state[:4]
+        self.block = state[4] if len(state) > 4 else None
+        self._verified = False
+
+    @property
+    def where(self) -> str:
+        """How messages call it: ``reference ID (block B)`` or ``world image ID``."""
+        return self.name + (f" (block {self.block})" if self.block else "")
 
     def read(self) -> bytes:
         """The encoded image bytes, read from the file now and checked against the stored hash.
@@ -255,25 +294,90 @@ class StoredImage:
         Raises ImageDecodeError naming a missing image, and :class:`ImageHashMismatchError` naming
         the row when the bytes do not hash to the stored ``image_sha256``.
         """
-        data = cell_bytes(self.reader.value(self.row), f"{self.name} ({self.reader.path}, row {self.row})",
+        data = cell_bytes(self.reader.value(self.row), f"{self.where} ({self.reader.path}, row {self.row})",
                           self.reader.root)
-        actual = hashlib.sha256(data).hexdigest()
+        self._check(hashlib.sha256(data).hexdigest())
+        return data
+
+    def _check(self, actual: str) -> None:
+        """Compares the hash of the bytes just read with the stored one (adopts it when none is stored)."""
         if self._sha256 is None:
             self._sha256 = actual
         elif actual != self._sha256:
-            raise ImageHashMismatchError(mismatch_message(self.reader.path, self.row, self.name, self._sha256, actual))
-        return data
+            raise ImageHashMismatchError(mismatch_message(self.reader.path, self.row, self.where, self._sha256,
+                                                          actual))
+        self._verified = True
+
+    @property
+    def stored_sha256(self) -> str:
+        """The sha256 the benchmark states for these bytes (``image_sha256``, or the hash computed when
+        the folder was first loaded), not checked now: what the fingerprint is made of."""
+        if self._sha256 is None:
+            self.read()
+        return self._sha256
 
     @property
     def sha256(self) -> str:
-        """sha256 hex of the image bytes: the stored hash (checked against the bytes whenever they are
-        read), or, when the file did not carry it, the hash of the bytes read now."""
-        if self._sha256 is None:
+        """sha256 hex of the image bytes, checked: the stored hash once the bytes were read and found to
+        hash to it (the first call in a process reads and hashes them; :func:`verify_images` checks many
+        at once). Raises :class:`ImageHashMismatchError` when they do not."""
+        if not self._verified:
             self.read()
         return self._sha256
 
     def __repr__(self) -> str:
         return f"StoredImage({self.name!r}, {self.reader.path!r}, row {self.row})"
+
+
+def verify_images(images: Sequence[StoredImage], *, progress: bool = False) -> None:
+    """Checks the bytes of every image not yet checked in this process against its stored hash.
+
+    What stands between a cached result and a changed photo: before a result cached under an image's
+    stored ``image_sha256`` is used in place of its bytes (an embedding, segmentation shares), the bytes
+    are read and hashed (sha256 costs far less than decoding). Each file is streamed once, only the row
+    groups holding a wanted row (:meth:`ParquetImages.iter_rows`: memory bounded by one page). Every
+    checked image is marked, so :attr:`StoredImage.sha256` does not read it again.
+
+    Raises :class:`ImageHashMismatchError` naming every mismatched image (config, reference or world
+    image id, block, file, row, both hashes, what to do; the first :data:`MAX_LISTED` and a count), and
+    ImageDecodeError naming every image whose data is missing.
+    """
+    by_reader: dict[int, tuple[ParquetImages, dict[int, dict[int, StoredImage]]]] = {}
+    for img in images:  # each image once, however often it is listed
+        if not img._verified:
+            by_reader.setdefault(id(img.reader), (img.reader, {}))[1].setdefault(img.row, {})[id(img)] = img
+    if not by_reader:
+        return
+    from tqdm.auto import tqdm
+
+    mismatched: list[str] = []
+    missing: list[str] = []
+    total = sum(len(rows) for _, rows in by_reader.values())
+    with tqdm(total=total, desc="checking image hashes", unit="img", disable=not progress or total < 200) as bar:
+        for reader, rows in by_reader.values():
+            for row, value in reader.iter_rows(set(rows)):
+                for img in rows[row].values():
+                    try:
+                        data = cell_bytes(value, f"{img.where} ({reader.path}, row {row})", reader.root)
+                        img._check(hashlib.sha256(data).hexdigest())
+                    except ImageHashMismatchError as err:
+                        mismatched.append(str(err))
+                    except ImageDecodeError as err:
+                        missing.append(str(err))
+                reader.image_reads += len(rows[row])
+                bar.update(1)
+    if mismatched:
+        listed = mismatched + missing
+        head = (f"{len(mismatched)} image(s) whose bytes do not hash to their stored {SHA256_COLUMN}"
+                + (f" and {len(missing)} without image data" if missing else "") + ":\n  ")
+        raise ImageHashMismatchError(listed[0] if len(listed) == 1 else head + "\n  ".join(_first(listed)))
+    if missing:
+        raise ImageDecodeError(missing[0] if len(missing) == 1 else f"{len(missing)} image(s) without image data:\n  "
+                               + "\n  ".join(_first(missing)))
+
+
+def _first(lines: Sequence[str]) -> list[str]:
+    return list(lines[:MAX_LISTED]) + ([f"... and {len(lines) - MAX_LISTED} more"] if len(lines) > MAX_LISTED else [])
 
 
 def _sidecar_path(file: str) -> tuple[Path, dict[str, Any]]:
