@@ -113,14 +113,44 @@ def _cmd_curate(args: argparse.Namespace) -> int:
                           max_workers=args.max_workers, retry=retry)
     print(format_summary_table(result.summary))
     for tier, why in result.skipped.items():
-        print(f"{tier}: {why}")
+        print(_redact(f"{tier}: {why}"))
+    incomplete = _incomplete_line(result, out)
     if result.benchmark is None:
         print(f"no block kept at least {config.min_images} images: no benchmark written "
               f"(summary in {out / 'curation_summary.csv'})", file=sys.stderr)
+        if incomplete:
+            print(incomplete, file=sys.stderr)
         return 1
     b = result.benchmark
     print(f"benchmark written to {out}: {len(b.cities)} cities, {len(b.blocks)} blocks, {len(b.references)} references")
+    if incomplete:  # the benchmark lacks what did not arrive: status 1, as for no benchmark at all
+        print(incomplete, file=sys.stderr)
+        return 1
     return 0
+
+
+def _redact(text: str) -> str:
+    import os
+
+    from ..curation.http import redact
+    from ..curation.mapillary import TOKEN_ENV
+
+    return redact(text, [os.environ.get(TOKEN_ENV)])
+
+
+def _incomplete_line(result, out: Path) -> str | None:
+    """The line saying what did not arrive (searches that failed, thumbnails missing), or None."""
+    if result.complete:
+        return None
+    parts = []
+    if result.failed_searches:
+        parts.append(f"the Mapillary search of {len(result.failed_searches)} block(s) failed "
+                     f"({', '.join(sorted(result.failed_searches))})")
+    if result.missing_thumbnails:
+        parts.append(f"{len(result.missing_thumbnails)} thumbnail(s) could not be downloaded")
+    return _redact(f"incomplete run: {' and '.join(parts)} (listed in {out / 'curation_summary.json'} under "
+                   "failed_searches and missing_thumbnails); re-run the same command to fetch them "
+                   "(what arrived is kept)")
 
 
 def register(sub) -> None:
@@ -149,7 +179,9 @@ def register(sub) -> None:
     p = sub.add_parser("curate", help="build a benchmark folder from OSM + Mapillary (resumable)",
                        description="Carve blocks, search Mapillary (token from MAPILLARY_TOKEN), filter (spatial, "
                                    "tiers 1, 3, 4, 5), select and write a benchmark folder. Re-running resumes from "
-                                   "the checkpoints in OUT/_work.")
+                                   "the checkpoints in OUT/_work. Exit status 1 when the run is incomplete (a block's "
+                                   "search failed or thumbnails are missing, named in the output and in "
+                                   "curation_summary.json; a re-run fetches them) or no block kept enough images.")
     cities = p.add_argument_group("cities")
     cities.add_argument("--cities", nargs="+", metavar="KEY", help="city keys (built-in or from --city-file)")
     cities.add_argument("--city-file", help="CSV/JSON of cities: key,country,lat,lon,driving_side[,name]")

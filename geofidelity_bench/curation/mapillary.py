@@ -16,8 +16,9 @@ downloaded without the token (they are signed CDN links), and only over https (o
 ``base_url``, for a loopback test server), redirects included: a ``file:`` or ``ftp:`` thumbnail URL
 is refused and the image recorded as failed, so no local file can become a reference photo.
 
-Retries: HTTP 429 with growing sleeps (2, 4, 8, ... s, up to 6 times), 5xx, timeouts and dropped
-connections briefly (1, 2, 3 s); tests scale the sleeps down with ``RetryPolicy(scale=...)``. Every
+Retries: HTTP 429 with growing sleeps (2, 4, 8, ... s, up to 6 times), 5xx, timeouts, dropped
+connections and malformed pages (not JSON, or ``data`` not a list, ``paging`` not an object, ``paging.next``
+not a string) briefly (1, 2, 3 s); tests scale the sleeps down with ``RetryPolicy(scale=...)``. Every
 page of a search (the first and each ``paging.next``) is retried this way; a page that still fails
 fails its block: :meth:`MapillaryClient.search_blocks` either raises or, given ``failures``,
 records the block there and goes on with the others (the curation pipeline does that and searches
@@ -31,6 +32,7 @@ a truncated or undecodable answer is retried, and reported in the download table
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import re
@@ -82,6 +84,37 @@ class MapillarySearchError(CurationError):
 def _origin_text(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def _page_problem(body: bytes) -> str | None:
+    """Why a search page is not one the Graph API sends (None when it is): a JSON object whose ``data`` is a
+    list and whose ``paging``, when present, is an object with a string ``next`` (or none).
+
+    A page that is not (``{"data": "oops", "paging": [...]}``: a proxy, a cache or the service answering
+    something else) is retried like a server error and then fails its block, which the next run searches
+    again: read as "no images", it would record the block as searched and lose its photos for good."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return "answer is not JSON"
+    if not isinstance(payload, Mapping):
+        return f"the page is {_json_kind(payload)}, not a JSON object"
+    if not isinstance(payload.get("data"), list):
+        return f"the page's 'data' is {_json_kind(payload.get('data'))}, not a list of images"
+    paging = payload.get("paging")
+    if paging is not None and not isinstance(paging, Mapping):
+        return f"the page's 'paging' is {_json_kind(paging)}, not an object"
+    nxt = (paging or {}).get("next")
+    if nxt is not None and not isinstance(nxt, str):
+        return f"the page's 'paging.next' is {_json_kind(nxt)}, not a link"
+    return None
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "missing"
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number"}.get(type(value), type(value).__name__)
 
 
 def sample_along(polyline: Sequence[Sequence[float]], step_m: float) -> list[tuple[float, float]]:
@@ -262,20 +295,19 @@ class MapillaryClient:
         headers = {"Authorization": f"OAuth {self._token}"}
         while url:
             try:
-                payload = self.http.get_json(url, params=params, headers=headers)
+                payload = self.http.request("GET", url, params=params, headers=headers, validate=_page_problem)
             except HTTPFailure as err:
                 page = f" (page {pages + 1})" if pages else ""
                 raise MapillarySearchError(f"Mapillary search failed for box {bbox}{page}: {self.redact(err)}",
                                            err.status) from None
-            if not isinstance(payload, Mapping):
-                raise CurationError("Mapillary search answered something that is not a JSON object")
-            for rec in payload.get("data") or []:
+            payload = json.loads(payload)
+            for rec in payload["data"]:
                 if isinstance(rec, Mapping):
                     row = normalize_image(rec)
                     if row is not None:
                         rows.append(row)
             pages += 1
-            nxt = (payload.get("paging") or {}).get("next") if isinstance(payload.get("paging"), Mapping) else None
+            nxt = (payload.get("paging") or {}).get("next")
             if not nxt or pages >= self.max_pages:
                 break
             url, params = strip_query_params(str(nxt)), None

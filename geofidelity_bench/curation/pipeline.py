@@ -121,6 +121,17 @@ class CurationResult:
     skipped: dict[str, str]
     resumed: list[str]
     computed: list[str]
+    #: the blocks whose Mapillary search failed in this run (block id -> the redacted reason); searched again
+    #: by the next run
+    failed_searches: dict[str, str] = field(default_factory=dict)
+    #: the thumbnails that could not be downloaded in this run (image_id, error); tried again by the next run
+    missing_thumbnails: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Whether everything the run set out to fetch arrived: no failed search, no missing thumbnail (a
+        re-run of an incomplete run fetches what is missing and may give another benchmark)."""
+        return not self.failed_searches and not self.missing_thumbnails
 
 
 def _digest(obj: Any) -> str:
@@ -193,12 +204,17 @@ class Curator:
         self.skipped: dict[str, str] = {}
         self.copy_gate: dict[str, Any] | None = None  # what the copy-audit gate found and removed (build_benchmark)
         self.missing_thumbnails: list[dict[str, str]] = []  # downloads that failed in this run (stage_download)
+        self.failed_searches: dict[str, dict[str, str]] = {}  # block id -> city, error (stage_metadata)
 
     # -- plumbing ---------------------------------------------------------------------------
-    def log(self, msg: str) -> None:
+    def redact(self, text: Any) -> str:
+        """``text`` without the Mapillary token (in any encoding) or any URL credential: what every message,
+        summary file and card of the run goes through."""
         secrets = self._mapillary.secrets if self._mapillary is not None else []
-        env_token = os.environ.get("MAPILLARY_TOKEN")
-        self._log(redact(msg, [*secrets, env_token]))
+        return redact(text, [*secrets, os.environ.get("MAPILLARY_TOKEN")])
+
+    def log(self, msg: str) -> None:
+        self._log(self.redact(msg))
 
     @property
     def overpass(self) -> OverpassClient:
@@ -247,7 +263,10 @@ class Curator:
         return df
 
     def _per_city(self, name: str, city: CitySpec, key: str, compute: Callable[[], Any],
-                  json_columns: Sequence[str] = ()):
+                  json_columns: Sequence[str] = (), complete: Callable[[], bool] | None = None):
+        """The city's table from its checkpoint when the key matches, else computed and saved. With
+        ``complete`` false after ``compute`` (a search that failed), the table is kept for reading but its
+        checkpoint is recorded as failed (``"complete": false``, no key), so the next run computes it again."""
         folder = self._stage_dir(name) / "cities"
         table_path, meta_path = folder / f"{city.key}.parquet", folder / f"{city.key}.json"
         if meta_path.is_file() and table_path.is_file():
@@ -259,7 +278,9 @@ class Curator:
                 return read_table(table_path, json_columns=json_columns), True
         df = compute()
         write_table(df, table_path, json_columns=json_columns)
-        _atomic_text(meta_path, json.dumps({"city": city.key, "key": key, "rows": int(len(df))}, indent=2))
+        done = complete is None or complete()
+        _atomic_text(meta_path, json.dumps({"city": city.key, "key": key if done else None, "complete": done,
+                                            "rows": int(len(df))}, indent=2))
         return df, False
 
     # -- stage 1: carve ---------------------------------------------------------------------
@@ -320,10 +341,11 @@ class Curator:
                                                     desc=f"Mapillary search ({c.key})") if blocks else []
                 return _candidates_frame(rows)
 
-            df, resumed = self._per_city("metadata", city, key, compute)
-            if failed:  # not a checkpoint: the next run searches this city again
-                (self._stage_dir("metadata") / "cities" / f"{city.key}.json").unlink()
+            df, resumed = self._per_city("metadata", city, key, compute, complete=lambda: not failed)
+            if failed:  # recorded as failed, not as done: the next run searches this city again
                 for block_id, why in sorted(failed.items()):
+                    why = self.redact(why)
+                    self.failed_searches[block_id] = {"block_id": block_id, "city": city.key, "error": why}
                     self.skipped[f"search {block_id}"] = f"{why}; no images for this block (re-run to search it again)"
                     self.log(f"[metadata] {block_id}: {self.skipped[f'search {block_id}']}")
                 key = _digest([key, sorted(failed)])  # later stages are redone once the search succeeds
@@ -613,13 +635,15 @@ class Curator:
             "cities": [c.key for c in self.cities],
             "config": _config_record(self.config),
             "retry": self.retry.as_dict(),
+            "complete": not self.failed_searches and not self.missing_thumbnails,
             "skipped": self.skipped,
+            "failed_searches": [self.failed_searches[b] for b in sorted(self.failed_searches)],
             "missing_thumbnails": self.missing_thumbnails,
             "summary": summary.to_dict("records"),
         }
         # written before the benchmark is built, so that a failure there leaves the record of the filters
         write_table(summary, self.out_dir / "curation_summary.csv")
-        _atomic_text(self.out_dir / CURATION_SUMMARY_FILE, json.dumps(info, indent=2, default=str))
+        self._write_record(info)
         bench = self.build_benchmark(blocks_df, selected)
         if self.copy_gate is not None:  # what the copy-audit gate removed, next to the summary
             removed_in = {}
@@ -647,12 +671,23 @@ class Curator:
             info["benchmark"] = {"name": bench.name, "fingerprint": bench.fingerprint, "n_blocks": len(bench.blocks),
                                  "n_references": len(bench.references),
                                  "same_neighborhood_kinds": bench.summary()["same_neighborhood_kinds"]}
-        _atomic_text(self.out_dir / CURATION_SUMMARY_FILE, json.dumps(info, indent=2, default=str))
+        self._write_record(info)
         if bench is None:
             self.log("no block kept enough images; no benchmark written (see curation_summary.csv)")
         else:
-            save_benchmark(bench, self.out_dir, card_body=_card(bench, json.loads(json.dumps(info, default=str))))
-        return CurationResult(self.out_dir, bench, summary, dict(self.skipped), list(self.resumed), list(self.computed))
+            save_benchmark(bench, self.out_dir,
+                           card_body=self.redact(_card(bench, json.loads(json.dumps(info, default=str)))))
+        if self.failed_searches or self.missing_thumbnails:
+            self.log(f"incomplete: {len(self.failed_searches)} block search(es) failed, {len(self.missing_thumbnails)} "
+                     "thumbnail(s) missing (curation_summary.json: failed_searches, missing_thumbnails); re-run the "
+                     "same command to fetch them")
+        return CurationResult(self.out_dir, bench, summary, dict(self.skipped), list(self.resumed), list(self.computed),
+                              {b: r["error"] for b, r in sorted(self.failed_searches.items())},
+                              list(self.missing_thumbnails))
+
+    def _write_record(self, info: Mapping[str, Any]) -> None:
+        """``curation_summary.json``, redacted as every message is (the reasons it lists quote URLs)."""
+        _atomic_text(self.out_dir / CURATION_SUMMARY_FILE, self.redact(json.dumps(info, indent=2, default=str)))
 
 
 NEGATIVE_BLOCK_FIELDS = (*NEGATIVE_FIELDS.values(), "neg_same_neighborhood_kind")
