@@ -14,6 +14,7 @@ The MFP family's runner, under the ``geofidelity-bench mfp`` command and the eva
   the model loads) unless ``resize_pixel_metrics=True`` resizes the generated image to its
   target's size (bicubic) and marks the row ``pixel_resized`` (docs/benchmark.md section 10);
 * :func:`summarize_scores` (dataset means) and :func:`mfp_compute` (plain dict, for the evaluate module);
+* :func:`mfp_loss`: the training loss of :mod:`geofidelity_bench.metrics.mfp` given the DINO-ViT extractor;
 * :func:`write_mfp_folder`: ``mfp.csv``, ``summary.json`` (means, model config, parameters,
   versions) and ``mfp.png`` (:func:`plot_mfp`), what the command writes.
 
@@ -361,8 +362,9 @@ def mfp_scores(
                     if not resize_pixel_metrics:
                         raise _size_error([(gen_labels[i], g.size, t.size)], len(gen_items))
                     g = g.resize(t.size, resample=Image.Resampling.BICUBIC)
-                columns["ssim"].append(ssim(g, t))
-                columns["psnr"].append(psnr(g, t))
+                g_arr, t_arr = np.asarray(g), np.asarray(t)  # decoded RGB (load_image): metrics take arrays
+                columns["ssim"].append(ssim(g_arr, t_arr))
+                columns["psnr"].append(psnr(g_arr, t_arr))
                 columns[RESIZED_COLUMN].append(resized)
         bar.update(stop - start)
 
@@ -393,6 +395,26 @@ def mfp_scores(
         df.attrs["ssim"] = dict(SSIM_CONFIG)
         df.attrs["psnr"] = dict(PSNR_CONFIG)
     return df
+
+
+def mfp_loss(model: Any | None = None, *, revision: str | None = None, image_size: int = DEFAULT_IMAGE_SIZE,
+             device: Any | None = None, cls_source: str = "last_block", **loss_options: Any):
+    """MFP as a training loss with the benchmark's extractor: a
+    :class:`~geofidelity_bench.metrics.mfp.MapFeaturePerceptionLoss` given the DINO-ViT extractor
+    (:class:`~geofidelity_bench.encoders.dino_vit_keys.DinoViTFeatureExtractor` of ``model``, default
+    ``facebook/dino-vitb8``). The loss itself is math (``metrics/``) and imports no model; this is
+    where the two meet.
+
+    Args:
+        model, revision, image_size, device, cls_source: the extractor's (see ``DinoViTFeatureExtractor``).
+        loss_options: the loss's own (``global_weight``, ``spatial_weight``, ``l1_weight``, ``input_range``).
+    """
+    from geofidelity_bench.encoders.dino_vit_keys import DinoViTFeatureExtractor
+    from geofidelity_bench.metrics.mfp import MapFeaturePerceptionLoss
+
+    return MapFeaturePerceptionLoss(model=model, revision=revision, image_size=image_size, device=device,
+                                    cls_source=cls_source, extractor_factory=DinoViTFeatureExtractor,
+                                    **loss_options)
 
 
 def summarize_scores(df) -> dict[str, Any]:
@@ -659,6 +681,7 @@ __all__ = [
     "check_pixel_sizes",
     "mfp_compute",
     "mfp_figure",
+    "mfp_loss",
     "mfp_scores",
     "pair_folders",
     "plain_tick_labels",

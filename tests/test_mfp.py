@@ -344,9 +344,12 @@ def test_loss_is_given_its_extractor_or_builds_it_with_a_factory(extractor, tiny
     assert built.extractor is extractor
     assert calls == [("some/vit", {"revision": None, "image_size": 32, "device": None, "cls_source": "last_block"})]
     torch.testing.assert_close(built(x, y), given)
-    # No factory: the DINO-ViT extractor, loaded from the same local folder, gives the same loss.
-    default = M.MapFeaturePerceptionLoss(model=tiny_vit_dir, image_size=32, device="cpu")
-    assert isinstance(default.extractor, E.DinoViTFeatureExtractor)
+    # metrics import no model: no extractor and no factory is an error naming mfp_loss, which builds
+    # the DINO-ViT extractor (loaded from the same local folder, it gives the same loss)
+    with pytest.raises(TypeError, match="mfp_loss"):
+        M.MapFeaturePerceptionLoss(model=tiny_vit_dir, image_size=32, device="cpu")
+    default = R.mfp_loss(tiny_vit_dir, image_size=32, device="cpu")
+    assert isinstance(default, M.MapFeaturePerceptionLoss) and isinstance(default.extractor, E.DinoViTFeatureExtractor)
     torch.testing.assert_close(default(x, y), given)
     with pytest.raises(ValueError, match="not both"):
         M.MapFeaturePerceptionLoss(extractor, model="some/vit")

@@ -1,7 +1,10 @@
 r"""Pixel-level image similarity: PSNR and SSIM (Wang et al. 2004), the references reported beside MFP.
 
-Pure numpy/scipy on RGB images in [0, 255] (uint8 arrays, PIL images, paths or encoded bytes;
-float arrays are taken as already in [0, ``data_range``]), so that no extra dependency is needed.
+Pure numpy/scipy on RGB images in [0, 255] given as arrays (HxWx3 or HxW; uint8, or float taken as
+already in [0, ``data_range``]; anything ``numpy.asarray`` turns into such an array, a decoded RGB
+PIL image included), so that no extra dependency is needed. Like every module of
+:mod:`geofidelity_bench.metrics` it loads no image: decode files first
+(:func:`geofidelity_bench.images.load_image`, as :func:`geofidelity_bench.mfp.mfp_scores` does).
 
     >>> import numpy as np
     >>> a = np.zeros((16, 16, 3), dtype=np.uint8)
@@ -15,10 +18,10 @@ float arrays are taken as already in [0, ``data_range``]), so that no extra depe
 from __future__ import annotations
 
 import math
+import os
+from typing import Any
 
 import numpy as np
-
-from geofidelity_bench.images import ImageSource, load_image
 
 # SSIM constants of Wang, Bovik, Sheikh & Simoncelli (2004).
 SSIM_K1 = 0.01
@@ -28,13 +31,14 @@ SSIM_SIGMA = 1.5
 
 
 
-def _as_float_image(image: ImageSource | np.ndarray, name: str) -> np.ndarray:
-    if isinstance(image, np.ndarray) and image.dtype != np.uint8:
-        arr = np.asarray(image, dtype=np.float64)
-        if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] != 3):
-            raise ValueError(f"{name} must be HxW or HxWx3, got shape {arr.shape}")
-        return arr
-    return np.asarray(load_image(image, name=name), dtype=np.float64)
+def _as_float_image(image: Any, name: str) -> np.ndarray:
+    if isinstance(image, (str, bytes, bytearray, memoryview, os.PathLike)):
+        raise ValueError(f"{name} is a file or encoded bytes; metrics take decoded images (arrays): "
+                        "decode it with geofidelity_bench.images.load_image first")
+    arr = np.asarray(image)
+    if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] != 3):
+        raise ValueError(f"{name} must be HxW or HxWx3, got shape {arr.shape}")
+    return arr.astype(np.float64)
 
 
 def _gray(arr: np.ndarray) -> np.ndarray:
@@ -44,11 +48,12 @@ def _gray(arr: np.ndarray) -> np.ndarray:
     return arr[..., 0] * 0.299 + arr[..., 1] * 0.587 + arr[..., 2] * 0.114
 
 
-def psnr(image_a: ImageSource | np.ndarray, image_b: ImageSource | np.ndarray, *, data_range: float = 255.0) -> float:
+def psnr(image_a: Any, image_b: Any, *, data_range: float = 255.0) -> float:
     r"""Peak signal-to-noise ratio in dB, over all RGB values: :math:`10 \log_{10}(R^2 / \mathrm{MSE})`.
 
-    Images are RGB in [0, 255] (uint8 arrays, PIL images or paths; float arrays are taken as
-    already in [0, ``data_range``]); they must have the same size. Identical images give ``inf``.
+    Images are RGB arrays in [0, 255] (uint8, or float taken as already in [0, ``data_range``];
+    a decoded RGB PIL image is read as its array); they must have the same size. Identical images
+    give ``inf``.
     """
     a, b = _as_float_image(image_a, "image_a"), _as_float_image(image_b, "image_b")
     if a.shape != b.shape:
@@ -59,7 +64,7 @@ def psnr(image_a: ImageSource | np.ndarray, image_b: ImageSource | np.ndarray, *
     return 10.0 * math.log10(data_range**2 / mse)
 
 
-def ssim(image_a: ImageSource | np.ndarray, image_b: ImageSource | np.ndarray, *, data_range: float = 255.0) -> float:
+def ssim(image_a: Any, image_b: Any, *, data_range: float = 255.0) -> float:
     r"""Mean structural similarity (Wang, Bovik, Sheikh & Simoncelli 2004) on grayscale images.
 
     .. math::

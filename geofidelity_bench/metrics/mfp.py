@@ -34,8 +34,8 @@ Example (runnable with a local checkpoint; the default id needs the Hub or its c
     >>> from geofidelity_bench.mfp import mfp_scores                                    # doctest: +SKIP
     >>> df = mfp_scores(["gen/a.png"], ["gt/a.png"], model="/models/dino-vitb8")        # doctest: +SKIP
     >>> df[["global_score", "spatial_distance", "spatial_mse", "loss"]]                 # doctest: +SKIP
-    >>> from geofidelity_bench.metrics.mfp import MapFeaturePerceptionLoss               # doctest: +SKIP
-    >>> loss_fn = MapFeaturePerceptionLoss(model="/models/dino-vitb8", input_range="symmetric")  # doctest: +SKIP
+    >>> from geofidelity_bench.mfp import mfp_loss                                       # doctest: +SKIP
+    >>> loss_fn = mfp_loss(model="/models/dino-vitb8", input_range="symmetric")          # doctest: +SKIP
     >>> loss = loss_fn(generator(x), y)          # y, generator(x) in [-1, 1], (B, 3, H, W)  # doctest: +SKIP
     >>> loss.backward()                                                                   # doctest: +SKIP
 
@@ -46,10 +46,11 @@ The terms on plain tensors (a hand-worked case: identical images give G = 1 and 
     >>> {k: float(v) for k, v in pair_terms(f, f).items()}
     {'global_score': 1.0, 'spatial_distance': 0.0, 'spatial_mse': 0.0}
 
-Importing this module loads no torch (and nothing from ``geofidelity_bench.encoders``): the
-functions import torch and the precision context (``geofidelity_bench.encoders.devices``) when
-called, and :class:`MapFeaturePerceptionLoss`, a ``torch.nn.Module``,
-is defined on first access. A loss built without an extractor imports the DINO-ViT extractor then.
+Importing this module loads no torch, and it imports no model (nothing from
+``geofidelity_bench.encoders``, ever): the functions import torch and the precision context
+(:mod:`geofidelity_bench.float32`) when called, and :class:`MapFeaturePerceptionLoss`, a
+``torch.nn.Module``, is defined on first access and is *given* its extractor
+(:func:`geofidelity_bench.mfp.mfp_loss` builds it with the benchmark's DINO-ViT extractor).
 """
 
 from __future__ import annotations
@@ -91,9 +92,9 @@ def _float32_math(tensor: torch.Tensor):
     """A context in which ``tensor``'s device computes IEEE float32: no autocast (a bf16 ``k @ k.T``
     moves self-similarities by ~1e-3) and no reduced float32 math (cuBLAS TF32, oneDNN bf16; a
     caller's TF32 moves the ``spatial_mse`` of a close pair by ~1e-3 relative), the same context as
-    every float32 model forward (:func:`geofidelity_bench.encoders.devices.model_forward`, safe
+    every float32 model forward (:func:`geofidelity_bench.float32.model_forward`, safe
     when several run at once)."""
-    from geofidelity_bench.encoders.devices import model_forward
+    from geofidelity_bench.float32 import model_forward
 
     return model_forward(tensor.device, True)
 
@@ -101,10 +102,10 @@ def _float32_math(tensor: torch.Tensor):
 def self_similarity(keys: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """Cosine self-similarity of token keys: (B, N, d) -> (B, N, N), in IEEE float32 (autocast,
     TF32 and oneDNN's bf16 off), its gradient too when it is differentiated later
-    (:func:`geofidelity_bench.encoders.devices.call_in_context`)."""
+    (:func:`geofidelity_bench.float32.call_in_context`)."""
     import torch.nn.functional as F
 
-    from geofidelity_bench.encoders.devices import call_in_context
+    from geofidelity_bench.float32 import call_in_context
 
     def cosine(k: torch.Tensor) -> tuple[torch.Tensor]:
         k = F.normalize(k.float(), dim=-1, eps=eps)
@@ -157,12 +158,13 @@ def _loss_class() -> type:
         Args:
             extractor: the feature extractor, a ``torch.nn.Module`` whose ``extract(images, input_range)``
                 returns :class:`MFPFeatures` (the benchmark's is
-                :class:`~geofidelity_bench.encoders.dino_vit_keys.DinoViTFeatureExtractor`). When None,
+                :class:`~geofidelity_bench.encoders.dino_vit_keys.DinoViTFeatureExtractor`, which
+                :func:`geofidelity_bench.mfp.mfp_loss` builds). When None,
                 ``extractor_factory(model, revision=, image_size=, device=, cls_source=)`` builds one.
             model, revision, image_size, device, cls_source: passed to the factory when the extractor
                 is built here.
-            extractor_factory: builds the extractor when ``extractor`` is None; default the DINO-ViT
-                extractor, imported only then.
+            extractor_factory: builds the extractor when ``extractor`` is None (one of the two is
+                required: metrics import no model).
             global_weight, spatial_weight: :math:`\lambda_G` (10) and :math:`\lambda_S` (1), docs/benchmark.md section 10, Map Feature Perception (MFP).
             l1_weight: weight of the optional L1 pixel term, the mean absolute difference of
                 ``generated`` and ``target`` *as given* (in ``input_range`` units, before resizing). 0 = off.
@@ -193,7 +195,10 @@ def _loss_class() -> type:
                 raise ValueError(f"unknown input_range {input_range!r}; one of {list(INPUT_RANGES)}")
             if extractor is None:
                 if extractor_factory is None:
-                    from geofidelity_bench.encoders.dino_vit_keys import DinoViTFeatureExtractor as extractor_factory
+                    raise TypeError(
+                        "MapFeaturePerceptionLoss is given its extractor (extractor= or extractor_factory=): "
+                        "metrics import no model; geofidelity_bench.mfp.mfp_loss(model=...) builds the "
+                        "loss with the benchmark's DINO-ViT extractor")
                 extractor = extractor_factory(model, revision=revision, image_size=image_size, device=device,
                                               cls_source=cls_source)
             elif model is not None:
