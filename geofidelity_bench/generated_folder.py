@@ -30,15 +30,20 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .benchmark import is_safe_id
+from .manifest_format import (
+    MANIFEST_FILE,
+    SETTINGS_COLUMNS,
+    file_sha256,
+    index_rows,
+    matching_row,
+    read_all_rows,
+)
 from .prompts import CONDITIONS
 
 #: A panel image: two or more ASCII digits, then one of the image extensions (any case).
 PANEL_FILE = re.compile(r"\A([0-9]{2,})\.(jpe?g|png|webp)\Z", re.IGNORECASE)
 #: Conditions the evaluation itself gives to real-image anchors and sanity methods.
 RESERVED_CONDITIONS = ("anchor", "sanity")
-#: Manifest columns that make two images "made with the same settings" (the model spec).
-SETTINGS_COLUMNS = ("weights", "weights_revision", "pipeline", "call_kwargs", "steps", "guidance", "dtype",
-                    "height", "width", "negative_prompt")
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
@@ -163,7 +168,6 @@ def check_generation_manifest(root: str | os.PathLike, panels: Mapping[tuple, Se
     unit (docs/benchmark.md section 3, Generation). Rows without ``created_at`` (e.g. written by
     ``import-release``, which keeps the release's own seeds) are not checked for the seed rule.
     """
-    from .generation.manifest import MANIFEST_FILE, file_sha256, index_rows, matching_row, read_all_rows
     from .generation.seeds import image_seed
 
     root = Path(root)

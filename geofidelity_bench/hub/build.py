@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ..benchmark import CONFIGS as BENCHMARK_CONFIGS
 from ..benchmark import load_benchmark
-from ..generation.manifest import load_manifest
+from ..manifest_format import load_manifest
 from .card import CARD_FILE, LICENSE_FILE, benchmark_stats, default_card_template, default_license, render_card
 from .configs import DATASET_CONFIGS, GENERATIONS_CONFIG, DatasetBuildError, benchmark_rows, resolve_sources
 from .parquet import DEFAULT_MAX_SHARD_ROWS, arrow_nbytes, build_model_shards, write_config

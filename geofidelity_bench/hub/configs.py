@@ -26,7 +26,7 @@ from ..benchmark import Benchmark, config_records, load_benchmark
 from ..benchmark import is_safe_id
 from ..errors import GeoFidelityError
 from ..generated_folder import PANEL_FILE, duplicate_index_problems, panel_index
-from ..generation.manifest import MANIFEST_COLUMNS, MANIFEST_FILE, load_manifest, panel_relpath
+from ..manifest_format import MANIFEST_COLUMNS, MANIFEST_FILE, load_manifest, panel_relpath
 from ..image_store import confined_file
 from ..record_checks import reserved_method_problem
 
@@ -157,7 +157,7 @@ def generation_row(root: Path, record: Mapping[str, Any], *, from_scan: bool = F
     """The ``generations`` row of one manifest record: the image file's bytes plus every manifest column.
 
     The file read is the panel's own ``{model}/{condition}/{block_id}/{k:02d}.jpg`` inside ``root`` (the one
-    whose hash :func:`~geofidelity_bench.generation.manifest.load_manifest` verified), never the record's
+    whose hash :func:`~geofidelity_bench.manifest_format.load_manifest` verified), never the record's
     ``path`` text: a manifest cannot make the build read, and ``push-generations`` publish, another file.
 
     ``from_scan=True``: the record is a :func:`folder_manifest` row (a folder without manifest), whose

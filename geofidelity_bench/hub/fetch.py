@@ -63,7 +63,7 @@ def export_generations(
     """
     import pyarrow.parquet as pq
 
-    from ..generation.manifest import MANIFEST_COLUMNS, atomic_write_bytes, panel_relpath, write_manifest
+    from ..manifest_format import MANIFEST_COLUMNS, atomic_write_bytes, panel_relpath, write_manifest
 
     folder, out_dir = Path(folder), Path(out_dir)
     files = sorted((folder / GENERATIONS_DIR).glob("*/*.parquet"))

@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from ..benchmark import CONFIGS as BENCHMARK_CONFIGS
 from ..errors import redact_url
-from ..generation.manifest import MANIFEST_FILE, journal_files, load_manifest
+from ..manifest_format import MANIFEST_FILE, journal_files, load_manifest
 from .card import CARD_FILE, LICENSE_FILE, card_with_foreign_generations, fill_repo_id, update_readme
 from .configs import GENERATIONS_DIR, folder_manifest
 from .parquet import DEFAULT_MAX_SHARD_ROWS, build_model_shards
@@ -409,7 +409,7 @@ def push_generations(
     """
     import pandas as pd
 
-    from ..generation.manifest import MANIFEST_COLUMNS
+    from ..manifest_format import MANIFEST_COLUMNS
 
     repo = HubRepo(repo_id, token=token, endpoint=endpoint, attempts=attempts, retry_base_delay=retry_base_delay, log=log)
     # A generate folder is read through its manifest (verified hashes, seeds, settings), exactly as

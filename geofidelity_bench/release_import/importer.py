@@ -402,7 +402,7 @@ class _Importer:
         return out
 
     def import_generations(self, bench: Benchmark, gen_out: Path) -> dict[str, Any]:
-        from ..generation.manifest import file_sha256, panel_relpath, write_manifest
+        from ..manifest_format import file_sha256, panel_relpath, write_manifest
 
         table = self.table(GENERATED_CSV, _GENERATED_COLUMNS)
         self._controls = self.read_controls()
