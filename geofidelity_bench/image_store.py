@@ -6,15 +6,25 @@ and row, and the sha256 of its bytes (the ``image_sha256`` column, or, for folde
 that column existed, hashes computed once and kept in a small sidecar file in the user cache, see
 :func:`stored_hashes`). Bytes are read on demand, one row group of the image column at a time;
 the last row group read of each file is kept while it is small (:data:`ROW_GROUP_CACHE_BYTES`), so
-walking a file in order reads it once, and nothing else is held. Hashing a whole file streams it
-in batches of :data:`HASH_BATCH_ROWS` rows (:meth:`ParquetImages.iter_values`).
+walking a file in order reads it once, and nothing else is held. Hashing many images streams their
+files in batches of :data:`HASH_BATCH_ROWS` rows through a :data:`STREAM_BUFFER_BYTES` buffer
+(:meth:`ParquetImages.iter_sha256`): memory stays within the largest page pyarrow decodes.
 
-A stored hash is a claim, not a fact: every read (:meth:`StoredImage.read`, which embedding,
-segmentation, the copy audit and ``info --check-images`` all go through) hashes the bytes and
-raises :class:`ImageHashMismatchError` naming the row when they do not match, so no embedding is
-ever computed, or cached, under a key that is not its image's hash. ``load_benchmark(...,
-rekey_mismatched_images=True)`` instead keys such rows by their real hash
-(:func:`verify_stored_hashes`) and the benchmark records them.
+A stored hash is a claim, not a fact (docs/benchmark.md, image_sha256). The bytes are hashed and
+checked against it
+
+* whenever they are read, for any purpose (:meth:`StoredImage.read`: embedding, segmentation, the
+  copy audit's decoding, the app's photos, geodiv, ``info --check-images``), and
+* before any result cached under the hash is used in their place (:attr:`StoredImage.sha256`, and
+  :func:`verify_images` for many at once, which the cached model runs call for every image they
+  do not read): a photo replaced behind a stale ``image_sha256`` can never get the old photo's
+  cached embedding, shares or perceptual hashes;
+
+once per process and image (a checked image is not read again for its hash). A mismatch raises
+:class:`ImageHashMismatchError` naming the config, the reference (and its block) or world image,
+the row, the file and what to do. Only the fingerprint and listings take the claim unread
+(:attr:`StoredImage.stored_sha256`). ``load_benchmark(..., rekey_mismatched_images=True)`` instead
+keys such rows by their real hash (:func:`rekey_mismatched`) and the benchmark records them.
 
 Every read goes through :attr:`ParquetImages.image_reads` (a per-file counter), so that tests can
 check that a command read no image at all.
@@ -158,7 +168,22 @@ class ParquetImages:
             yield value
 
     def iter_rows(self, rows: set[int] | None = None, batch_rows: int | None = None):
-        """``(row, cell)`` of every row in ``rows`` (None: all), in row order, streamed (not counted as uses).
+        """``(row, cell)`` of every row in ``rows`` (None: all), in row order, streamed (not counted as uses)."""
+        for row, column, i in self._iter_cells(rows, batch_rows):
+            yield row, column[i].as_py()
+
+    def iter_sha256(self, rows: set[int] | None = None, batch_rows: int | None = None):
+        """``(row, sha256 hex or the ImageDecodeError of a cell without image data)`` of every row in ``rows``
+        (None: all), in row order, streamed like :meth:`iter_rows`; embedded bytes are hashed where pyarrow
+        decoded them, without a copy."""
+        for row, column, i in self._iter_cells(rows, batch_rows):
+            try:
+                yield row, _cell_sha256(column, i, f"row {row} of {self.path}", self.root)
+            except ImageDecodeError as err:
+                yield row, err
+
+    def _iter_cells(self, rows: set[int] | None, batch_rows: int | None):
+        """``(row, arrow column, index in it)`` of every wanted row, streamed.
 
         Only the row groups holding a wanted row are read, and none whole: the file is read through a
         buffer of :data:`STREAM_BUFFER_BYTES` and pyarrow decodes the column page by page into batches of
@@ -176,17 +201,37 @@ class ParquetImages:
         if not groups:
             return
         self.row_group_reads += len(groups)
-        with pq.ParquetFile(self.path, pre_buffer=False, buffer_size=STREAM_BUFFER_BYTES) as file:
-            for group in groups:
-                row = self._starts[group]
-                for batch in file.iter_batches(batch_size=batch_rows, row_groups=[group], columns=[self.column],
-                                               use_threads=False):
-                    column = batch.column(0)
-                    for i in range(len(column)):
-                        if rows is None or row + i in rows:
-                            yield row + i, column[i].as_py()
-                    row += len(column)
-                    del column, batch
+        try:
+            with pq.ParquetFile(self.path, pre_buffer=False, buffer_size=STREAM_BUFFER_BYTES) as file:
+                for group in groups:
+                    row = self._starts[group]
+                    for batch in file.iter_batches(batch_size=batch_rows, row_groups=[group], columns=[self.column],
+                                                   use_threads=False):
+                        column = batch.column(0)
+                        for i in range(len(column)):
+                            if rows is None or row + i in rows:
+                                yield row + i, column, i
+                        row += len(column)
+                        del column, batch
+        finally:  # hand the page buffers back to the system: the next file (or anything else) starts from there
+            import pyarrow as pa
+
+            pa.default_memory_pool().release_unused()
+
+
+def _cell_sha256(column, i: int, name: str, root: str | os.PathLike | None) -> str:
+    """sha256 hex of the image bytes of cell ``i`` of an arrow image column (a ``{"bytes", "path"}`` struct
+    or raw binary): embedded bytes are hashed in place; anything else goes through :func:`cell_bytes`."""
+    import pyarrow as pa
+
+    cell = column[i]
+    if cell.is_valid:
+        data = cell["bytes"] if pa.types.is_struct(column.type) and "bytes" in cell else cell
+        if (pa.types.is_binary(data.type) or pa.types.is_large_binary(data.type)) and data.is_valid:
+            buf = data.as_buffer()
+            if buf.size:
+                return hashlib.sha256(buf).hexdigest()
+    return hashlib.sha256(cell_bytes(cell.as_py(), name, root)).hexdigest()
 
 
 _KEPT_LOCK = threading.Lock()
@@ -355,15 +400,15 @@ def verify_images(images: Sequence[StoredImage], *, progress: bool = False) -> N
     total = sum(len(rows) for _, rows in by_reader.values())
     with tqdm(total=total, desc="checking image hashes", unit="img", disable=not progress or total < 200) as bar:
         for reader, rows in by_reader.values():
-            for row, value in reader.iter_rows(set(rows)):
+            for row, sha in reader.iter_sha256(set(rows)):
                 for img in rows[row].values():
+                    if isinstance(sha, ImageDecodeError):
+                        missing.append(f"{img.where}: {sha}")
+                        continue
                     try:
-                        data = cell_bytes(value, f"{img.where} ({reader.path}, row {row})", reader.root)
-                        img._check(hashlib.sha256(data).hexdigest())
+                        img._check(sha)
                     except ImageHashMismatchError as err:
                         mismatched.append(str(err))
-                    except ImageDecodeError as err:
-                        missing.append(str(err))
                 reader.image_reads += len(rows[row])
                 bar.update(1)
     if mismatched:
@@ -388,13 +433,6 @@ def _sidecar_path(file: str) -> tuple[Path, dict[str, Any]]:
     return hash_cache_dir() / f"{key}.json", ident
 
 
-def _hash_cell(value: Any, root: str | os.PathLike | None) -> str | None:
-    try:
-        return hashlib.sha256(cell_bytes(value, "", root)).hexdigest()
-    except ImageDecodeError:
-        return None  # no image: the reference is named when it is used
-
-
 def stored_hashes(reader: ParquetImages, *, desc: str = "hashing images") -> list[str | None]:
     """sha256 of every image of a Parquet file without an ``image_sha256`` column.
 
@@ -411,8 +449,8 @@ def stored_hashes(reader: ParquetImages, *, desc: str = "hashing images") -> lis
             return list(cached["sha256"])
     except (OSError, ValueError, AttributeError):
         pass
-    values = tqdm(reader.iter_values(), total=reader.num_rows, desc=desc, unit="img", disable=reader.num_rows < 200)
-    hashes = [_hash_cell(v, reader.root) for v in values]
+    cells = tqdm(reader.iter_sha256(), total=reader.num_rows, desc=desc, unit="img", disable=reader.num_rows < 200)
+    hashes = [None if isinstance(sha, ImageDecodeError) else sha for _, sha in cells]  # no image: named when used
     try:
         text = json.dumps({**ident, "sha256": hashes})
         atomic_write(sidecar, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
