@@ -12,9 +12,11 @@ Errors: every error a user can cause is a :class:`~geofidelity_bench.errors.GeoF
 its message on one line and exits with status 2, and so does an optional package that is not
 installed (the line names the extra to install: :func:`~geofidelity_bench.extras.missing_extra`).
 Any other exception is a bug and keeps its traceback. While a command runs, every log record (the
-Hub client's retry lines name the URL it requests) and the final error line are passed through
-:func:`~geofidelity_bench.errors.redact_url`, so credentials inside an ``--endpoint`` URL are never
-printed.
+Hub client's retry lines name the URL it requests; its traceback too), every warning, the traceback of
+an exception in a thread, the final error line and (from the ``geofidelity-bench`` entry point) the
+traceback of a bug are passed through :func:`~geofidelity_bench.errors.redact_url`
+(:func:`redacted_output`), so credentials inside an ``--endpoint`` URL, plain, percent-encoded or
+nested in another URL, are never printed.
 
 A closed standard output (``geofidelity-bench prompts | head -1``, ``info --json | head -c 100``):
 the reader has all it wanted, so :func:`main` stops quietly, without a traceback, and exits with
@@ -76,6 +78,40 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+def _redact_record(record: logging.LogRecord) -> logging.LogRecord:
+    """``record`` with its message, and the traceback or stack it carries, passed through
+    :func:`~geofidelity_bench.errors.redact_url` (changed in place only where something was redacted)."""
+    try:
+        message = record.getMessage()
+    except Exception:  # noqa: BLE001 - a malformed record is logging's business, not ours
+        return record
+    redacted = redact_url(message)
+    if redacted != message:
+        record.msg, record.args = redacted, None
+    if record.exc_info and not record.exc_text:  # a formatter would print the traceback as it is
+        with contextlib.suppress(Exception):
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+    if record.exc_text:
+        record.exc_text = redact_url(record.exc_text)
+    if record.stack_info:
+        record.stack_info = redact_url(record.stack_info)
+    return record
+
+
+def _redacted_warning(message):
+    """``message`` (a warning or its text) with URL credentials redacted, of the same type where it can be."""
+    text = str(message)
+    redacted = redact_url(text)
+    if redacted == text:
+        return message
+    if isinstance(message, Warning):
+        try:
+            return type(message)(redacted)
+        except Exception:  # noqa: BLE001 - a warning class with another signature: its text is what shows
+            return redacted
+    return redacted
+
+
 @contextlib.contextmanager
 def redacted_log_records() -> Iterator[None]:
     """Log records made meanwhile, by any library and through any handler, carry no URL credentials.
@@ -86,21 +122,68 @@ def redacted_log_records() -> Iterator[None]:
     previous = logging.getLogRecordFactory()
 
     def factory(*args, **kwargs) -> logging.LogRecord:
-        record = previous(*args, **kwargs)
-        try:
-            message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a malformed record is logging's business, not ours
-            return record
-        redacted = redact_url(message)
-        if redacted != message:
-            record.msg, record.args = redacted, None
-        return record
+        return _redact_record(previous(*args, **kwargs))
 
     logging.setLogRecordFactory(factory)
     try:
         yield
     finally:
         logging.setLogRecordFactory(previous)
+
+
+@contextlib.contextmanager
+def redacted_warnings() -> Iterator[None]:
+    """Warnings shown meanwhile (``warnings.warn`` by this package or any library, from any thread) carry no
+    URL credentials: ``warnings.showwarning`` is wrapped to pass the text through
+    :func:`~geofidelity_bench.errors.redact_url` (also where ``logging.captureWarnings`` routes warnings to
+    a logger, and where a caller records them with ``warnings.catch_warnings(record=True)``)."""
+    import warnings
+
+    previous = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        return previous(_redacted_warning(message), category, filename, lineno, file,
+                        None if line is None else redact_url(line))
+
+    warnings.showwarning = showwarning
+    try:
+        yield
+    finally:
+        if warnings.showwarning is showwarning:  # not if someone replaced it meanwhile
+            warnings.showwarning = previous
+
+
+@contextlib.contextmanager
+def redacted_output() -> Iterator[None]:
+    """Every route by which text of a running command reaches the user, besides its own messages (which
+    each pass through :func:`~geofidelity_bench.errors.redact_url`): log records of any library, warnings,
+    and the traceback of an uncaught exception in a thread (a server thread of ``app``)."""
+    import threading
+
+    previous_hook = threading.excepthook
+
+    def thread_hook(args) -> None:
+        import traceback
+
+        if args.exc_type is SystemExit:
+            return
+        name = getattr(args.thread, "name", "?")
+        text = "".join(traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback))
+        print(redact_url(f"Exception in thread {name}:\n{text}"), file=sys.stderr, end="")
+
+    threading.excepthook = thread_hook
+    try:
+        with redacted_log_records(), redacted_warnings():
+            yield
+    finally:
+        threading.excepthook = previous_hook
+
+
+def _redacting_excepthook(exc_type, exc, tb) -> None:
+    """The traceback of a bug (any exception that is not a user's error), with URL credentials redacted."""
+    import traceback
+
+    print(redact_url("".join(traceback.format_exception(exc_type, exc, tb))), file=sys.stderr, end="")
 
 
 #: Exit status when standard output is closed by its reader (128 + SIGPIPE, as a shell reports ``yes | head -1``).
@@ -143,6 +226,7 @@ def run() -> None:
     returned is the status the launcher sees: finalization could otherwise let a torch.distributed
     (gloo) thread abort a process whose work is done and recorded (pytorch/pytorch#179291 describes
     the mechanism)."""
+    sys.excepthook = _redacting_excepthook  # a bug's traceback may quote a URL with its credentials
     if not launched_with_peers():
         raise SystemExit(main())
     try:
@@ -168,7 +252,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = argv
     try:
-        with redacted_log_records():
+        with redacted_output():
             return int(args.func(args) or 0)
     except GeoFidelityError as err:
         print(redact_url(f"geofidelity-bench {args.command}: error: {err}"), file=sys.stderr)
@@ -185,4 +269,5 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-__all__ = ["BROKEN_PIPE_STATUS", "build_parser", "launched_with_peers", "main", "run"]
+__all__ = ["BROKEN_PIPE_STATUS", "build_parser", "launched_with_peers", "main", "redacted_log_records",
+           "redacted_output", "redacted_warnings", "run"]

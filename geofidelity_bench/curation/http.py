@@ -28,25 +28,35 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..errors import redact_url
+from ..errors import MAX_ENCODING_LEVEL, redact_url
 
-_TOKEN_PARAMS = re.compile(r"(?i)((?:access_token|token|key|client_secret)=)[^&\s'\"<>]+")
 _AUTH_HEADER = re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?(?:oauth|bearer)\s+)[^\s'\",}]+")
 REDACTED = "***"
 
 
+def secret_forms(secret: str) -> list[str]:
+    """The forms ``secret`` can take in a URL or a message: itself, percent-encoded once, twice and three times
+    (``quote`` with and without ``/`` kept, ``quote_plus``), longest first."""
+    forms = {secret}
+    for quote in (lambda s: urllib.parse.quote(s, safe=""), urllib.parse.quote,
+                  lambda s: urllib.parse.quote_plus(s, safe="")):
+        text = secret
+        for _ in range(MAX_ENCODING_LEVEL):
+            text = quote(text)
+            forms.add(text)
+    return sorted(forms, key=len, reverse=True)
+
+
 def redact(text: Any, secrets: Iterable[str | None] = ()) -> str:
-    """``text`` with every secret, every ``access_token=...`` value, every OAuth/Bearer
-    authorization value and the user-info of every URL (:func:`~geofidelity_bench.errors.redact_url`)
-    replaced by ``***``."""
-    out = redact_url(str(text))
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            out = out.replace(secret, REDACTED)
-            quoted = urllib.parse.quote(secret, safe="")
-            if quoted != secret:
-                out = out.replace(quoted, REDACTED)
-    out = _TOKEN_PARAMS.sub(lambda m: m.group(1) + REDACTED, out)
+    """``text`` with every secret (in each of its :func:`secret_forms`), every OAuth/Bearer authorization
+    value, and the credentials of every URL (user-info and ``access_token=``-like parameters, plain,
+    percent-encoded or nested: :func:`~geofidelity_bench.errors.redact_url`) replaced by ``***``."""
+    out = str(text)
+    forms = [form for secret in secrets if secret and len(secret) >= 4 for form in secret_forms(secret)]
+    if forms:  # in any case: a hex digit or a whole text may have been lower-cased on the way
+        out = re.sub("|".join(re.escape(f) for f in sorted(set(forms), key=len, reverse=True)), REDACTED, out,
+                     flags=re.IGNORECASE)
+    out = redact_url(out)
     return _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED, out)
 
 
