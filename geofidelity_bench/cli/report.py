@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 
+from ..errors import GeoFidelityError
 from ._common import BENCHMARK_HELP, CLIError, add_batch_size_arg
 
 
@@ -16,8 +18,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise CLIError("--n-resamples and --rank-resamples must be positive")
     if not 0 < args.confidence < 1:
         raise CLIError("--confidence must be between 0 and 1")
-    import os
-
+    for r in args.results:  # a path that is not there is a missing folder, never a Hub repo id
+        if not os.path.exists(r) and _looks_like_path(r):
+            raise CLIError(f"results folder {r} does not exist")
     repos = [r for r in args.results if not os.path.exists(r) and re.fullmatch(r"[\w.-]+/[\w.-]+", r)]
     common = dict(
         seed=args.seed,
@@ -32,8 +35,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if len(args.results) > 1:
             raise CLIError("--results takes one results repo (ORG/NAME) or one or more folders, not both")
         out_dir = args.out or os.path.join("report_" + repos[0].replace("/", "_"))
-        report = report_from_repo(repos[0], out_dir, endpoint=args.endpoint, revision=args.revision,
-                                  group=args.group, **common)
+        try:
+            report = report_from_repo(repos[0], out_dir, endpoint=args.endpoint, revision=args.revision,
+                                      group=args.group, **common)
+        except GeoFidelityError as err:  # ORG/NAME may have been meant as a folder: say there is none
+            raise CLIError(f"{err} (--results {repos[0]} was read as a results repo on the Hub: there is no local "
+                           f"folder {repos[0]})") from None
         for line in report["leaderboard_notes"]:
             print(line)
         sets = ", ".join(f"{c} {n}" for c, n in report["leaderboard_condition_blocks"].items() if n)
@@ -54,6 +61,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
             print(f"encoder {sub['encoder']} ({sub['comparability']}): {out}/{sub['report_md']}")
     print(f"\nwrote {out}/report.md, report.json, tables/ and plots/", file=sys.stderr)
     return 0
+
+
+def _looks_like_path(text: str) -> bool:
+    """Whether ``--results TEXT`` can only be a local folder, never a Hub repo id (``ORG/NAME``): it starts
+    with ``.``, ``/`` or ``~``, ends with a separator, holds more than one ``/`` or a separator other than
+    ``/`` (``\\`` on Windows)."""
+    seps = {s for s in (os.sep, os.altsep) if s} - {"/"}
+    return (text.startswith((".", "/", "~")) or text.endswith(("/", *seps)) or text.count("/") > 1
+            or any(s in text for s in seps))
 
 
 def _cmd_clip_alignment(args: argparse.Namespace) -> int:
