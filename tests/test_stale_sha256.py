@@ -214,3 +214,32 @@ def test_checked_images_are_not_read_again_and_a_clean_warm_run_gives_the_same_n
     cold, warm = run(), run()
     assert cold.equals(warm)
     shutil.rmtree(tmp_path / "c")
+
+
+def test_embed_distributed_checks_an_image_computed_under_its_claimed_hash_by_another(folder, tmp_path, encoder,
+                                                                                      monkeypatch):
+    """Across processes: a row claiming the stored hash of a row computed by one process is not read by any,
+    and is hashed before it gets that row's embedding."""
+    pytest.importorskip("accelerate")
+    import types
+
+    import numpy as np
+
+    import accelerate.utils
+    from geofidelity_bench.encoders import EmbeddingCache, devices, embed_distributed
+
+    file = config_file(folder, "references")
+    table = pq.read_table(file)
+    rows = table.to_pylist()
+    rows[1][SHA256_COLUMN] = rows[0][SHA256_COLUMN]
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), file)
+    by_row = {r.image_source.row: r for r in load_benchmark(folder).references}
+    state = types.SimpleNamespace(num_processes=2, process_index=0, is_main_process=True,
+                                  wait_for_everyone=lambda: None)
+    monkeypatch.setattr(devices, "distributed_state", lambda *a, **k: state)
+    # the other process had nothing to compute: the only distinct claimed hash was this one's
+    monkeypatch.setattr(accelerate.utils, "gather_object",
+                        lambda parts: [*parts, (1, [], np.zeros((0, encoder.dim), np.float32), None)])
+    with pytest.raises(ImageHashMismatchError, match=f"reference {rows[1]['reference_id']} "):
+        embed_distributed(encoder, [by_row[0].image_source, by_row[1].image_source],
+                          cache=EmbeddingCache(tmp_path / "c"), num_workers=0)

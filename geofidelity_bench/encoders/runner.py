@@ -127,7 +127,10 @@ def embed_distributed(
     computes items ``i, i+n, ...`` of that list (through the cache; concurrent writers are safe).
     Splitting what is *not* cached keeps every process busy on a resumed run. The computed rows
     are gathered, the cached ones read from the cache, and every process returns the full
-    (n, dim) array in input order. On one process this is exactly :func:`embed_images`. If any
+    (n, dim) array in input order. A benchmark image is keyed by its stored ``image_sha256``, and every
+    one whose row it gets without reading it (cached, or computed for another image claiming the same
+    hash) has its bytes hashed first (:func:`~geofidelity_bench.image_store.verify_images`), so a stale
+    hash raises ImageHashMismatchError. On one process this is exactly :func:`embed_images`. If any
     process fails on an image, every process raises (so none is left waiting in the gather).
     ``num_workers`` is per process (the default divides this machine's cores among the processes
     of the launch). The encoder runs where it was built (see
@@ -142,6 +145,7 @@ def embed_distributed(
         raise ImportError("embed_distributed needs accelerate: pip install 'geofidelity-bench[gen]'") from err
     from geofidelity_bench.cached_batches import content_keys
     from geofidelity_bench.encoders.devices import DEFAULT_DIST_TIMEOUT_S, distributed_state
+    from geofidelity_bench.image_store import StoredImage, verify_images
 
     items = as_image_list(images)
     labels = [str(n) for n in names] if names is not None else default_names(items)
@@ -174,6 +178,10 @@ def embed_distributed(
         kind, message = failures[0]
         raise (ImageDecodeError if kind == "ImageDecodeError" else RuntimeError)(message)
     computed = {keys[i]: row for _, idx, emb, _ in parts for i, row in zip(idx, emb)}
+    # an image that claims the stored hash of one computed elsewhere was not read: its bytes are checked now
+    read = {i for _, idx, _, _ in parts for i in idx}
+    verify_images([items[i] for i, key in enumerate(keys)
+                   if key in computed and i not in read and isinstance(items[i], StoredImage)])
     out = np.zeros((len(items), encoder.dim), dtype=np.float32)
     rest = []
     for i, key in enumerate(keys):
