@@ -109,7 +109,8 @@ def test_malformed_searches_are_named_failed_and_searched_again_by_a_rerun(world
         assert "'data' is a string" in failed[block_id]["error"]
         assert f"search {block_id}: " in printed.out and "re-run to search it again" in summary["skipped"][
             f"search {block_id}"]
-        assert block_id in (out / "README.md").read_text(encoding="utf-8")
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "**This run was incomplete**" in card and all(b in card.split("incomplete**")[1] for b in chosen)
     assert "incomplete run" in printed.err and all(b in printed.err for b in chosen)
     assert load_benchmark(out).fingerprint != clean.fingerprint
     for city in ("west_oakland", "helsinki"):  # the failed city's checkpoint is recorded as failed, not done
@@ -123,5 +124,6 @@ def test_malformed_searches_are_named_failed_and_searched_again_by_a_rerun(world
     assert fake.count("/images") > n_searches  # searched again
     summary = json.loads((out / "curation_summary.json").read_text(encoding="utf-8"))
     assert summary["failed_searches"] == [] and summary["complete"] is True
+    assert "incomplete" not in (out / "README.md").read_text(encoding="utf-8")
     assert load_benchmark(out).fingerprint == clean.fingerprint
     assert TOKEN not in capsys.readouterr().out

@@ -148,6 +148,14 @@ def curation_markdown(record: Mapping[str, Any], *, same_neighborhood_kinds: Map
     if isinstance(gate, dict):
         parts.append(f"6. **Copy-audit gate**: {len(gate.get('removed', []))} near-duplicate photo(s) removed, "
                      f"{len(gate.get('blocks_dropped', []))} block(s) dropped for too few photos.")
+    if record.get("complete") is False:
+        failed = [str(r.get("block_id")) for r in record.get("failed_searches") or [] if isinstance(r, Mapping)]
+        parts += ["", "**This run was incomplete**: " + "; ".join(
+            ([f"the Mapillary search of {len(failed)} block(s) failed ({', '.join(failed)}): they have no images "
+              "here"] if failed else [])
+            + ([f"{len(record.get('missing_thumbnails') or [])} thumbnail(s) are missing"]
+               if record.get("missing_thumbnails") else []))
+            + f". Re-running `curate` with the same options fetches them (`{CURATION_SUMMARY_FILE}` lists them)."]
     other = {k: v for k, v in (record.get("skipped") or {}).items() if k not in ("tier3", "tier4")}
     if other:
         parts += ["", "Not done in this run: " + "; ".join(f"{k}: {v}" for k, v in sorted(other.items())) + "."]
