@@ -90,15 +90,33 @@ def thresholds() -> dict[str, Any]:
             "hashes": f"imagehash {imagehash.__version__} phash+dhash, hash_size {HASH_SIZE} ({HASH_SIZE ** 2} bits)",
             "hash_distance": "max(aligned pHash distance, aligned dHash distance)",
             "crop_scales": list(CROP_SCALES), "crop_positions": list(CROP_POSITIONS), "mirror": True,
-            "thumbnail": HASH_THUMBNAIL, "candidates": CANDIDATES}
+            "thumbnail": HASH_THUMBNAIL, "candidates": CANDIDATES, **_geometry_settings()}
+
+
+def _geometry_settings() -> dict[str, Any]:
+    if not geometry_available():
+        return {}
+    from . import copy_geometry as cg
+
+    return {"geometry": {**cg.settings(), "index_features": cg.INDEX_FEATURES,
+                         "index_candidates": cg.INDEX_CANDIDATES, "min_votes": cg.MIN_VOTES,
+                         "index_max_pool": cg.INDEX_MAX_POOL}}
 
 
 METHOD = ("perceptual hashes (pHash and dHash, 256 bits, over crops and the mirror image) and the embedding "
           "nearest neighbour; flagged at identical bytes, hash distance <= {h} or cosine >= {c}")
+METHOD_GEOMETRY = ("; candidates are also checked with local features (ORB keypoints matched under an affine "
+                   "transform, RANSAC, then the aligned pixels compared): flagged at median tile correlation >= {n} "
+                   "(an edited copy: crop, rotation, mirror, border, collage)")
 
 
 def method_text() -> str:
-    return METHOD.format(h=HASH_DISTANCE_MAX, c=COPY_COSINE)
+    text = METHOD.format(h=HASH_DISTANCE_MAX, c=COPY_COSINE)
+    if geometry_available():
+        from .copy_geometry import LOCAL_NCC_MIN
+
+        text += METHOD_GEOMETRY.format(n=LOCAL_NCC_MIN)
+    return text
 
 
 # -- hashing ------------------------------------------------------------------------------------
@@ -379,6 +397,8 @@ class ReferencePool:
     shas: list[str]
     embeddings: np.ndarray | None
     banks: np.ndarray  # (n, 2, CROP_BOXES + 1, 4) uint64
+    #: the photos themselves (pool order), for the geometric check; None: hashes and embeddings only
+    items: list | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -410,6 +430,7 @@ def reference_pool(benchmark, embeddings: np.ndarray | None = None, *, hash_cach
         shas=[s or "" for s in shas],
         embeddings=None if embeddings is None else _unit(embeddings),
         banks=np.stack(banks) if banks else np.zeros((0, 2, CROP_BOXES + 1, _WORDS), dtype=np.uint64),
+        items=list(items),
     )
 
 
@@ -426,10 +447,17 @@ QUERY_ROWS = 1024
 
 
 def candidates(pool: ReferencePool, banks: Sequence[np.ndarray | None], embeddings: np.ndarray | None,
-               shas: Sequence[str | None], *, exclude: Sequence[Iterable[int]] | None = None) -> list[list[dict]]:
+               shas: Sequence[str | None], *, exclude: Sequence[Iterable[int]] | None = None,
+               query_items: Sequence[Any] | None = None, geometry_cache: "GeometryCache | None" = None,
+               num_workers: int | None = None) -> list[list[dict]]:
     """For each query: its candidate pool photos (the :data:`CANDIDATES` nearest by embedding and by
     full-image pHash, and every photo with the same bytes), each ``{"pos", "hash_distance", "cosine",
-    "exact", "flagged"}``. ``exclude[i]``: pool positions query ``i`` is not compared with (itself)."""
+    "exact", "flagged", "geometry"}``. ``exclude[i]``: pool positions query ``i`` is not compared with (itself).
+
+    With ``query_items`` (the queries' images; None for one without pixels) and a pool that keeps its
+    photos, each query is also checked geometrically (:mod:`geofidelity_bench.copy_geometry`) against its
+    candidates and the photos its local features retrieve: ``geometry`` is the verdict (or None), and a
+    verified one flags the pair."""
     n = len(banks)
     unit = None if embeddings is None else _unit(embeddings)
     sha_pos: dict[str, list[int]] = {}
@@ -472,8 +500,11 @@ def candidates(pool: ReferencePool, banks: Sequence[np.ndarray | None], embeddin
                 c = float(c_row[j]) if c_row is not None else None
                 is_exact = j in exact_pos
                 flagged = is_exact or (h is not None and h <= HASH_DISTANCE_MAX) or (c is not None and c >= COPY_COSINE)
-                found.append({"pos": j, "hash_distance": h, "cosine": c, "exact": is_exact, "flagged": flagged})
+                found.append({"pos": j, "hash_distance": h, "cosine": c, "exact": is_exact, "flagged": flagged,
+                              "geometry": None})
             out.append(found)
+    if query_items is not None and pool.items is not None and len(pool):
+        _geometry(pool, out, banks, unit, shas, query_items, exclude, geometry_cache, num_workers)
     return out
 
 
@@ -484,8 +515,16 @@ def _best(found: Sequence[dict]) -> dict | None:
         return None
     flagged = [f for f in found if f["flagged"]]
     if flagged:
-        return min(flagged, key=lambda f: (not f["exact"], f["hash_distance"] if f["hash_distance"] is not None
-                                           else 10 ** 6, -(f["cosine"] if f["cosine"] is not None else -2.0), f["pos"]))
+        def by_hash(f):
+            h = f["hash_distance"]
+            return h if h is not None and h <= HASH_DISTANCE_MAX else 10 ** 6
+
+        def ncc(f):
+            g = f.get("geometry")
+            return g["local_ncc"] if g and g.get("verified") else -2.0
+
+        return min(flagged, key=lambda f: (not f["exact"], by_hash(f), -ncc(f),
+                                           -(f["cosine"] if f["cosine"] is not None else -2.0), f["pos"]))
     with_cos = [f for f in found if f["cosine"] is not None]
     if with_cos:
         return max(with_cos, key=lambda f: (f["cosine"], -f["pos"]))
@@ -493,20 +532,214 @@ def _best(found: Sequence[dict]) -> dict | None:
 
 
 def nearest(pool: ReferencePool, banks: Sequence[np.ndarray | None], embeddings: np.ndarray | None,
-            shas: Sequence[str | None], *, exclude: Sequence[Iterable[int]] | None = None) -> list[dict]:
-    """For each query: the matched (or nearest) pool photo, its hash distance and cosine, exact, flagged."""
+            shas: Sequence[str | None], *, exclude: Sequence[Iterable[int]] | None = None,
+            query_items: Sequence[Any] | None = None, geometry_cache: "GeometryCache | None" = None,
+            num_workers: int | None = None) -> list[dict]:
+    """For each query: the matched (or nearest) pool photo, its hash distance and cosine, exact, flagged;
+    with ``query_items`` (see :func:`candidates`) also ``matched_by``, and for a geometric match ``region``
+    (the copied region, [x0, y0, x1, y1] in the query's pixels), ``edit`` (the kinds of edit found, joined
+    by "+") and ``local_ncc``."""
     out = []
-    for found in candidates(pool, banks, embeddings, shas, exclude=exclude):
+    for found in candidates(pool, banks, embeddings, shas, exclude=exclude, query_items=query_items,
+                            geometry_cache=geometry_cache, num_workers=num_workers):
         b = _best(found)
         if b is None:
             out.append({"reference_id": None, "reference_block_id": None, "hash_distance": None, "cosine": None,
                         "exact": False, "flagged": False})
             continue
-        out.append({"reference_id": pool.ids[b["pos"]], "reference_block_id": pool.blocks[b["pos"]],
-                    "hash_distance": b["hash_distance"],
-                    "cosine": None if b["cosine"] is None else round(b["cosine"], 6),
-                    "exact": bool(b["exact"]), "flagged": bool(b["flagged"])})
+        rec = {"reference_id": pool.ids[b["pos"]], "reference_block_id": pool.blocks[b["pos"]],
+               "hash_distance": b["hash_distance"],
+               "cosine": None if b["cosine"] is None else round(b["cosine"], 6),
+               "exact": bool(b["exact"]), "flagged": bool(b["flagged"])}
+        rec.update(_geometry_fields(b))
+        out.append(rec)
     return out
+
+
+def _matched_by(f: Mapping[str, Any]) -> str | None:
+    if not f["flagged"]:
+        return None
+    if f["exact"]:
+        return "bytes"
+    if f["hash_distance"] is not None and f["hash_distance"] <= HASH_DISTANCE_MAX:
+        return "hashes"
+    g = f.get("geometry")
+    if g and g.get("verified"):
+        return "geometry"
+    return "embedding"
+
+
+def _geometry_fields(f: Mapping[str, Any]) -> dict[str, Any]:
+    """The optional fields of an audit record that the geometric check adds (absent in old run.json files)."""
+    out: dict[str, Any] = {}
+    if "geometry" not in f:
+        return out
+    out["matched_by"] = _matched_by(f)
+    g = f.get("geometry")
+    if g is not None:
+        out["local_ncc"] = g["local_ncc"]
+        if g.get("verified"):
+            out["region"] = list(g["region"])
+            out["edit"] = "+".join(g["kinds"]) or ("identical" if f["exact"] else "copy")
+    return out
+
+
+# -- the geometric check ----------------------------------------------------------------------
+
+
+def geometry_available() -> bool:
+    """Whether OpenCV (``opencv-python-headless``, a dependency) can be imported: without it the audit is
+    the hashes and the embedding nearest neighbour only, as before."""
+    from importlib.util import find_spec
+
+    return find_spec("cv2") is not None
+
+
+def _geometry_key() -> str:
+    from . import copy_geometry as cg
+
+    text = repr(sorted(cg.settings().items())) + f"|{cg.INDEX_FEATURES}|{cg.INDEX_CANDIDATES}|{CANDIDATES}|v1"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _pool_fingerprint(pool: ReferencePool) -> str:
+    fp = getattr(pool, "_fingerprint", None)
+    if fp is None:
+        fp = hashlib.sha256("\n".join(pool.shas).encode()).hexdigest()[:16]
+        pool._fingerprint = fp  # type: ignore[attr-defined]
+    return fp
+
+
+class GeometryCache:
+    """The geometric verdicts of audited images, on disk beside the hash cache, keyed by (the pool's photos,
+    the image's sha256): a second ``evaluate`` of the same images neither decodes them nor matches features.
+
+    One JSON shard per run (written atomically through the caches' shared mechanism); an unreadable
+    shard is ignored (its images are checked again)."""
+
+    def __init__(self, root: str | os.PathLike, *, write_guard=None) -> None:
+        from .cache_files import WriteGuard
+
+        self.dir = Path(root) / "copy-geometry" / _geometry_key()
+        self._mem: dict[str, dict] | None = None
+        self._guard = write_guard or WriteGuard("copy-geometry cache", "The copy audit checks the images again next run.")
+
+    @classmethod
+    def beside(cls, hash_cache: "HashCache | None") -> "GeometryCache | None":
+        if hash_cache is None:
+            return None
+        return cls(hash_cache.dir.parent.parent, write_guard=hash_cache._guard)
+
+    def _load(self) -> dict[str, dict]:
+        import json
+
+        if self._mem is None:
+            self._mem = {}
+            for shard in sorted(self.dir.glob("verdicts-*.json")) if self.dir.is_dir() else []:
+                try:
+                    data = json.loads(shard.read_text())
+                    if data.get("settings") != self.dir.name or not isinstance(data.get("entries"), dict):
+                        continue
+                    self._mem.update(data["entries"])
+                except (OSError, ValueError, AttributeError):
+                    continue
+        return self._mem
+
+    def get(self, key: str) -> dict | None:
+        return self._load().get(key)
+
+    def put(self, entries: Mapping[str, dict]) -> None:
+        import json
+
+        if not entries:
+            return
+        data = json.dumps({"settings": self.dir.name, "entries": dict(entries)}, sort_keys=True).encode()
+        name = hashlib.sha256(data).hexdigest()[:20]
+        self._guard.write(self.dir, f"verdicts-{name}.json", data, config_file="settings.json", config=None,
+                          config_hash=self.dir.name)
+        self._load().update(entries)
+
+
+_geometry_memo: "OrderedDict[str, dict]" = OrderedDict()
+
+
+def _geometry(pool: ReferencePool, out: list[list[dict]], banks, unit, shas, query_items, exclude,
+              cache: "GeometryCache | None", num_workers: int | None) -> None:
+    """Adds the geometric verdicts to each query's candidates (``out``, in place); see :func:`candidates`."""
+    if not geometry_available():
+        return
+    from contextlib import closing
+
+    from PIL import Image
+
+    from . import copy_geometry as cg
+    from .prefetch import ordered_map, resolve_num_workers
+
+    stage = getattr(pool, "_geometry_stage", None)
+    if stage is None:
+        stage = cg.GeometryStage(pool)
+        pool._geometry_stage = stage  # type: ignore[attr-defined]
+    fp = _pool_fingerprint(pool)
+    pos_of = {}
+    for j, s_ in enumerate(pool.shas):
+        pos_of.setdefault(s_, j)
+    todo, verdicts, keys = [], {}, {}
+    for i, found in enumerate(out):
+        item = query_items[i] if i < len(query_items) else None
+        if item is None or isinstance(item, np.ndarray) or any(f["exact"] for f in found):
+            continue
+        skip = frozenset(exclude[i]) if exclude is not None else frozenset()
+        key = f"{fp}:{shas[i]}" if shas[i] and not skip else None
+        hit = None
+        if key is not None:
+            hit = _geometry_memo.get(key)
+            if hit is None and cache is not None:
+                hit = cache.get(key)
+        if hit is not None:
+            verdicts[i] = {pos_of[sh]: v for sh, v in hit.items() if sh in pos_of}
+        else:
+            todo.append(i)
+            keys[i] = key
+
+    def run(i: int) -> dict[int, dict]:
+        item = query_items[i]
+        skip = set(exclude[i]) if exclude is not None else set()
+        try:
+            from .images import load_image
+
+            image = item if isinstance(item, Image.Image) else load_image(_item_bytes(item))
+        except Exception:  # noqa: BLE001 - undecodable: no geometry (evaluate names such images elsewhere)
+            return {}
+        return stage.check(image, [f["pos"] for f in out[i] if f["pos"] not in skip], exclude=skip)
+
+    new_entries = {}
+    workers = resolve_num_workers(num_workers)
+    with closing(ordered_map(run, todo, num_workers=workers, ahead=2 * max(1, workers))) as results:
+        for i, v in zip(todo, results):
+            verdicts[i] = v
+            if keys.get(i):
+                entry = {pool.shas[j]: g for j, g in v.items()}
+                new_entries[keys[i]] = entry
+                _geometry_memo[keys[i]] = entry
+                while len(_geometry_memo) > _MEMO_SIZE:
+                    _geometry_memo.popitem(last=False)
+    if cache is not None and new_entries:
+        cache.put(new_entries)
+    for i, v in verdicts.items():
+        have = {f["pos"]: f for f in out[i]}
+        for j, g in v.items():
+            f = have.get(j)
+            if f is None:  # a photo only the local features found: its hash distance and cosine for the record
+                h = (int(aligned_distance(banks[i][None], pool.banks[j][None])[0]) if banks[i] is not None else None)
+                c = float(unit[i] @ pool.embeddings[j]) if unit is not None and pool.embeddings is not None else None
+                f = {"pos": j, "hash_distance": h, "cosine": c, "exact": False,
+                     "flagged": (h is not None and h <= HASH_DISTANCE_MAX) or (c is not None and c >= COPY_COSINE)}
+                out[i].append(f)
+            f["geometry"] = g
+            if g.get("verified"):
+                f["flagged"] = True
+        for f in out[i]:
+            f.setdefault("geometry", None)
 
 
 # -- submitted panels ---------------------------------------------------------------------------
@@ -561,7 +794,8 @@ def audit_panels(
     embeddings = np.concatenate(flat_emb) if flat_emb else None
     if embeddings is not None and len(embeddings) == 0:
         embeddings = None
-    found = nearest(pool, banks, embeddings, shas) if flat_items else []
+    found = (nearest(pool, banks, embeddings, shas, query_items=flat_items,
+                     geometry_cache=GeometryCache.beside(hash_cache), num_workers=num_workers) if flat_items else [])
     records, row = [], 0
     for key in keys:
         for _ in range(len(panel_embeddings[key])):
@@ -638,6 +872,12 @@ def _describe(r: Mapping[str, Any]) -> str:
     how = ("identical bytes" if r.get("exact") else
            ", ".join(x for x in (f"hash distance {r['hash_distance']}" if r.get("hash_distance") is not None else None,
                                  f"cosine {r['cosine']:.3f}" if r.get("cosine") is not None else None) if x))
+    if r.get("matched_by") == "geometry" and r.get("local_ncc") is not None:
+        how = ", ".join(x for x in (how, f"aligned-pixel correlation {r['local_ncc']:.2f}") if x)
+    if r.get("edit") and r["edit"] not in ("copy", "identical"):
+        how += f"; edited: {r['edit']}"
+    if r.get("region"):
+        how += f"; region {tuple(r['region'])}"
     return f"{r['file']} ({r['method']}/{r['condition']}/{r['block_id']}) = photo {r['reference_id']} of {where} ({how})"
 
 
@@ -652,8 +892,9 @@ def near_copies_warning(records: Sequence[Mapping[str, Any]], *, first: int = 10
     expected = [m for m in sorted({r["method"] for r in records}) if m in EXPECTED_COPIES]
     note = (f". {' and '.join(expected)} {'is' if len(expected) == 1 else 'are'} made of the benchmark's own photos "
             "by construction: flagged as expected" if expected else "")
+    geo = " or an edited copy found by local features" if any(r.get("matched_by") == "geometry" for r in records) else ""
     return (f"{len(records)} submitted image(s) are copies of the benchmark's own photos (identical bytes, hash "
-            f"distance <= {HASH_DISTANCE_MAX} or cosine >= {COPY_COSINE}): {listed}{more}. Such panels score like real "
+            f"distance <= {HASH_DISTANCE_MAX}, cosine >= {COPY_COSINE}{geo}): {listed}{more}. Such panels score like real "
             "photos of the block, not like a model's images" + note
             + (f" (all listed under near_copies in {recorded_in}; `evaluate --exclude-copies` scores without them)"
                if recorded_in else ""))
@@ -701,7 +942,8 @@ def audit_benchmark(benchmark, pool_embeddings: np.ndarray | None = None, *, has
     queries = list(range(n_refs))
     found = candidates(pool, [pool.banks[i] for i in queries],
                        None if pool.embeddings is None else pool.embeddings[:n_refs],
-                       [pool.shas[i] for i in queries], exclude=[[i] for i in queries])
+                       [pool.shas[i] for i in queries], exclude=[[i] for i in queries],
+                       query_items=None if pool.items is None else [pool.items[i] for i in queries])
 
     def role(j: int) -> str:
         return WORLD if pool.blocks[j] == WORLD else ("held-out" if pool.heldout[j] else "gallery")
@@ -726,6 +968,9 @@ def audit_benchmark(benchmark, pool_embeddings: np.ndarray | None = None, *, has
                    "duplicate_id": pool.ids[b], "duplicate_block_id": pool.blocks[b], "duplicate_role": role(b),
                    "kind": kind(a, b), "hash_distance": f["hash_distance"],
                    "cosine": None if f["cosine"] is None else round(f["cosine"], 6), "exact": bool(f["exact"])}
+            g = f.get("geometry")
+            if g is not None and g.get("verified"):
+                rec.update(matched_by=_matched_by(f), edit="+".join(g["kinds"]) or "copy", local_ncc=g["local_ncc"])
             old = pairs.get((min(a, b), max(a, b)))
             if old is None or (rec["hash_distance"] or 0) < (old["hash_distance"] or 0):
                 pairs[(min(a, b), max(a, b))] = rec

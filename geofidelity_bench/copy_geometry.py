@@ -1,0 +1,441 @@
+"""Geometric verification for the copy audit: is this the same photograph, edited?
+
+The hashes and the embedding nearest neighbours of :mod:`geofidelity_bench.near_copies` pick a few
+candidate photos for each audited image; this module decides, for one image and one candidate, whether
+the image contains the photo, moved by a similarity transform (resize, crop, rotation, mirror, a
+border, a place in a collage), and where. Docs: docs/benchmark.md section 5 (Copy audit).
+
+1. **Local features**: ORB keypoints (OpenCV) of both images in grayscale at :data:`WORK_SIDE` pixels on
+   the long side (the image and its mirror image for the audited image); a match must pass Lowe's ratio
+   test (:data:`RATIO`).
+2. **Geometry**: an affine transform (rotation, scale, at most :data:`ANISOTROPY_MAX` of aspect change, shift)
+   fitted with RANSAC (``cv2.estimateAffine2D``, :data:`RANSAC_PX`); at least :data:`MIN_INLIERS` matches
+   must agree.
+3. **Photometry**: the alignment is refined on the pixels (ECC, ``cv2.findTransformECC``), the larger
+   side is warped onto the smaller, and the two are compared over the overlap in 16-pixel tiles: the
+   median normalized cross-correlation of the tiles that have texture in both (:func:`_photometric`;
+   each tile is normalized on its own, so brightness, contrast and colour edits do not matter). An edited
+   copy lines up pixel for pixel (>= :data:`LOCAL_NCC_MIN`); a second photograph of the same place, taken
+   from elsewhere, at another time or in other light, does not, even where its keypoints agree on a
+   facade (parallax and light change the fine texture of every tile).
+
+An image is a copy of a photo when both hold; the verdict records the region of the image the photo
+occupies (pixels of the audited image) and the kinds of edit found (:data:`KINDS`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: Long side (pixels) of the grayscale images keypoints are detected in.
+WORK_SIDE = 512
+#: ORB keypoints per image.
+ORB_FEATURES = 800
+#: Lowe's ratio test: the best match's Hamming distance must be below this fraction of the second best.
+RATIO = 0.8
+#: RANSAC reprojection threshold of the similarity transform, pixels at WORK_SIDE.
+RANSAC_PX = 4.0
+#: Matches that must agree with the transform.
+MIN_INLIERS = 12
+#: The photo must cover at least this fraction of the audited image (or the image of the photo), and at
+#: least MIN_OVERLAP_PX working pixels: a copied sliver smaller than this is not looked for.
+MIN_OVERLAP = 0.04
+MIN_OVERLAP_PX = 3000
+#: Scales of the transform considered (image pixels per photo pixel, at working resolution).
+SCALE_RANGE = (0.15, 8.0)
+#: Largest ratio of the transform's two scales (a photo squeezed to another aspect ratio in a collage).
+ANISOTROPY_MAX = 2.0
+#: Median normalized cross-correlation of the aligned pixels over textured 16-pixel tiles from which the
+#: image is the photo, edited (docs/benchmark.md section 5: distinct demo photos <= 0.59, edited copies >= 0.95).
+LOCAL_NCC_MIN = 0.8
+#: Tiles (16 x 16 pixels at the compared resolution) compared; fewer textured tiles in the overlap: no verdict.
+TILE = 16
+MIN_TILES = 8
+#: The kinds of edit a verdict names.
+KINDS = ("crop", "rotation", "mirror", "border", "collage/partial", "resize")
+#: An edit is named when the rotation exceeds this (degrees) ...
+ROTATION_MIN_DEG = 2.0
+#: ... or the photo covers less than this fraction of the image (border, collage) or of itself (crop).
+COVER_MAX = 0.92
+
+
+def opencv_version() -> str:
+    """The installed OpenCV's version, read without importing it (a warm audit that finds every verdict in
+    its cache never imports OpenCV)."""
+    from importlib import metadata
+
+    for dist in ("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless", "opencv-contrib-python"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    import cv2
+
+    return cv2.__version__
+
+
+def settings() -> dict[str, Any]:
+    return {"library": f"opencv {opencv_version()}", "features": f"ORB {ORB_FEATURES}", "work_side": WORK_SIDE,
+            "ratio": RATIO, "transform": "affine (cv2.estimateAffine2D, RANSAC), refined by ECC",
+            "ransac_px": RANSAC_PX, "min_inliers": MIN_INLIERS, "min_overlap": MIN_OVERLAP,
+            "photometric": "median normalized cross-correlation of the aligned grayscale pixels in textured 16-px tiles",
+            "local_ncc_min": LOCAL_NCC_MIN}
+
+
+@dataclass
+class Features:
+    """Keypoints of one image at working resolution (and of its mirror image, for audited images)."""
+
+    size: tuple[int, int]  # (width, height) of the original image
+    scale: float  # working pixels per original pixel
+    gray: np.ndarray  # uint8 (h, w) at working resolution
+    xy: np.ndarray  # (n, 2) float32 keypoint positions
+    desc: np.ndarray | None  # (n, 32) uint8 ORB descriptors
+    mirror: "Features | None" = None
+
+
+def _orb():
+    import cv2
+
+    return cv2.ORB_create(nfeatures=ORB_FEATURES, scaleFactor=1.2, nlevels=8, edgeThreshold=15, patchSize=31,
+                          fastThreshold=10)
+
+
+def _gray_work(image) -> tuple[np.ndarray, float, tuple[int, int]]:
+    from PIL import Image
+
+    if not isinstance(image, Image.Image):
+        from .images import load_image
+
+        image = load_image(image)
+    size = image.size
+    gray = image.convert("L")
+    scale = min(1.0, WORK_SIDE / max(size))
+    if scale < 1.0:
+        gray = gray.resize((max(1, round(size[0] * scale)), max(1, round(size[1] * scale))), Image.Resampling.BILINEAR,
+                           reducing_gap=2.0)
+    return np.asarray(gray, dtype=np.uint8), gray.size[0] / size[0], size
+
+
+def _detect(gray: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    kps, desc = _orb().detectAndCompute(gray, None)
+    if desc is None or not kps:
+        return np.zeros((0, 2), np.float32), None
+    return np.array([k.pt for k in kps], dtype=np.float32), desc
+
+
+def features(image, *, mirror: bool = False) -> Features:
+    """The :class:`Features` of a PIL image (or anything ``load_image`` reads); ``mirror``: also of its mirror."""
+    gray, scale, size = _gray_work(image)
+    xy, desc = _detect(gray)
+    out = Features(size=size, scale=scale, gray=gray, xy=xy, desc=desc)
+    if mirror:
+        g2 = np.ascontiguousarray(gray[:, ::-1])
+        xy2, d2 = _detect(g2)
+        out.mirror = Features(size=size, scale=scale, gray=g2, xy=xy2, desc=d2)
+    return out
+
+
+def _match(q: Features, r: Features) -> tuple[np.ndarray, np.ndarray]:
+    import cv2
+
+    if q.desc is None or r.desc is None or len(q.desc) < 2 or len(r.desc) < 2:
+        return np.zeros((0, 2), np.float32), np.zeros((0, 2), np.float32)
+    pairs = cv2.BFMatcher(cv2.NORM_HAMMING).knnMatch(r.desc, q.desc, k=2)
+    good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO * p[1].distance]
+    if not good:
+        return np.zeros((0, 2), np.float32), np.zeros((0, 2), np.float32)
+    src = r.xy[[m.queryIdx for m in good]]
+    dst = q.xy[[m.trainIdx for m in good]]
+    return src, dst
+
+
+def _photometric(q: np.ndarray, r: np.ndarray, m: np.ndarray) -> tuple[dict, int, np.ndarray]:
+    """Compares image ``q`` and photo ``r`` aligned by ``m`` (2x3, photo -> image pixels) over their overlap,
+    at the lower of the two resolutions (the larger side is warped onto the smaller), after refining the
+    alignment (ECC). Returns (measures, overlap px, refined m)."""
+    import cv2
+
+    s = float(np.sqrt(abs(np.linalg.det(m[:, :2]))))
+    inverse = s >= 1.0
+    if inverse:  # the photo is enlarged in the image: warp the image onto the photo (fewer pixels)
+        src, dst, a = q, r, cv2.invertAffineTransform(m).astype(np.float32)
+    else:  # reduced: warp the photo onto the image
+        src, dst, a = r, q, m.astype(np.float32)
+        s = 1.0 / s
+    h, w = dst.shape
+    src_f = src.astype(np.float32)
+    if s > 1.5:
+        src_f = cv2.GaussianBlur(src_f, (0, 0), 0.5 * s)
+    # ECC wants the template in dst coordinates and warps src onto it: refine a (src -> dst)
+    warped = cv2.warpAffine(src_f, a, (w, h), flags=cv2.INTER_LINEAR, borderValue=0)
+    mask = cv2.warpAffine(np.ones(src.shape, np.uint8), a, (w, h), flags=cv2.INTER_NEAREST, borderValue=0)
+    mask = cv2.erode(mask, np.ones((7, 7), np.uint8))
+    n = int(mask.sum())
+    if n < 64:
+        return {"local_ncc": 0.0, "n_tiles": 0}, n, m
+    try:
+        ai = cv2.invertAffineTransform(a)  # dst -> src, what ECC estimates (template = dst, input = src)
+        _, ai = cv2.findTransformECC(dst.astype(np.float32), src_f, ai.astype(np.float32), cv2.MOTION_AFFINE,
+                                     (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 40, 1e-4), mask, 3)
+        a2 = cv2.invertAffineTransform(ai)
+        if np.abs(a2[:, :2] - a[:, :2]).max() < 0.1 and np.abs(a2[:, 2] - a[:, 2]).max() < 0.1 * max(w, h):
+            a = a2.astype(np.float32)
+            warped = cv2.warpAffine(src_f, a, (w, h), flags=cv2.INTER_LINEAR, borderValue=0)
+            mask = cv2.erode(cv2.warpAffine(np.ones(src.shape, np.uint8), a, (w, h), flags=cv2.INTER_NEAREST,
+                                            borderValue=0), np.ones((7, 7), np.uint8))
+            n = int(mask.sum())
+    except cv2.error:
+        pass
+    m_out = cv2.invertAffineTransform(a) if inverse else a
+    sel = mask > 0
+    x = cv2.GaussianBlur(warped, (0, 0), 1.0)
+    y = cv2.GaussianBlur(dst.astype(np.float32), (0, 0), 1.0)
+    out = {}
+    out["local_ncc"], out["n_tiles"] = _tile_ncc(x, y, mask)
+    return out, n, np.asarray(m_out, np.float64)
+
+
+def _tile_ncc(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> tuple[float, int]:
+    """Median normalized cross-correlation of x and y over the :data:`TILE`-pixel tiles inside ``mask`` that
+    have texture in both (standard deviation >= 4 grey levels); 0 with fewer than :data:`MIN_TILES` tiles."""
+    t = TILE
+    h, w = (x.shape[0] // t) * t, (x.shape[1] // t) * t
+    if h == 0 or w == 0:
+        return 0.0, 0
+
+    def tiles(a):
+        return a[:h, :w].reshape(h // t, t, w // t, t).transpose(0, 2, 1, 3).reshape(-1, t * t).astype(np.float64)
+
+    a, b, inside = tiles(x), tiles(y), tiles(mask.astype(np.float32)).min(axis=1) > 0
+    a -= a.mean(axis=1, keepdims=True)
+    b -= b.mean(axis=1, keepdims=True)
+    sa, sb = np.sqrt((a * a).mean(axis=1)), np.sqrt((b * b).mean(axis=1))
+    keep = inside & (sa >= 4) & (sb >= 4)
+    if keep.sum() < MIN_TILES:
+        return 0.0, int(keep.sum())
+    ncc = (a[keep] * b[keep]).mean(axis=1) / (sa[keep] * sb[keep])
+    return float(np.median(ncc)), int(keep.sum())
+
+
+def _corr(a: np.ndarray, b: np.ndarray) -> float:
+    a = a.astype(np.float64) - a.mean()
+    b = b.astype(np.float64) - b.mean()
+    den = float(np.sqrt((a * a).sum() * (b * b).sum()))
+    return float((a * b).sum() / den) if den > 0 else 0.0
+
+
+def _uniform_outside(gray: np.ndarray, box: tuple[int, int, int, int]) -> bool:
+    """Whether the image outside ``box`` (working pixels) is one flat colour (a border or padding)."""
+    x0, y0, x1, y1 = box
+    mask = np.ones(gray.shape, bool)
+    mask[y0:y1, x0:x1] = False
+    if mask.sum() < 16:
+        return True
+    return float(gray[mask].std()) < 10.0
+
+
+def _verify_one(q: Features, r: Features, mirrored: bool) -> dict | None:
+    import cv2
+
+    src, dst = _match(q, r)
+    if len(src) < MIN_INLIERS:
+        return None
+    m, inl = cv2.estimateAffine2D(src, dst, method=cv2.RANSAC, ransacReprojThreshold=RANSAC_PX,
+                                  maxIters=2000, confidence=0.995, refineIters=10)
+    if m is None or inl is None:
+        return None
+    n_in = int(inl.sum())
+    if n_in < MIN_INLIERS:
+        return None
+    sv = np.linalg.svd(m[:, :2], compute_uv=False)
+    s = float(np.sqrt(sv[0] * sv[1]))
+    if not SCALE_RANGE[0] <= s <= SCALE_RANGE[1] or sv[0] > ANISOTROPY_MAX * sv[1] or np.linalg.det(m[:, :2]) <= 0:
+        return None
+    meas, n_px, m = _photometric(q.gray, r.gray, m)
+
+    qh, qw = q.gray.shape
+    rh, rw = r.gray.shape
+    # the photo's outline in the image (working pixels), and the image's outline in the photo
+    corners = np.array([[0, 0], [rw, 0], [rw, rh], [0, rh]], np.float64)
+    in_q = corners @ m[:, :2].T + m[:, 2]
+    mi = cv2.invertAffineTransform(m)
+    qcorners = np.array([[0, 0], [qw, 0], [qw, qh], [0, qh]], np.float64)
+    in_r = qcorners @ mi[:, :2].T + mi[:, 2]
+    cover_q = _poly_cover(in_q, qw, qh)  # fraction of the image the photo covers
+    cover_r = _poly_cover(in_r, rw, rh)  # fraction of the photo the image shows
+    if max(cover_q, cover_r) < MIN_OVERLAP or n_px < MIN_OVERLAP_PX * min(1.0, (qw * qh) / WORK_SIDE ** 2):
+        return None
+    x0, y0 = np.clip(in_q.min(axis=0), 0, [qw, qh])
+    x1, y1 = np.clip(in_q.max(axis=0), 0, [qw, qh])
+    box = (int(x0), int(y0), int(np.ceil(x1)), int(np.ceil(y1)))  # in q's own (possibly mirrored) pixels
+    angle = float(np.degrees(np.arctan2(m[1, 0], m[0, 0])))
+    if mirrored:  # back to the submitted image's own pixels
+        x0, x1 = qw - x1, qw - x0
+        angle = -angle
+    f = 1.0 / q.scale
+    region = [int(round(x0 * f)), int(round(y0 * f)), int(round(x1 * f)), int(round(y1 * f))]
+    region = [max(0, min(v, lim)) for v, lim in zip(region, (q.size[0], q.size[1], q.size[0], q.size[1]))]
+    kinds = []
+    if cover_r < COVER_MAX:
+        kinds.append("crop")
+    if abs(angle) > ROTATION_MIN_DEG:
+        kinds.append("rotation")
+    if mirrored:
+        kinds.append("mirror")
+    if cover_q < COVER_MAX:
+        if _uniform_outside(q.gray, box):
+            kinds.append("border")  # a frame or padding of one colour
+        elif abs(angle) <= ROTATION_MIN_DEG or cover_q < 0.6:
+            kinds.append("collage/partial")
+    scale_orig = s * r.scale / q.scale  # submitted pixels per original photo pixel
+    if not kinds and abs(np.log(max(scale_orig, 1e-6))) > np.log(1.05):
+        kinds.append("resize")
+    return {"inliers": n_in, "matches": len(src), "overlap_px": n_px, "tiles": meas["n_tiles"],
+            "region": region, "angle": round(angle, 2), "scale": round(scale_orig, 4), "mirror": mirrored,
+            "cover_image": round(cover_q, 4), "cover_photo": round(cover_r, 4), "kinds": kinds,
+            "local_ncc": round(meas["local_ncc"], 4),
+            "verified": meas["local_ncc"] >= LOCAL_NCC_MIN}
+
+
+def _poly_cover(poly: np.ndarray, w: int, h: int) -> float:
+    """Fraction of the w x h rectangle that the convex polygon ``poly`` covers."""
+    import cv2
+
+    rect = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
+    area, _ = cv2.intersectConvexConvex(np.ascontiguousarray(poly, np.float32), rect)
+    return float(max(0.0, area) / max(1.0, w * h))
+
+
+def verify(q: Features, r: Features) -> dict | None:
+    """The best geometric match of photo ``r`` in image ``q`` (direct, then the mirror image), or None.
+
+    Returns the match (``verified`` True when it passes the photometric check, :data:`LOCAL_NCC_MIN`) with
+    ``region`` [x0, y0, x1, y1] in the image's pixels, ``kinds`` (:data:`KINDS`), ``angle``, ``scale``,
+    ``inliers`` and ``local_ncc``."""
+    best = None
+    for mirrored, feats in ((False, q), (True, q.mirror)):
+        if feats is None:
+            continue
+        found = _verify_one(feats, r, mirrored)
+        if found is None:
+            continue
+        if found["verified"]:
+            return found
+        if best is None or found["local_ncc"] > best["local_ncc"]:
+            best = found
+    return best
+
+
+# -- the audit's geometry stage -----------------------------------------------------------------
+
+#: Strongest keypoints of each benchmark photo kept in the retrieval index (the photos sharing the most
+#: ratio-test matches with an audited image, or with any part of it, become candidates: a collage's pasted
+#: photos need not be its embedding neighbours).
+INDEX_FEATURES = 200
+#: Photos taken from the index per audited image (besides the hash and embedding candidates).
+INDEX_CANDIDATES = 4
+#: Index matches a photo needs before its geometry is checked.
+MIN_VOTES = 3
+#: Pools up to this many photos are searched by local features (a brute-force index); larger pools check
+#: the hash and embedding candidates only.
+INDEX_MAX_POOL = 2000
+#: Photos whose features are kept in memory (each ~0.3 MB).
+_FEATURE_MEMO = 384
+
+
+class GeometryStage:
+    """Verifies candidate photos of audited images, for one :class:`~geofidelity_bench.near_copies.ReferencePool`.
+
+    Photo features are computed when first needed (and kept for :data:`_FEATURE_MEMO` photos); the
+    retrieval index is built only when an audited image is not found in the verdict cache."""
+
+    def __init__(self, pool) -> None:
+        self.pool = pool
+        self._feats: dict[int, Features] = {}
+        self._index: tuple[np.ndarray, np.ndarray] | None = None
+        import threading
+
+        self._lock = threading.Lock()
+
+    def photo(self, j: int) -> Features | None:
+        with self._lock:
+            f = self._feats.get(j)
+        if f is not None:
+            return f
+        item = self.pool.items[j] if self.pool.items is not None else None
+        if item is None:
+            return None
+        try:
+            f = features(item.image_bytes)
+        except Exception:  # noqa: BLE001 - an unreadable photo has no geometry (its hashes say so already)
+            return None
+        with self._lock:
+            if len(self._feats) >= _FEATURE_MEMO:
+                self._feats.pop(next(iter(self._feats)))
+            self._feats[j] = f
+        return f
+
+    def index(self) -> tuple[np.ndarray, np.ndarray]:
+        """(descriptors (N, 32) uint8, owner photo position (N,)) of every photo's strongest keypoints."""
+        if self._index is None:
+            descs, owners = [], []
+            for j in range(len(self.pool)):
+                item = self.pool.items[j] if self.pool.items is not None else None
+                if item is None:
+                    continue
+                try:
+                    gray, _, _ = _gray_work(item.image_bytes)
+                except Exception:  # noqa: BLE001
+                    continue
+                import cv2
+
+                orb = cv2.ORB_create(nfeatures=INDEX_FEATURES, edgeThreshold=15, fastThreshold=10)
+                _, d = orb.detectAndCompute(gray, None)
+                if d is not None:
+                    descs.append(d)
+                    owners.append(np.full(len(d), j))
+            self._index = ((np.concatenate(descs), np.concatenate(owners)) if descs
+                           else (np.zeros((0, 32), np.uint8), np.zeros(0, np.int64)))
+        return self._index
+
+    def retrieve(self, q: Features) -> np.ndarray:
+        """Votes of every photo: ratio-test matches between its strongest keypoints and ``q`` (or its mirror)."""
+        import cv2
+
+        desc, owner = self.index()
+        votes = np.zeros(len(self.pool), np.int64)
+        if len(desc) < 2:
+            return votes
+        for f in (q, q.mirror):
+            if f is None or f.desc is None or len(f.desc) < 2:
+                continue
+            pairs = cv2.BFMatcher(cv2.NORM_HAMMING).knnMatch(f.desc, desc, k=2)
+            hit = [p[0].trainIdx for p in pairs if len(p) == 2 and p[0].distance < RATIO * p[1].distance]
+            np.add.at(votes, owner[hit], 1)
+        return votes
+
+    def check(self, image, candidates: list[int], exclude: set[int] = frozenset()) -> dict[int, dict]:
+        """Verdicts (:func:`verify`) of ``image`` against its candidates (the hash and embedding neighbours)
+        and the :data:`INDEX_CANDIDATES` photos with the most index votes (at least :data:`MIN_VOTES`)."""
+        q = features(image, mirror=True)
+        if len(self.pool) <= INDEX_MAX_POOL:
+            votes = self.retrieve(q)
+            if exclude:
+                votes[list(exclude)] = 0
+            top = [int(j) for j in np.argsort(-votes, kind="stable")[:INDEX_CANDIDATES] if votes[j] >= MIN_VOTES]
+            cand = list(dict.fromkeys([*candidates, *top]))
+        else:
+            cand = list(dict.fromkeys(candidates))
+        out = {}
+        for j in cand:
+            r = self.photo(j)
+            if r is None:
+                continue
+            v = verify(q, r)
+            if v is not None:
+                out[j] = v
+        return out
