@@ -204,7 +204,7 @@ def init_leaderboard(
     from ..provenance import library_versions
     from .leaderboard_config import condition_blocks
     from .push import HubRepo
-    from .results_repo import ANCHOR_FILE_COLUMNS, _csv_bytes, _with_columns, run_id_of
+    from .submissions import ANCHOR_FILE_COLUMNS, _csv_bytes, _with_columns, run_id_of
 
     check_repo_id(repo_id, "results repo id")
     repo = HubRepo(repo_id, token=token, endpoint=endpoint, attempts=attempts, retry_base_delay=retry_base_delay,
@@ -266,7 +266,7 @@ def pin_group(repo, group: PinnedGroup, anchor_rows, anchor_run_info: Mapping, *
     """
     from ..comparability import check_anchors
     from ..metrics.catalog import RESULT_METRIC_COLUMNS
-    from .results_repo import ORIGINAL_DIR, _csv_bytes, _read_rows_text, anchors_path, results_card
+    from .submissions import ORIGINAL_DIR, _csv_bytes, _read_rows_text, anchors_path, results_card
 
     repo_id, gid = repo.repo_id, group.group_id
     a_path = anchors_path(gid)

@@ -161,7 +161,7 @@ class Verifier:
 
     def pending(self, state) -> list[tuple[str, str]]:
         """(method, run_id) of every submission without a verification record, in path order."""
-        from .results_repo import SUBMISSIONS_DIR
+        from .submissions import SUBMISSIONS_DIR
 
         subs = sorted({(m.group(1), m.group(2)) for p in state.files
                        if (m := re.fullmatch(rf"{SUBMISSIONS_DIR}/([^/]+)/([^/]+)/results\.csv", p))})
@@ -197,7 +197,7 @@ class Verifier:
     def verify_one(self, state, config, method: str, run_id: str) -> tuple[dict, Any]:
         """(the verification record, the verifier's rows or None) of one submission."""
         from ..comparability import comparability_of_run
-        from .results_repo import ORIGINAL_DIR, RUN_FILE, SUBMISSION_RECORD, SUBMISSIONS_DIR, _read_rows_text
+        from .submissions import ORIGINAL_DIR, RUN_FILE, SUBMISSION_RECORD, SUBMISSIONS_DIR, _read_rows_text
 
         prefix = f"{SUBMISSIONS_DIR}/{method}/{run_id}/"
         record: dict[str, Any] = {"format": VERIFICATION_FORMAT, "method": method, "run_id": run_id,
