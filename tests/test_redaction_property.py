@@ -90,6 +90,8 @@ def secret_urls(draw, shapes=tuple(SHAPES)):
         pw_pieces, pw = draw(joined(USERINFO_DELIMS))
         if "'" not in pw:
             pw = draw(st.sampled_from(["it's", "'", "x'y"])) + pw  # the apostrophe of issue 43, always
+        tail = draw(PIECE)  # and every sub-delimiter, ':' and an encoded '@' before a last piece
+        pw, pw_pieces = f"{pw}!$&'()*+,;=:%40{tail}", [*pw_pieces, tail]
         pieces, credential = user_pieces + pw_pieces, f"{user}:{pw}"
         if draw(st.booleans()):
             pieces, credential = pw_pieces, pw  # a user name alone is user-info as well
@@ -329,7 +331,8 @@ def curate_world():
 TOKEN_PIECES = st.lists(PIECE, min_size=2, max_size=2)
 
 
-@pytest.mark.parametrize("level, name", [(0, "access_token"), (1, "token"), (2, "access_token"), (3, "key")])
+# (a link nested unencoded is encoded once by the client's query handling: level 1 covers it)
+@pytest.mark.parametrize("level, name", [(1, "token"), (2, "access_token"), (3, "key")])
 @settings(max_examples=1, **SLOW)
 @given(pieces=TOKEN_PIECES, keep_slashes=st.booleans())
 def test_curate_never_shows_a_token_echoed_in_a_nested_paging_link(curate_world, tmp_path_factory, monkeypatch, capsys,
