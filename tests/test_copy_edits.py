@@ -178,3 +178,20 @@ def test_old_records_without_geometry_fields_still_read(demo):
            "reference_block_id": "b", "hash_distance": 3, "cosine": 0.99, "exact": False, "flagged": True}
     assert "x.png" in nc.near_copies_warning([old])
     assert nc.copied_counts([old]) == {("m", "L0", "b"): 1}
+
+
+def test_report_and_app_show_the_edit_and_region():
+    from geofidelity_bench.demo_app.ui import _copy_edit_text, _outlined_thumbnail
+    from geofidelity_bench.report.render import _edits_cell
+
+    rec = {"file": "a.png", "matched_by": "geometry", "edit": "collage/partial", "region": [512, 0, 1024, 384]}
+    plain = {"file": "b.png", "matched_by": "hashes", "edit": "copy", "region": [0, 0, 512, 384]}
+    assert _edits_cell([rec, plain]) == "collage/partial (512 0 1024 384)"
+    assert _edits_cell([plain]) == "none (plain copies)"
+    assert _edits_cell([{"file": "c.png", "hash_distance": 2}]) == "not recorded"  # a run.json from before
+    assert _copy_edit_text(rec) == "edited: collage/partial, copied region 512,0-1024,384 px"
+    assert _copy_edit_text({"file": "old.png"}) == "" and _copy_edit_text(plain) == ""
+    image = Image.new("RGB", (1024, 384), (255, 255, 255))
+    thumb = _outlined_thumbnail(image, rec["region"], 320)
+    px = np.asarray(thumb)
+    assert thumb.size == (320, 120) and tuple(px[60, 160]) == (230, 20, 20) and tuple(px[60, 100]) == (255, 255, 255)

@@ -183,7 +183,7 @@ def test_the_copy_audit_is_one_line_per_panel_naming_its_files(tmp_path):
     assert first[0] == "| pixart_sigma / L1 / city0_b0" and first[1] == "3 of 4"
     assert first[2] == f"{gen / 'pixart_sigma' / 'L1' / 'city0_b0'}/: 00.jpg, 02.jpg, 03.jpg"
     assert first[3] == "city0_b0__r1, city0_b0__r4 (city0_b0); world_17 (world)"
-    assert first[4:] == ["0-12", "0.9931-1.0000", "1 of 3 |"]
+    assert first[4:] == ["0-12", "0.9931-1.0000", "1 of 3", "not recorded |"]  # written before issue 42
     assert lines[1].startswith(f"| pixart_sigma / L1 / city1_b1 | 1 of 4 | {records[3]['file']} | ")  # one file: its path
     assert "One line per panel (2 panel(s), 4 flagged image(s))" in section
     assert "panel image" not in section

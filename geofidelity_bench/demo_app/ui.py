@@ -427,20 +427,50 @@ def _copy_warning(data: AppData, result, uploads) -> tuple[str, list[tuple[Any, 
     lines = [f"### {COPIED_MARK[0]} {k} of {n} uploaded images are copies of this benchmark's own photos", "",
              what, "",
              "A copy scores like the real photos of the block: its numbers would measure the benchmark's photos, "
-             f"not a model. Flagged at hash distance <= {HASH_DISTANCE_MAX} of 256 bits, cosine >= {COPY_COSINE} or "
-             "identical bytes (the copy audit, docs/benchmark.md section 5). Below the list: each copy (left) "
-             "beside the benchmark photo it copies (right).", ""]
+             f"not a model. Flagged at hash distance <= {HASH_DISTANCE_MAX} of 256 bits, cosine >= {COPY_COSINE}, "
+             "identical bytes, or an edited copy found by local features (cropped, rotated, mirrored, framed or "
+             "pasted into a collage; the copy audit, docs/benchmark.md section 5). Below the list: each copy (left, "
+             "the copied region outlined in red) beside the benchmark photo it copies (right).", ""]
     pairs = []
     for r in flagged:
         where = "the world pool" if r["reference_block_id"] == WORLD else f"block `{r['reference_block_id']}`"
         how = ", ".join(x for x in (f"hash distance {r['hash_distance']}" if r["hash_distance"] is not None else None,
                                     f"cosine {r['cosine']:.3f}" if r["cosine"] is not None else None) if x)
-        lines.append(f"- **{md_escape(r['file'])}** copies photo **`{r['reference_id']}`** of {where} ({how})")
+        edit = _copy_edit_text(r)
+        lines.append(f"- **{md_escape(r['file'])}** copies photo **`{r['reference_id']}`** of {where} ({how})"
+                     + (f"; {md_escape(edit)}" if edit else ""))
         if len(pairs) < 2 * COPY_PAIRS_SHOWN and r["file"] in by_name:
             photo = data.photo(r["reference_id"])
-            pairs += [(_thumbnail(by_name[r["file"]].image, 320), f"your image: {r['file']}"),
+            pairs += [(_outlined_thumbnail(by_name[r["file"]].image, r.get("region") if edit else None, 320),
+                       f"your image: {r['file']}" + (f" ({edit})" if edit else "")),
                       (_thumbnail(photo.image(), 320), f"benchmark photo: {r['reference_id']}")]
     return "\n".join(lines), pairs
+
+
+def _copy_edit_text(r) -> str:
+    """What the geometric check found of one flagged record: "edited: crop+rotation, copied region 0,0-307,230
+    px" (empty for a plain copy, or a record written before the check)."""
+    edit, region = r.get("edit"), r.get("region")
+    if not edit or edit in ("copy", "identical"):
+        return ""
+    parts = [f"edited: {edit}"]
+    if isinstance(region, (list, tuple)) and len(region) == 4:
+        parts.append(f"copied region {region[0]},{region[1]}-{region[2]},{region[3]} px")
+    return ", ".join(parts)
+
+
+def _outlined_thumbnail(image, region, size: int = 320):
+    """A thumbnail of an uploaded copy with the copied region (pixels of the full image) outlined in red."""
+    from PIL import ImageDraw
+
+    thumb = _thumbnail(image, size).convert("RGB")
+    if isinstance(region, (list, tuple)) and len(region) == 4 and image.width and image.height:
+        fx, fy = thumb.width / image.width, thumb.height / image.height
+        x0, y0, x1, y1 = region
+        box = [round(x0 * fx), round(y0 * fy), max(round(x0 * fx), round(x1 * fx) - 1),
+               max(round(y0 * fy), round(y1 * fy) - 1)]
+        ImageDraw.Draw(thumb).rectangle(box, outline=(230, 20, 20), width=max(2, round(min(thumb.size) / 80)))
+    return thumb
 
 
 def _scored_what(score) -> str:

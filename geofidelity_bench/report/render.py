@@ -552,7 +552,7 @@ def _build_mixed(results_df, out: Path, infos, groups, params, clip_scores, titl
 #: Every flagged image of the copy audit, one row each (report.md groups them by panel).
 AUDIT_IMAGES_CSV = "tables/copy_audit_images.csv"
 _AUDIT_IMAGE_COLUMNS = ("run", "method", "condition", "block_id", "file", "sha256", "reference_id", "reference_block_id",
-                        "hash_distance", "cosine", "exact")
+                        "hash_distance", "cosine", "exact", "matched_by", "edit", "region")
 
 
 def copy_audit_summary(infos: Sequence[Mapping], units: pd.DataFrame) -> dict:
@@ -569,8 +569,10 @@ def copy_audit_summary(infos: Sequence[Mapping], units: pd.DataFrame) -> dict:
                                                       "n_flagged", "excluded")} | {"run": info.get("_run")})
         for rec in info.get("near_copies") or []:
             if isinstance(rec, Mapping) and rec.get("flagged", True):
-                records.append({**{k: rec.get(k) for k in _AUDIT_IMAGE_COLUMNS if k != "run"},
-                                "run": info.get("_run")})
+                row = {**{k: rec.get(k) for k in _AUDIT_IMAGE_COLUMNS if k != "run"}, "run": info.get("_run")}
+                if isinstance(row.get("region"), (list, tuple)):  # x0 y0 x1 y1 in the submitted image's pixels
+                    row["region"] = " ".join(str(v) for v in row["region"])
+                records.append(row)
     mask = caveats.copied_mask(units) if len(units) else pd.Series([], dtype=bool)
     rows = units.loc[mask, ["method", "condition", "block_id", "n_copied", "n_generated"]] if len(units) else units
     return {"recorded": recorded, "audits": audits, "images": records, "copied_rows": rows}
@@ -622,6 +624,24 @@ def _references_cell(images: Sequence[Mapping]) -> str:
     return "; ".join(f"{', '.join(refs)} ({block})" for block, refs in by_block.items())
 
 
+def _edits_cell(images: Sequence[Mapping]) -> str:
+    """The edits the geometric check found (issue 42) and the copied region of each such image, e.g.
+    ``crop+rotation (0 0 307 230); collage/partial (512 0 1024 384)``; plain copies are "none"; records
+    written before the check have no such fields: "not recorded"."""
+    if not any(r.get("matched_by") is not None or r.get("edit") is not None for r in images):
+        return "not recorded"
+    parts = []
+    for r in images:
+        edit = r.get("edit")
+        if not edit or edit in ("copy", "identical"):
+            continue
+        region = r.get("region")
+        if isinstance(region, (list, tuple)):
+            region = " ".join(str(v) for v in region)
+        parts.append(f"{edit} ({region})" if region else str(edit))
+    return "; ".join(parts) if parts else "none (plain copies)"
+
+
 def _copied_section(audit: Mapping) -> list[str]:
     lines = ["## Copied reference photos", ""]
     images, rows = audit.get("images") or [], audit.get("copied_rows") or []
@@ -649,8 +669,8 @@ def _copied_section(audit: Mapping) -> list[str]:
         lines += [f"One line per panel ({len(panels)} panel(s), {len(images)} flagged image(s)); every flagged image "
                   f"with its sha256: `{audit.get('csv') or AUDIT_IMAGES_CSV}`.", "",
                   "| Panel (method / condition / block) | Flagged | Files | Matched reference photos (block) | "
-                  "Hash distance | Cosine | Exact copies |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+                  "Hash distance | Cosine | Exact copies | Edits found (copied region x0 y0 x1 y1) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for (run, method, condition, block), recs in panels.items():
             n = size.get((str(method), str(condition), str(block)))
             flagged = f"{len(recs)} of {int(n)}" if isinstance(n, (int, float)) and math.isfinite(n) and n else \
@@ -659,7 +679,7 @@ def _copied_section(audit: Mapping) -> list[str]:
             exact = sum(bool(r.get("exact")) for r in recs)
             cells = [where, flagged, _files_cell(recs), _references_cell(recs),
                      _span([r.get("hash_distance") for r in recs], 0), _span([r.get("cosine") for r in recs], 4),
-                     f"{exact} of {len(recs)}"]
+                     f"{exact} of {len(recs)}", _edits_cell(recs)]
             lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
         lines.append("")
     if rows:
