@@ -222,9 +222,9 @@ def test_prepared_galleries_are_dropped_after_their_last_use(monkeypatch):
     and the first block's, the last one's negative), each still prepared once."""
     import weakref
 
-    from geofidelity_bench import evaluation
+    from geofidelity_bench import scoring
 
-    monkeypatch.setattr(evaluation, "PREPARE_BLOCKS", 5)
+    monkeypatch.setattr(scoring, "PREPARE_BLOCKS", 5)  # score_embeddings' home (evaluation re-exports it)
 
     rng = np.random.default_rng(3)
     ids = [f"b{i:02d}" for i in range(30)]
