@@ -96,7 +96,9 @@ def _add_info(sub) -> None:
         description=(
             "Prints a benchmark's summary: its name, source and fingerprint, the cities, every block with its "
             "street, neighborhood and reference counts (held-out and gallery; docs/benchmark.md section 1), the "
-            "world pool, and how many blocks have each negative role. --json prints it as one JSON object."
+            "world pool, and how many blocks have each negative role. --json prints it as one JSON object. "
+            "Without --check-images no image is read: the fingerprint is made of the stored image_sha256 hashes, "
+            "which every command checks against the bytes of each image it reads or takes a cached result for."
         ),
     )
     _add_benchmark_arg(p)

@@ -1,6 +1,8 @@
 """Running a segmenter over many images through the cache: shares served from the cache when
 known, computed otherwise (the :class:`~geofidelity_bench.encoders.EmbeddingCache`, one folder per
-segmenter config hash, one 12-float row per image content sha256), with counts of what was done."""
+segmenter config hash, one 12-float row per image content sha256), with counts of what was done.
+A benchmark photo is looked up under its stored ``image_sha256`` and its bytes are hashed before a
+cached row is used (:func:`~geofidelity_bench.cached_batches.run_cached`)."""
 
 from __future__ import annotations
 
