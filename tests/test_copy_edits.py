@@ -165,7 +165,7 @@ def test_distinct_photos_of_one_place_are_never_geometric_copies(demo):
         if v is not None:
             assert not v["verified"], (a, b, v)
             worst = max(worst, v["local_ncc"])
-    assert worst < cg.LOCAL_NCC_MIN - 0.1  # the margin stated in docs/benchmark.md section 5 (0.591 on the demo)
+    assert worst < cg.LOCAL_NCC_MIN - 0.08  # docs/benchmark.md section 5: 0.592 on the demo, margin 0.108
     # and through the audit itself: held-out photos submitted as a panel are not flagged against the gallery
     held = [r for b in bench.block_ids for r in bench.heldout(b)][:8]
     recs = nc.nearest(pool, [pool.banks[pos[r.reference_id]] for r in held], None, [None] * len(held),
@@ -174,9 +174,9 @@ def test_distinct_photos_of_one_place_are_never_geometric_copies(demo):
 
 
 def test_thresholds_are_pinned():
-    assert cg.LOCAL_NCC_MIN == 0.75 and cg.MIN_INLIERS == 12 and cg.WORK_SIDE == 512 and cg.ORB_FEATURES == 800
+    assert cg.LOCAL_NCC_MIN == 0.70 and cg.MIN_INLIERS == 12 and cg.WORK_SIDE == 512 and cg.ORB_FEATURES == 800
     assert cg.RATIO == 0.8 and cg.RANSAC_PX == 4.0 and cg.MIN_VOTES == 3
-    assert nc.thresholds()["geometry"]["local_ncc_min"] == 0.75
+    assert nc.thresholds()["geometry"]["local_ncc_min"] == 0.70
 
 
 def test_old_records_without_geometry_fields_still_read(demo):
