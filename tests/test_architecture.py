@@ -104,6 +104,7 @@ LAYERS = {
     "models": ("encoders", "segmentation"),
     "workflows": (
         "evaluation", "generated_panels", "scoring", "anchors", "generated_folder", "panel_images", "near_copies",
+        "perceptual_hashes",
         "copy_geometry", "results", "compare", "stats", "clip_alignment", "report", "generation", "curation",
         "geodiv", "mfp", "hub", "release_import",
     ),

@@ -143,7 +143,7 @@ def test_a_segmentation_share_shard_of_another_segmenter_is_set_aside(tmp_path):
 
 
 def test_a_hash_shard_copied_from_other_hash_settings_is_set_aside(tmp_path, monkeypatch):
-    import geofidelity_bench.near_copies as nc
+    import geofidelity_bench.perceptual_hashes as nc
 
     photos = [r.image_bytes for r in load_benchmark("demo").gallery("berlin_am_lustgarten")][:4]
     real = nc.HashCache(tmp_path).dir
