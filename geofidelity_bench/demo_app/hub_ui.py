@@ -17,7 +17,7 @@ def hub_tabs(board: HubBoard | None) -> None:
         with gr.Tab("Hub leaderboard", id="hub-leaderboard"):
             status = gr.Markdown(board.status, elem_id="hub-status")
             refresh = gr.Button("Refresh", elem_id="hub-refresh")
-            # its tables are cards on a phone (class gfb-cards: the app's CSS and script, ui.CSS and ui.APP_HEAD)
+            # its tables are cards on a phone (class gfb-cards: the app's CSS and script, page.CSS and page.APP_HEAD)
             body = gr.Markdown(board.markdown, elem_id="hub-board", elem_classes=["gfb-cards"])
             # the group's plots (leaderboard.png: bars and bootstrap whiskers, as the text above says)
             plots = gr.Gallery(value=board.plots, label="The group's plots", columns=1, height="auto",
