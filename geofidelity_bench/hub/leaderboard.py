@@ -204,7 +204,7 @@ def init_leaderboard(
     from ..provenance import library_versions
     from .leaderboard_config import condition_blocks
     from .push import HubRepo
-    from .submissions import ANCHOR_FILE_COLUMNS, _csv_bytes, _with_columns, run_id_of
+    from .submissions import ANCHOR_FILE_COLUMNS, csv_bytes, with_columns, run_id_of
 
     check_repo_id(repo_id, "results repo id")
     repo = HubRepo(repo_id, token=token, endpoint=endpoint, attempts=attempts, retry_base_delay=retry_base_delay,
@@ -227,13 +227,13 @@ def init_leaderboard(
                                     cache=cache, batch_size=batch_size, progress=progress, parameters=params)
     comp = comparability_of_run(info)
     gid = comp.group_id
-    raw = _csv_bytes(anchors)
+    raw = csv_bytes(anchors)
     run_id = run_id_of(info, raw)
     keys = {"run_id": run_id, "benchmark_name": bench.name, "benchmark_fingerprint": bench.fingerprint,
             "encoder_config_hash": enc.config_hash, "protocol_version": comp.protocol_version,
             "segmenter": comp.segmenter, "group_id": gid,
             "library_version": library_versions().get("geofidelity-bench", ""), "created_at": info["created_at"]}
-    anchor_rows = _with_columns(anchors, {c: keys[c] for c in ANCHOR_FILE_COLUMNS})
+    anchor_rows = with_columns(anchors, {c: keys[c] for c in ANCHOR_FILE_COLUMNS})
     group = PinnedGroup(
         gid,
         {"id": benchmark if benchmark == "demo" or not Path(benchmark).expanduser().exists() else bench.name,
@@ -266,7 +266,7 @@ def pin_group(repo, group: PinnedGroup, anchor_rows, anchor_run_info: Mapping, *
     """
     from ..comparability import check_anchors
     from ..metrics.catalog import RESULT_METRIC_COLUMNS
-    from .submissions import ORIGINAL_DIR, _csv_bytes, _read_rows_text, anchors_path, results_card
+    from .submissions import ORIGINAL_DIR, csv_bytes, read_rows_text, anchors_path, results_card
 
     repo_id, gid = repo.repo_id, group.group_id
     a_path = anchors_path(gid)
@@ -280,7 +280,7 @@ def pin_group(repo, group: PinnedGroup, anchor_rows, anchor_run_info: Mapping, *
         stored_text = state.read(a_path)
         pinned = config.groups.get(gid)
         if pinned is not None and stored_text:
-            stored = _read_rows_text(stored_text, f"{repo_id}/{a_path}")
+            stored = read_rows_text(stored_text, f"{repo_id}/{a_path}")
             check = check_anchors(stored, anchor_rows, RESULT_METRIC_COLUMNS, where=f"the pinned anchors ({a_path})")
             if check.status == "mismatch":
                 raise LeaderboardError(f"{repo_id}: the anchors computed now differ from the pinned ones: {check.detail}. "
@@ -291,7 +291,7 @@ def pin_group(repo, group: PinnedGroup, anchor_rows, anchor_run_info: Mapping, *
             if stored_text:
                 report.notes.append(f"{a_path} held anchor rows written by submissions (a repo made before "
                                     "leaderboard.json): replaced by the anchors computed here")
-            files[a_path] = _csv_bytes(anchor_rows)
+            files[a_path] = csv_bytes(anchor_rows)
             files[f"{os.path.dirname(a_path)}/{ORIGINAL_DIR}/{group.anchors_run_id}.json"] = json.dumps(
                 dict(anchor_run_info), indent=2, sort_keys=True, default=str).encode("utf-8")
             group_now = group

@@ -98,11 +98,11 @@ from .submissions import (  # noqa: F401  (the layout and the submission format,
     check_rows_once_and_nans_explained,
     copied_panels,
     _copies_error,
-    _csv_bytes,
+    csv_bytes,
     _digests,
     merge_anchor_rows,
     _read_rows,
-    _read_rows_text,
+    read_rows_text,
     results_card,
     roles,
     run_id_of,
@@ -110,7 +110,7 @@ from .submissions import (  # noqa: F401  (the layout and the submission format,
     submission_files,
     submission_rows,
     validate_results_folder,
-    _with_columns,
+    with_columns,
 )
 
 
@@ -236,7 +236,7 @@ def push_results(
             raise SubmissionError(_not_pinned_text(sub, comp, config, repo_id))
         _check_group_rows(sub, group)
         stored_text = state.read(a_path)
-        stored = _read_rows_text(stored_text, f"{repo_id}/{a_path}") if stored_text else None
+        stored = read_rows_text(stored_text, f"{repo_id}/{a_path}") if stored_text else None
         ours_anchors = anchor_file_rows(sub)
         if ours_anchors.empty:
             check = AnchorCheck("unchecked", "the run has no real-image anchor rows to check (evaluate --no-anchors?)")

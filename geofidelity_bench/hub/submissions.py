@@ -17,7 +17,7 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -386,7 +386,7 @@ def _key_columns(sub: Submission) -> dict[str, Any]:
     }
 
 
-def _with_columns(rows, extra: Mapping[str, Any]):
+def with_columns(rows, extra: Mapping[str, Any]):
     rows = rows.copy()
     for i, (col, value) in enumerate(extra.items()):
         if col in rows.columns:
@@ -411,16 +411,16 @@ def submission_rows(sub: Submission, method: str, anchor_check: AnchorCheck | No
     check = anchor_check or AnchorCheck("unchecked", "not checked")
     extra = {c: keys[c] for c in SUBMISSION_COLUMNS if c in keys}
     extra.update(anchor_check=check.status, anchor_check_detail=check.detail)
-    return _with_columns(rows, {c: extra[c] for c in SUBMISSION_COLUMNS})
+    return with_columns(rows, {c: extra[c] for c in SUBMISSION_COLUMNS})
 
 
 def anchor_file_rows(sub: Submission):
     """The run's anchor rows as a group's anchors file holds them (:data:`ANCHOR_FILE_COLUMNS` first)."""
     keys = _key_columns(sub)
-    return _with_columns(sub.anchor_rows, {c: keys[c] for c in ANCHOR_FILE_COLUMNS})
+    return with_columns(sub.anchor_rows, {c: keys[c] for c in ANCHOR_FILE_COLUMNS})
 
 
-def _csv_bytes(frame) -> bytes:
+def csv_bytes(frame) -> bytes:
     buf = io.StringIO()
     frame.to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue().encode("utf-8")
@@ -440,7 +440,7 @@ def submission_files(sub: Submission, anchor_check: AnchorCheck | None = None,
     files: dict[str, Path | bytes] = {}
     for method in sub.methods:
         prefix = sub.prefix(method)
-        files[prefix + RESULTS_FILE] = _csv_bytes(submission_rows(sub, method, anchor_check, copied))
+        files[prefix + RESULTS_FILE] = csv_bytes(submission_rows(sub, method, anchor_check, copied))
         if record is not None:
             mine = dict(record, method=method, images=(record.get("images") or {}).get(method, {}))
             files[prefix + SUBMISSION_RECORD] = (json.dumps(mine, indent=2, sort_keys=True) + "\n").encode("utf-8")
@@ -532,7 +532,7 @@ def _digests(content: Path | bytes) -> tuple[str, str]:
     return file_digests(content)
 
 
-def _read_rows_text(text: str, name: str):
+def read_rows_text(text: str, name: str):
     """A results table from CSV text (results.read_results_csv's parsing, plus :data:`TEXT_COLUMNS` as text)."""
     with tempfile.TemporaryDirectory(prefix="geofidelity-rows-") as tmp:
         path = Path(tmp) / RESULTS_FILE

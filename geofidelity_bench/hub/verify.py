@@ -197,7 +197,7 @@ class Verifier:
     def verify_one(self, state, config, method: str, run_id: str) -> tuple[dict, Any]:
         """(the verification record, the verifier's rows or None) of one submission."""
         from ..comparability import comparability_of_run
-        from .submissions import ORIGINAL_DIR, RUN_FILE, SUBMISSION_RECORD, SUBMISSIONS_DIR, _read_rows_text
+        from .submissions import ORIGINAL_DIR, RUN_FILE, SUBMISSION_RECORD, SUBMISSIONS_DIR, read_rows_text
 
         prefix = f"{SUBMISSIONS_DIR}/{method}/{run_id}/"
         record: dict[str, Any] = {"format": VERIFICATION_FORMAT, "method": method, "run_id": run_id,
@@ -205,7 +205,7 @@ class Verifier:
         try:
             try:
                 info = json.loads(state.read(prefix + f"{ORIGINAL_DIR}/{RUN_FILE}") or "null")
-                submitted = _read_rows_text(state.read(prefix + "results.csv") or "", f"{self.repo_id}/{prefix}results.csv")
+                submitted = read_rows_text(state.read(prefix + "results.csv") or "", f"{self.repo_id}/{prefix}results.csv")
             except (GeoFidelityError, json.JSONDecodeError) as err:
                 raise _Unverifiable(f"the submission's files cannot be read ({err})") from None
             if not isinstance(info, dict):
