@@ -24,7 +24,6 @@ import glob
 import hashlib
 import json
 import os
-from dataclasses import field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 

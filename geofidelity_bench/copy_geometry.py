@@ -191,10 +191,9 @@ def _photometric(q: np.ndarray, r: np.ndarray, m: np.ndarray) -> tuple[dict, int
             mask = cv2.erode(cv2.warpAffine(np.ones(src.shape, np.uint8), a, (w, h), flags=cv2.INTER_NEAREST,
                                             borderValue=0), np.ones((7, 7), np.uint8))
             n = int(mask.sum())
-    except cv2.error:
+    except cv2.error:  # ECC did not converge: the keypoints' transform stands
         pass
     m_out = cv2.invertAffineTransform(a) if inverse else a
-    sel = mask > 0
     x = cv2.GaussianBlur(warped, (0, 0), 1.0)
     y = cv2.GaussianBlur(dst.astype(np.float32), (0, 0), 1.0)
     out = {}
