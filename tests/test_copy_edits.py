@@ -201,3 +201,18 @@ def test_report_and_app_show_the_edit_and_region():
     thumb = _outlined_thumbnail(image, rec["region"], 320)
     px = np.asarray(thumb)
     assert thumb.size == (320, 120) and tuple(px[60, 160]) == (230, 20, 20) and tuple(px[60, 100]) == (255, 255, 255)
+
+
+def test_a_submitted_edit_or_region_cannot_break_the_reports_copy_table():
+    """run.json is a submitter's claim: an ``edit`` or ``region`` holding a line break or a '|' stays inside its
+    cell of the report's copy-audit table (one table row per panel, eight cells)."""
+    from geofidelity_bench.report.render import _copied_section
+
+    rec = {"run": None, "method": "m", "condition": "L0", "block_id": "b", "file": "a.png", "flagged": True,
+           "reference_id": "b__01", "reference_block_id": "b", "matched_by": "geometry",
+           "edit": "crop\n| injected | row |\n", "region": ["0\n|", 1, 2, 3]}
+    lines = _copied_section({"recorded": True, "images": [rec], "copied_rows": []})
+    rows = [line for line in lines if line.startswith("| m / L0 / b")]
+    assert len(rows) == 1, lines
+    assert not any("injected" in line for line in lines if line not in rows)
+    assert rows[0].count(" | ") == 7 and "\n" not in rows[0]

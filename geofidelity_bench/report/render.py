@@ -680,7 +680,8 @@ def _copied_section(audit: Mapping) -> list[str]:
             cells = [where, flagged, _files_cell(recs), _references_cell(recs),
                      _span([r.get("hash_distance") for r in recs], 0), _span([r.get("cosine") for r in recs], 4),
                      f"{exact} of {len(recs)}", _edits_cell(recs)]
-            lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
+            # every cell can hold text from a submitted run.json: no "|" or line break may end the row
+            lines.append("| " + " | ".join(" ".join(str(c).replace("|", "/").split()) for c in cells) + " |")
         lines.append("")
     if rows:
         per_method: dict[str, int] = {}
