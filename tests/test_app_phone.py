@@ -373,6 +373,9 @@ def test_leaderboard_fits_and_ranks_only_ranked_rows(app_url, browser, tmp_path,
 
                 check(f"{view}: a rank for the ranked rows only", ranks)
         else:
+            # the tab's cards render after it opens (Gradio draws a tab's content when it is first shown): wait for
+            # them as a reader does, up to the page's timeout, before reading them
+            page.locator("#lb-cards .gfb-card").first.wait_for(state="visible")
             check("every score and mark within the screen", lambda: _readable(
                 page, "#lb-cards dd, #lb-cards .gfb-card-notes, #lb-table [role=gridcell]", at_least=5 * 10))
             cards = page.locator("#lb-cards .gfb-card")
