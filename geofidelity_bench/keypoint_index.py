@@ -21,19 +21,24 @@ import numpy as np
 
 from .atomic import atomic_write
 
-#: Indexes up to this many descriptors are searched exactly (``cv2.BFMatcher``, Hamming distance):
-#: brute force of 1,600 query descriptors (an image and its mirror) stays under ~30 ms there (measured
-#: by benchmarks/bench_keypoint_index.py on two cores: 3,500 descriptors 28 ms, 7,000 55 ms, 28,000
-#: 220 ms; about 20 photos of 200 descriptors). Larger indexes use LSH.
-EXACT_MAX = 4_000
+#: Indexes up to this many descriptors are searched exactly (``cv2.BFMatcher``, Hamming distance): about
+#: 125 photos of 200 descriptors, the demo's pool (112 photos). Brute force of 1,600 query descriptors (an
+#: image and its mirror) costs about 5 ns per descriptor pair on two cores (benchmarks/bench_keypoint_index.py:
+#: 3,500 descriptors 28 ms, 28,000 220 ms), so up to ~200 ms per audited image here; LSH is faster but
+#: misses more of the hardest retrievals (on the demo's pool, 40 % crops and small collage tiles: 10 of
+#: 224 queries with 10 tables against 4 exact), and a small pool is where tests and the demo run.
+#: Larger indexes use LSH (and OpenCV's brute force fails above about 200,000 training descriptors).
+EXACT_MAX = 25_000
 #: FLANN LSH parameters (``algorithm=6``), chosen by benchmarks/bench_keypoint_index.py at paper scale
 #: (9,000 photos, 1.8M descriptors, 140 edited copies of demo photos): every tried setting found the
 #: true photo in the top 4 for 137 of 140 (brute force: 2 of those 3 missed too); per query, 6 tables
 #: of 24 bits take ~29 ms (4 tables 18 ms, 8: 36 ms, 12: 54 ms; 22-bit keys 44 ms, 20-bit 122 ms) and
 #: brute force ~14.3 s. Multi-probe (level 1) is 10-20x slower: ORB bits are biased, so buckets are
-#: uneven and every extra probe or shorter key scans a large part of the index. Memory: ~55 MiB of
-#: tables per million descriptors and table (6 tables at paper scale: 600 MiB).
-LSH_PARAMS = {"algorithm": 6, "table_number": 6, "key_size": 24, "multi_probe_level": 0}
+#: uneven and every extra probe or shorter key scans a large part of the index. On the demo's pool, the
+#: hardest retrievals (40 % crops, small collage tiles: 224 queries) missed the top 4 19 times with 6
+#: tables, 15 with 8, 10 with 10 and 12 with 12 (exact: 4): 10 tables. Memory: ~55 MiB of tables per
+#: million descriptors and table (10 tables at paper scale: about 1 GiB).
+LSH_PARAMS = {"algorithm": 6, "table_number": 10, "key_size": 24, "multi_probe_level": 0}
 #: FLANN search parameters (``checks`` made no measurable difference to the LSH's recall or time).
 LSH_SEARCH = {"checks": 32}
 #: Seed of OpenCV's RNG when the LSH tables are drawn (OpenCV's RNG is per thread: seeded and used in

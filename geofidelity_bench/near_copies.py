@@ -91,9 +91,11 @@ def _geometry_settings() -> dict[str, Any]:
         return {}
     from . import copy_geometry as cg
 
-    return {"geometry": {**cg.settings(), "index_features": cg.INDEX_FEATURES,
+    from . import keypoint_index
+
+    return {"geometry": {**cg.settings(), "index": cg.index_settings(), "index_search": keypoint_index.settings(),
                          "index_candidates": cg.INDEX_CANDIDATES, "min_votes": cg.MIN_VOTES,
-                         "index_max_pool": cg.INDEX_MAX_POOL}}
+                         "min_votes_candidate": cg.MIN_VOTES_CANDIDATE}}
 
 
 METHOD = ("perceptual hashes (pHash and dHash, 256 bits, over crops and the mirror image) and the embedding "
@@ -329,7 +331,7 @@ def geometry_available() -> bool:
 def _geometry_key() -> str:
     from . import copy_geometry as cg
 
-    text = repr(sorted(cg.settings().items())) + f"|{cg.INDEX_FEATURES}|{cg.INDEX_CANDIDATES}|{CANDIDATES}|v1"
+    text = repr(sorted(_geometry_settings()["geometry"].items())) + f"|{CANDIDATES}|v2"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -408,7 +410,7 @@ def _geometry(pool: ReferencePool, out: list[list[dict]], banks, unit, shas, que
 
     stage = getattr(pool, "_geometry_stage", None)
     if stage is None:
-        stage = cg.GeometryStage(pool)
+        stage = cg.GeometryStage(pool, index_dir=None if cache is None else cache.dir)
         pool._geometry_stage = stage  # type: ignore[attr-defined]
     fp = _pool_fingerprint(pool)
     pos_of = {}
@@ -420,7 +422,9 @@ def _geometry(pool: ReferencePool, out: list[list[dict]], banks, unit, shas, que
         if item is None or isinstance(item, np.ndarray) or any(f["exact"] for f in found):
             continue
         skip = frozenset(exclude[i]) if exclude is not None else frozenset()
-        key = f"{fp}:{shas[i]}" if shas[i] and not skip else None
+        # keyed by the pool, the image and the photos it is not compared with (itself, inside a benchmark)
+        key = (f"{fp}:{shas[i]}" + (":x" + ",".join(sorted(pool.shas[j] for j in skip)) if skip else "")
+               if shas[i] else None)
         hit = None
         if key is not None:
             hit = _geometry_memo.get(key)
@@ -441,6 +445,9 @@ def _geometry(pool: ReferencePool, out: list[list[dict]], banks, unit, shas, que
             image = item if isinstance(item, Image.Image) else load_image(item_bytes(item))
         except Exception:  # noqa: BLE001 - undecodable: no geometry (evaluate names such images elsewhere)
             return {}
+        by_hash = [f["pos"] for f in out[i] if f["flagged"] and f["pos"] not in skip]
+        if by_hash:  # already a copy by its hashes: the geometry of those photos only (the edit and the region)
+            return stage.check(image, by_hash, exclude=skip, retrieve=False)
         return stage.check(image, [f["pos"] for f in out[i] if f["pos"] not in skip], exclude=skip)
 
     new_entries = {}

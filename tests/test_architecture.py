@@ -105,7 +105,7 @@ LAYERS = {
     "workflows": (
         "evaluation", "generated_panels", "scoring", "anchors", "generated_folder", "panel_images", "near_copies",
         "perceptual_hashes",
-        "copy_geometry", "results", "compare", "stats", "clip_alignment", "report", "generation", "curation",
+        "copy_geometry", "keypoint_index", "results", "compare", "stats", "clip_alignment", "report", "generation", "curation",
         "geodiv", "mfp", "hub", "release_import",
     ),
     "applications": ("demo_app", "metric_module", "cli", "evaluate_module"),

@@ -17,7 +17,7 @@ from PIL import Image  # noqa: E402
 
 from geofidelity_bench import keypoint_index as ki  # noqa: E402
 
-N_PHOTOS = 40  # ~8,000 descriptors: above EXACT_MAX, so the default backend is LSH
+N_PHOTOS = 40  # ~8,000 descriptors; each test sets EXACT_MAX to choose its backend
 _POP = np.array([bin(i).count("1") for i in range(256)], np.uint8)
 
 
