@@ -46,6 +46,12 @@ def _check_output_folder(path: str) -> Path:
     if out.exists() and not out.is_dir():
         raise CLIError(f"--out {path}: it exists and is not a folder; give a folder (new or existing) for the "
                        "copy audit's report files")
+    for parent in out.parents:  # a file on the way to it: said now, not after the audit
+        if parent.exists():
+            if not parent.is_dir():
+                raise CLIError(f"--out {out}: cannot create this folder (Not a directory: a file stands on its "
+                               f"path, {parent}); give another folder")
+            break
     return out
 
 
