@@ -10,17 +10,20 @@ borders, collages) against the demo benchmark's pool, three ways:
 * ``warm``: the same images again with the verdict cache of the cold run (what a second ``evaluate`` of the
   same panels does: neither decodes nor matches).
 
-``--no-index`` times the geometric check as it runs on a pool of more than
-:data:`~geofidelity_bench.copy_geometry.INDEX_MAX_POOL` photos (paper scale: 7,168 references and the
-world pool): only the hash and embedding candidates are verified, so the cost per image does not grow with
-the pool. Embeddings are not used here (no encoder), so the candidates are the hash neighbours.
+``--pool-size N`` adds synthetic distractor photos (shapes over noise textures, from
+``bench_keypoint_index.synthetic_photo``) to the demo's pool until it holds N photos (paper scale: 7,168
+references and the world pool, about 9,000): the keypoint index is then searched by LSH, and the
+first (cold) run also builds it (timed apart) and keeps it beside the verdicts. Embeddings are not used
+here (no encoder), so the candidates are the hash neighbours and the index's.
 
     python benchmarks/bench_copy_audit.py --images 448
+    python benchmarks/bench_copy_audit.py --images 448 --pool-size 9000
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import os
 import tempfile
@@ -60,10 +63,32 @@ def edited(photo: Image.Image, other: Image.Image, k: int) -> bytes:
     return _png(im)
 
 
+def with_distractors(pool, size: int):
+    """``pool`` grown to ``size`` photos with synthetic distractors of the world pool (zero hash banks: they
+    are never hash neighbours; their keypoints are in the index)."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from bench_keypoint_index import synthetic_photo
+
+    from geofidelity_bench import near_copies as nc
+
+    extra = max(0, size - len(pool))
+    if not extra:
+        return pool
+    items = [SimpleNamespace(image_bytes=_png(Image.fromarray(synthetic_photo(50_000 + k)))) for k in range(extra)]
+    return nc.ReferencePool(
+        ids=[*pool.ids, *(f"distractor_{k}" for k in range(extra))], blocks=[*pool.blocks, *[nc.WORLD] * extra],
+        heldout=[*pool.heldout, *[False] * extra],
+        shas=[*pool.shas, *(hashlib.sha256(x.image_bytes).hexdigest() for x in items)], embeddings=None,
+        banks=np.concatenate([pool.banks, np.zeros((extra, *pool.banks.shape[1:]), pool.banks.dtype)]),
+        items=[*pool.items, *items])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--images", type=int, default=448)
-    p.add_argument("--no-index", action="store_true", help="verify only the hash candidates (paper-scale pools)")
+    p.add_argument("--pool-size", type=int, default=0, help="photos in the pool, synthetic distractors added (0: the demo's)")
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from geofidelity_bench import copy_geometry as cg
@@ -71,8 +96,6 @@ def main() -> None:
     from geofidelity_bench import near_copies as nc
     from geofidelity_bench.images import load_image
 
-    if args.no_index:
-        cg.INDEX_MAX_POOL = 0
     bench = load_benchmark("demo")
     photos = [load_image(x.image_bytes) for x in nc.pool_items(bench)]
     n_copies = args.images // 10
@@ -87,19 +110,26 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         cache = nc.HashCache(tmp)
-        pool = nc.reference_pool(bench, hash_cache=cache)
-        pool_hashes_only = nc.ReferencePool(**{**pool.__dict__, "items": None})
+        pool = with_distractors(nc.reference_pool(bench, hash_cache=cache), args.pool_size)
+        if args.pool_size:
+            t0 = time.perf_counter()
+            stage = cg.GeometryStage(pool, index_dir=nc.GeometryCache.beside(cache).dir)
+            pool._geometry_stage = stage
+            index = stage.index()
+            print(f"keypoint index of {len(pool)} photos ({len(index):,} descriptors, {index.backend}): built and "
+                  f"saved in {time.perf_counter() - t0:.0f} s (once per pool: the next run reads it)")
+        pool_hashes_only = dataclasses.replace(pool, items=None)
         nc.hash_items(items, cache=cache)  # the hashes are cached for every variant alike
         wall, cpu, recs = audit(pool_hashes_only, cache)
         print(f"hashes only: {wall / len(items) * 1000:.1f} ms per image (cpu {cpu / len(items) * 1000:.1f} ms); "
               f"{sum(r['flagged'] for r in recs)} of {len(items)} flagged ({n_copies} edited copies)")
         wall, cpu, recs = audit(pool, cache)
-        print(f"cold (geometric check{'' if not args.no_index else ', no keypoint index'}): "
+        print(f"cold (geometric check, {len(pool)} photos): "
               f"{wall / len(items) * 1000:.1f} ms per image (cpu {cpu / len(items) * 1000:.1f} ms); "
               f"{sum(r['flagged'] for r in recs)} flagged, {sum(r.get('matched_by') == 'geometry' for r in recs)} "
               "by the geometric check")
         nc._geometry_memo.clear()  # a new process: only the on-disk verdict cache
-        pool2 = nc.reference_pool(bench, hash_cache=nc.HashCache(tmp))
+        pool2 = with_distractors(nc.reference_pool(bench, hash_cache=nc.HashCache(tmp)), args.pool_size)
         wall, cpu, recs = audit(pool2, nc.HashCache(tmp))
         print(f"warm (verdict cache): {wall / len(items) * 1000:.1f} ms per image (cpu {cpu / len(items) * 1000:.1f} ms); "
               f"{sum(r['flagged'] for r in recs)} flagged")

@@ -1,13 +1,13 @@
 """Copy audit keypoint index at paper scale (docs/benchmark.md section 5): build time, memory, query time
 and recall of the exact and LSH backends of geofidelity_bench/keypoint_index.py.
 
-The index holds the demo benchmark's 112 photos (real ORB descriptors, 200 per photo, as
-``GeometryStage.index()`` computes them) and synthetic distractor photos up to ``--photos`` (random
+The index holds the demo benchmark's 112 photos (real ORB descriptors, 200 per photo spread over a grid
+and the pyramid levels, as ``GeometryStage.index()`` computes them: ``copy_geometry.index_descriptors``) and synthetic distractor photos up to ``--photos`` (random
 rectangles, lines, circles over a smooth noise texture with sensor noise, 512x384, seeded: ORB finds
 corners and edges there as in photos). Queries are edited copies of every 4th demo photo (centre crops
 of 50 % and 40 %, a 10-degree rotation, a side-by-side collage with another photo, a 10 % white border),
 800 descriptors of the image and 800 of its mirror image. Recall: the true photo is among the 4 with
-most votes (and has at least 3, the audit's ``MIN_VOTES``).
+most votes (and has at least the audit's ``MIN_VOTES``).
 
     python benchmarks/bench_keypoint_index.py [--photos 9000] [--exact-queries 15]
 
@@ -34,11 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from geofidelity_bench import keypoint_index as ki  # noqa: E402
 from geofidelity_bench import load_benchmark  # noqa: E402
 from geofidelity_bench import near_copies as nc  # noqa: E402
-from geofidelity_bench.copy_geometry import QUERY_INDEX_FEATURES, _gray_work, features  # noqa: E402
-
-
-def _orb():
-    return cv2.ORB_create(nfeatures=200, edgeThreshold=15, fastThreshold=10)
+from geofidelity_bench.copy_geometry import (  # noqa: E402
+    MIN_VOTES,
+    QUERY_INDEX_FEATURES,
+    _gray_work,
+    features,
+    index_descriptors,
+)
 
 
 def synthetic_photo(seed: int, w: int = 512, h: int = 384) -> np.ndarray:
@@ -61,8 +63,7 @@ def synthetic_photo(seed: int, w: int = 512, h: int = 384) -> np.ndarray:
 
 
 def _distractor(seed: int) -> np.ndarray:
-    _, d = _orb().detectAndCompute(synthetic_photo(seed), None)
-    return d
+    return index_descriptors(synthetic_photo(seed))
 
 
 def edits(items, j):
@@ -102,7 +103,7 @@ def exact_votes(desc, owners, queries, n_owners, chunk=200_000, ratio=ki.RATIO):
 
 
 def found(votes, j):
-    return bool(j in np.argsort(-votes, kind="stable")[:4] and votes[j] >= 3)
+    return bool(j in np.argsort(-votes, kind="stable")[:4] and votes[j] >= MIN_VOTES)
 
 
 def main() -> None:
@@ -113,7 +114,7 @@ def main() -> None:
 
     items = nc.pool_items(load_benchmark("demo"))
     t0 = time.perf_counter()
-    descs = [_orb().detectAndCompute(_gray_work(it.image_bytes)[0], None)[1] for it in items]
+    descs = [index_descriptors(_gray_work(it.image_bytes)[0]) for it in items]
     with ThreadPoolExecutor(2) as ex:
         descs += list(ex.map(_distractor, range(10_000, 10_000 + args.photos - len(items))))
     owners = np.concatenate([np.full(len(d), j) for j, d in enumerate(descs)])
