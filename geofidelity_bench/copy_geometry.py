@@ -491,11 +491,12 @@ class GeometryStage:
     a large one) is built only when an audited image is not found in the verdict cache, and kept in
     ``index_dir`` (beside the verdicts), so a pool's photos are indexed once."""
 
-    def __init__(self, pool, index_dir: str | os.PathLike | None = None) -> None:
+    def __init__(self, pool, index_dir: str | os.PathLike | None = None, write_guard=None) -> None:
         import threading
 
         self.pool = pool
         self.index_dir = None if index_dir is None else Path(index_dir)
+        self._write_guard = write_guard  # the caches' one warning for a folder that cannot be written
         self._feats: dict[int, Features] = {}
         self._index = None
         self._lock = threading.Lock()
@@ -577,8 +578,9 @@ class GeometryStage:
         if path is not None:
             try:
                 index.save(path)
-            except OSError:  # a cache that cannot be written: the index is built again next run
-                pass
+            except OSError as err:  # a cache that cannot be written: the index is built again next run
+                if self._write_guard is not None:
+                    self._write_guard.fail(path.parent, err)
         return index
 
     def retrieve(self, q: Features) -> np.ndarray:

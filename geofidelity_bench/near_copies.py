@@ -410,7 +410,8 @@ def _geometry(pool: ReferencePool, out: list[list[dict]], banks, unit, shas, que
 
     stage = getattr(pool, "_geometry_stage", None)
     if stage is None:
-        stage = cg.GeometryStage(pool, index_dir=None if cache is None else cache.dir)
+        stage = cg.GeometryStage(pool, index_dir=None if cache is None else cache.dir,
+                                 write_guard=None if cache is None else cache._guard)
         pool._geometry_stage = stage  # type: ignore[attr-defined]
     fp = _pool_fingerprint(pool)
     pos_of = {}
